@@ -1,0 +1,1 @@
+"""cl-graft command line."""

@@ -1,0 +1,80 @@
+"""What the model code needs to know about a text-classification task.
+
+A :class:`TaskSpec` is pure description; where the rows come from (local JSONL or the Hugging Face Hub) is the
+business of ``cl_graft.benchmarks``. Rows are plain dicts: ``{"text": str, "label": int}`` for single-sentence
+tasks, ``{"text_a": str, "text_b": str, "label": int}`` for sentence pairs.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import UserError
+
+METRICS = ("accuracy", "f1")
+MASK = "{mask}"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A classification task.
+
+    Attributes:
+        name: short id, e.g. ``"sst2"``.
+        labels: label names in index order (``row["label"]`` indexes this).
+        pair: True for sentence-pair tasks (``text_a``/``text_b``), False for ``text``.
+        metric: headline metric, ``"accuracy"`` or ``"f1"`` (binary F1 of label 1).
+        template: prompt for masked-LM heads; placeholders ``{x}`` (or ``{a}``, ``{b}``) and ``{mask}``.
+        label_words: one word per label, scored at the ``{mask}`` position by prompt-based heads.
+        causal_template: prompt for causal-LM heads; must end with ``{mask}`` (the next-token slot).
+    """
+
+    name: str
+    labels: tuple[str, ...]
+    pair: bool = False
+    metric: str = "accuracy"
+    template: str = "{x} It was {mask} ."
+    label_words: tuple[str, ...] = ()
+    causal_template: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.labels) < 2:
+            raise UserError(f"task {self.name!r} needs at least two labels, got {list(self.labels)}")
+        if self.metric not in METRICS:
+            raise UserError(f"task {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
+        if self.label_words and len(self.label_words) != len(self.labels):
+            raise UserError(f"task {self.name!r}: {len(self.label_words)} label words for {len(self.labels)} labels")
+        if MASK not in self.template:
+            raise UserError(f"task {self.name!r}: template {self.template!r} has no {MASK}")
+        if self.causal_template and not self.causal_template.rstrip().endswith(MASK):
+            raise UserError(f"task {self.name!r}: causal template must end with {MASK}")
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """Label words, defaulting to the label names themselves."""
+        return self.label_words or self.labels
+
+    @property
+    def prompt_for_causal(self) -> str:
+        """The causal-LM prompt: the explicit one, else the masked-LM template with the mask moved to the end."""
+        if self.causal_template:
+            return self.causal_template
+        return " ".join(self.template.replace(MASK, "").split()) + " " + MASK
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["labels"] = list(self.labels)
+        out["label_words"] = list(self.label_words)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TaskSpec":
+        d = dict(d)
+        d["labels"] = tuple(d["labels"])
+        d["label_words"] = tuple(d.get("label_words", ()))
+        return cls(**d)

@@ -1,0 +1,97 @@
+"""Shared fixtures: tiny randomly initialised BERT, RoBERTa-MLM and GPT-2 classifiers, built locally (no downloads)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+from cl_graft.models import TextClassifier, build_classifier  # noqa: E402
+from cl_graft.task import TaskSpec  # noqa: E402
+
+CORPUS = [
+    "it was great fun and a good movie", "it was terrible and bad", "is this a question ? yes no maybe",
+    "world sports business tech news", "the film is wonderful", "a dull and boring plot",
+]
+SENTIMENT = TaskSpec(name="toy", labels=("negative", "positive"), template="{x} It was {mask} .",
+                     label_words=("terrible", "great"), causal_template="{x} It was {mask}")
+PAIR = TaskSpec(name="toypair", labels=("entailment", "not_entailment"), pair=True,
+                template="{a} ? {mask} , {b}", label_words=("yes", "no"),
+                causal_template="{a} Question: {b} Answer: {mask}")
+
+
+def shared_data_dir() -> Path | None:
+    """The real task data: $CL_GRAFT_DATA, else ../shared/data beside the repository."""
+    env = os.environ.get("CL_GRAFT_DATA")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+def _bpe():
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 5, vocab_size=400, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    return bpe._tokenizer
+
+
+def _wordpiece():
+    from transformers import BertTokenizer
+
+    words = sorted({w for line in CORPUS for w in line.split()} | {"question", "answer", "topic", ",", "."})
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words)}
+    return BertTokenizer(vocab=vocab)
+
+
+def tiny_bert(head: str = "linear") -> TextClassifier:
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    torch.manual_seed(0)
+    tok = _wordpiece()
+    cfg = BertConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=37, max_position_embeddings=64)
+    backbone = BertModel(cfg) if head == "linear" else BertForMaskedLM(cfg)
+    return build_classifier("tiny-bert", head=head, backbone=backbone, tokenizer=tok, max_length=32)
+
+
+def tiny_roberta_mlm() -> TextClassifier:
+    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizerFast
+
+    torch.manual_seed(0)
+    tok = RobertaTokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                               unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
+    cfg = RobertaConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=70, pad_token_id=tok.pad_token_id)
+    return build_classifier("tiny-roberta", head="mlm", backbone=RobertaForMaskedLM(cfg), tokenizer=tok,
+                            max_length=32)
+
+
+def tiny_gpt2() -> TextClassifier:
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+    torch.manual_seed(0)
+    tok = GPT2TokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    cfg = GPT2Config(vocab_size=len(tok.get_vocab()), n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    return build_classifier("tiny-gpt2", head="causal", backbone=GPT2LMHeadModel(cfg), tokenizer=tok, max_length=32)
+
+
+TINY_MODELS = {"bert-linear": tiny_bert, "roberta-mlm": tiny_roberta_mlm, "gpt2-causal": tiny_gpt2}
+
+
+@pytest.fixture(params=sorted(TINY_MODELS))
+def tiny_model(request) -> TextClassifier:
+    """Each tiny architecture/head pair in turn, with the toy sentiment task registered."""
+    model = TINY_MODELS[request.param]()
+    model.add_task(SENTIMENT)
+    return model
+
+
+@pytest.fixture
+def toy_rows() -> list[dict]:
+    good = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
+    bad = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
+    return [{"text": t, "label": 1} for t in good] + [{"text": t, "label": 0} for t in bad]
