@@ -1,0 +1,9 @@
+"""Tasks and data for cl-graft (installed as ``cl_graft.benchmarks``).
+
+The registry and loaders here need only the standard library (``datasets`` is imported lazily, and only for
+Hub loading); Avalanche-based stream builders live in separate modules imported on demand.
+"""
+from .data import TaskData, cap, kshot, load_task
+from .tasks import TASKS, get_task, resolve_data_dir
+
+__all__ = ["TASKS", "TaskData", "cap", "get_task", "kshot", "load_task", "resolve_data_dir"]

@@ -1,0 +1,223 @@
+"""Rows of a task: loading (local JSONL or the Hugging Face Hub), strict validation, k-shot and capped subsets.
+
+Rows are plain dicts, ``{"text": str, "label": int}`` or ``{"text_a": str, "text_b": str, "label": int}``.
+A local data folder holds ``<task>/{train,test}.jsonl`` (+ ``meta.json``), see ``/work/shared/data/README.md``.
+Every problem with the data is a one-line :class:`~cl_graft.errors.DataError` naming the file and line.
+"""
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cl_graft.errors import DataError, UserError
+from cl_graft.task import TaskSpec
+
+from .tasks import HUB, HubSource, get_task, resolve_data_dir
+
+Row = dict[str, Any]
+
+
+@dataclass
+class TaskData:
+    """A task with its rows.
+
+    Attributes:
+        spec: the task.
+        train: training rows.
+        test: test rows (for GLUE tasks the GLUE dev set, as in LM-BFF).
+        source: where the rows came from (a folder, or ``hub:<id>``), for logs.
+    """
+
+    spec: TaskSpec
+    train: list[Row]
+    test: list[Row]
+    source: str
+
+
+def _fields(spec: TaskSpec) -> tuple[str, ...]:
+    return ("text_a", "text_b") if spec.pair else ("text",)
+
+
+def check_row(obj: Any, spec: TaskSpec, where: str) -> Row:
+    """Validate one row against ``spec`` and return it with only the task's fields.
+
+    Args:
+        obj: the decoded row.
+        spec: the task it belongs to.
+        where: location for error messages, e.g. ``"data/sst2/train.jsonl:17"``.
+
+    Raises:
+        DataError: not an object, a missing or non-string text field, a non-int label or one out of range.
+    """
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    row: Row = {}
+    for name in (*_fields(spec), "label"):
+        if name not in obj:
+            raise DataError(f"{where}: missing field {name!r} (task {spec.name!r} needs {list(_fields(spec))})")
+        row[name] = obj[name]
+        if name != "label" and not isinstance(row[name], str):
+            raise DataError(f"{where}: field {name!r} must be a string, got {type(row[name]).__name__}")
+    label = row["label"]
+    if isinstance(label, bool) or not isinstance(label, int):
+        raise DataError(f"{where}: label must be an integer, got {label!r}")
+    if not 0 <= label < spec.num_labels:
+        raise DataError(f"{where}: label {label} outside the task's {spec.num_labels} labels")
+    return row
+
+
+def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
+    """All rows of a JSONL file, validated; blank lines are skipped.
+
+    Raises:
+        DataError: missing or unreadable file, malformed JSON or a bad row (with ``file:line``), no rows.
+    """
+    rows: list[Row] = []
+    try:
+        with path.open("rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+                rows.append(check_row(obj, spec, f"{path}:{lineno}"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not rows:
+        raise DataError(f"{path} is empty")
+    return rows
+
+
+def hub_rows(records: Iterable[Mapping[str, Any]], spec: TaskSpec, source: HubSource, where: str) -> list[Row]:
+    """Map Hub records to our rows: rename columns, map/drop labels, validate.
+
+    Args:
+        records: the rows of one loaded split (a ``datasets.Dataset`` or any iterable of mappings).
+        spec: the task.
+        source: the task's Hub description.
+        where: split name for error messages, e.g. ``"hub:nyu-mll/glue/mnli:validation_matched"``.
+
+    Raises:
+        DataError: a missing column, a bad label, or no rows left.
+    """
+    rows: list[Row] = []
+    for i, rec in enumerate(records):
+        if source.label_field not in rec:
+            raise DataError(f"{where}[{i}]: missing column {source.label_field!r}")
+        label = rec[source.label_field]
+        if source.label_map is not None:
+            if label not in source.label_map:
+                continue
+            label = source.label_map[label]
+        obj = {"label": label}
+        for ours, theirs in source.fields.items():
+            if theirs not in rec:
+                raise DataError(f"{where}[{i}]: missing column {theirs!r}")
+            obj[ours] = rec[theirs]
+        rows.append(check_row(obj, spec, f"{where}[{i}]"))
+    if not rows:
+        raise DataError(f"{where} is empty")
+    return rows
+
+
+def _load_hub(spec: TaskSpec, loader: Callable[..., Iterable[Mapping[str, Any]]] | None) -> TaskData:
+    source = HUB[spec.name]
+    if loader is None:
+        try:
+            from datasets import load_dataset as loader
+        except ImportError:
+            raise UserError("loading from the Hub needs the 'datasets' package; install it or pass a data dir") \
+                from None
+    name = source.path + (f"/{source.config}" if source.config else "")
+    splits = []
+    for split in (source.train_split, source.test_split):
+        where = f"hub:{name}:{split}"
+        try:
+            records = loader(source.path, source.config, split=split)
+        except Exception as e:  # network, auth, unknown split...: one line for the user, cause kept
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise DataError(f"{where}: cannot load ({type(e).__name__}: {first})") from e
+        splits.append(hub_rows(records, spec, source, where))
+    return TaskData(spec, splits[0], splits[1], f"hub:{name}")
+
+
+def load_task(name: str, data_dir: str | Path | None = None, *,
+              loader: Callable[..., Iterable[Mapping[str, Any]]] | None = None) -> TaskData:
+    """Load a task's train and test rows, from a local data folder or else from the Hub.
+
+    Args:
+        name: task id (registered, or a folder of the data dir with a ``meta.json``).
+        data_dir: local data folder; None means ``$CL_GRAFT_DATA``, and the Hub if that is unset too.
+        loader: stand-in for ``datasets.load_dataset`` (called as ``loader(path, config, split=...)``);
+            None uses the real one, imported only here.
+
+    Raises:
+        UserError: unknown task. DataError: a missing task folder or file, or bad rows.
+    """
+    root = resolve_data_dir(data_dir)
+    spec = get_task(name, root)
+    if root is None:
+        return _load_hub(spec, loader)
+    folder = root / name
+    if not folder.is_dir():
+        raise DataError(f"{folder}: no such task folder in the data dir")
+    return TaskData(spec, read_rows(folder / "train.jsonl", spec), read_rows(folder / "test.jsonl", spec),
+                    str(folder))
+
+
+def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,
+          dev_k: int | None = None) -> tuple[list[Row], list[Row]]:
+    """LM-BFF-style few-shot split: per class, shuffle with ``seed``, take ``k`` for train and ``dev_k`` for dev.
+
+    Classes with too few rows give what they have (train first). Both outputs are shuffled with the seed, so
+    the result depends only on ``rows``, ``k``, ``dev_k`` and ``seed``; train and dev never share a row.
+
+    Args:
+        rows: validated rows.
+        k: train rows per class (>= 1).
+        seed: random seed.
+        num_labels: number of classes.
+        dev_k: dev rows per class (>= 0); None means ``k``.
+
+    Returns:
+        ``(train, dev)``.
+    """
+    dev_k = k if dev_k is None else dev_k
+    if k < 1 or dev_k < 0:
+        raise UserError(f"k-shot needs k >= 1 and dev_k >= 0, got k={k}, dev_k={dev_k}")
+    by_class: list[list[Row]] = [[] for _ in range(num_labels)]
+    for row in rows:
+        if not 0 <= row["label"] < num_labels:
+            raise UserError(f"k-shot: label {row['label']} outside the task's {num_labels} labels")
+        by_class[row["label"]].append(row)
+    rng = random.Random(seed)
+    train: list[Row] = []
+    dev: list[Row] = []
+    for members in by_class:
+        members = members[:]
+        rng.shuffle(members)
+        train += members[:k]
+        dev += members[k:k + dev_k]
+    rng.shuffle(train)
+    rng.shuffle(dev)
+    return train, dev
+
+
+def cap(rows: list[Row], n: int | None, *, seed: int) -> list[Row]:
+    """At most ``n`` rows, a deterministic random subset kept in the original order; None means all rows."""
+    if n is not None and n < 1:
+        raise UserError(f"a row cap must be >= 1, got {n}")
+    if n is None or n >= len(rows):
+        return list(rows)
+    keep = sorted(random.Random(seed).sample(range(len(rows)), n))
+    return [rows[i] for i in keep]

@@ -1,0 +1,192 @@
+"""The task registry: the 12 tasks of the paper, where each lives on the Hub, and tasks found in a data folder.
+
+Label order follows ``/work/shared/data/<task>/meta.json`` (LM-BFF order), prompts and label words follow
+LM-BFF (Gao et al. 2021) as used by Panigrahi et al. (2023). A folder ``<data_dir>/<name>/`` with a
+``meta.json`` (``{"labels": [...]}``) and ``train.jsonl``/``test.jsonl`` is a task too, even if unregistered.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cl_graft.errors import DataError, UserError
+from cl_graft.task import TaskSpec
+
+ENV_DATA = "CL_GRAFT_DATA"
+
+_SENTIMENT = ("negative", "positive")
+_NLI3 = ("entailment", "neutral", "contradiction")
+_NLI2 = ("entailment", "not_entailment")
+
+
+def _sentiment(name: str) -> TaskSpec:
+    return TaskSpec(name, _SENTIMENT, template="{x} It was {mask} .", label_words=("terrible", "great"),
+                    causal_template="{x} It was {mask}")
+
+
+TASKS: dict[str, TaskSpec] = {
+    "sst2": _sentiment("sst2"),
+    "cr": _sentiment("cr"),
+    "mpqa": _sentiment("mpqa"),
+    "imdb": _sentiment("imdb"),
+    "yelp": _sentiment("yelp"),
+    "agnews": TaskSpec("agnews", ("World", "Sports", "Business", "Sci/Tech"), template="{mask} : {x}",
+                       label_words=("World", "Sports", "Business", "Tech"), causal_template="{x} Topic: {mask}"),
+    "qnli": TaskSpec("qnli", _NLI2, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "No"),
+                     causal_template="{b} Question: {a} Does the text answer the question? Answer: {mask}"),
+    "rte": TaskSpec("rte", _NLI2, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "No"),
+                    causal_template="{a} Question: {b} Yes or No? Answer: {mask}"),
+    "mnli": TaskSpec("mnli", _NLI3, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "Maybe", "No"),
+                     causal_template="{a} Question: {b} Yes, No, or Maybe? Answer: {mask}"),
+    "snli": TaskSpec("snli", _NLI3, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "Maybe", "No"),
+                     causal_template="{a} Question: {b} Yes, No, or Maybe? Answer: {mask}"),
+    "mrpc": TaskSpec("mrpc", ("not_equivalent", "equivalent"), pair=True, metric="f1", template="{a} {mask} , {b}",
+                     label_words=("No", "Yes"),
+                     causal_template="{a} Question: Does this mean the same as \"{b}\"? Answer: {mask}"),
+    "qqp": TaskSpec("qqp", ("not_duplicate", "duplicate"), pair=True, metric="f1", template="{a} {mask} , {b}",
+                    label_words=("No", "Yes"),
+                    causal_template="{a} Question: Is this the same question as \"{b}\"? Answer: {mask}"),
+}
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a task lives on the Hugging Face Hub and how its rows map to ours.
+
+    Attributes:
+        path: dataset id for ``datasets.load_dataset``.
+        fields: our field (``text`` or ``text_a``/``text_b``) -> the Hub column holding it.
+        config: dataset config name, if any.
+        train_split: Hub split used as our train split.
+        test_split: Hub split used as our test split (GLUE: the validation split, as in LM-BFF).
+        label_field: the Hub column holding the label.
+        label_map: Hub label -> our label index; None means identical. Rows whose label is not a key are
+            dropped (e.g. SNLI's ``-1`` = no gold label).
+    """
+
+    path: str
+    fields: dict[str, str]
+    config: str | None = None
+    train_split: str = "train"
+    test_split: str = "test"
+    label_field: str = "label"
+    label_map: dict[int | str, int] | None = None
+
+
+def _glue(config: str, fields: dict[str, str], test_split: str = "validation") -> HubSource:
+    return HubSource("nyu-mll/glue", fields, config=config, test_split=test_split)
+
+
+HUB: dict[str, HubSource] = {
+    "sst2": _glue("sst2", {"text": "sentence"}),
+    "qnli": _glue("qnli", {"text_a": "question", "text_b": "sentence"}),
+    "mnli": _glue("mnli", {"text_a": "premise", "text_b": "hypothesis"}, test_split="validation_matched"),
+    "qqp": _glue("qqp", {"text_a": "question1", "text_b": "question2"}),
+    "mrpc": _glue("mrpc", {"text_a": "sentence1", "text_b": "sentence2"}),
+    "rte": _glue("rte", {"text_a": "sentence1", "text_b": "sentence2"}),
+    "agnews": HubSource("fancyzhx/ag_news", {"text": "text"}),
+    "imdb": HubSource("stanfordnlp/imdb", {"text": "text"}),
+    "yelp": HubSource("fancyzhx/yelp_polarity", {"text": "text"}),
+    "snli": HubSource("stanfordnlp/snli", {"text_a": "premise", "text_b": "hypothesis"},
+                      label_map={0: 0, 1: 1, 2: 2}),
+    "cr": HubSource("SetFit/CR", {"text": "text"}),
+    "mpqa": HubSource("jxm/mpqa", {"text": "sentence"}),
+}
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
+    """The local data folder to use: ``data_dir``, else ``$CL_GRAFT_DATA``, else None (= the Hub).
+
+    Raises:
+        UserError: the folder given (or named by the environment variable) does not exist.
+    """
+    source = "data dir"
+    if data_dir is None or str(data_dir) == "":
+        data_dir, source = os.environ.get(ENV_DATA) or None, f"${ENV_DATA}"
+    if data_dir is None:
+        return None
+    path = Path(data_dir).expanduser()
+    if not path.is_dir():
+        raise UserError(f"{source} {str(path)!r} does not exist or is not a folder")
+    return path
+
+
+def read_meta(folder: Path) -> list[str]:
+    """The label names of ``folder/meta.json``.
+
+    Raises:
+        DataError: the file is missing, not JSON, or has no list of at least two distinct label names.
+    """
+    path = folder / "meta.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DataError(f"{path}: cannot read meta.json ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not valid JSON ({e})") from None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    if (not isinstance(labels, list) or len(labels) < 2 or not all(isinstance(x, str) and x for x in labels)
+            or len(set(labels)) != len(labels)):
+        raise DataError(f"{path}: 'labels' must be a list of at least two distinct non-empty strings")
+    return labels
+
+
+def _first_row(path: Path) -> dict:
+    try:
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                    if not isinstance(row, dict):
+                        raise DataError(f"{path}:{lineno}: expected a JSON object")
+                    return row
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    raise DataError(f"{path} is empty")
+
+
+def _task_from_folder(name: str, folder: Path) -> TaskSpec:
+    labels = tuple(read_meta(folder))
+    first = _first_row(folder / "train.jsonl")
+    if "text_a" in first and "text_b" in first:
+        return TaskSpec(name, labels, pair=True, template="{a} ? {mask} , {b}",
+                        causal_template="{a} Question: {b} Answer: {mask}")
+    if "text" in first:
+        return TaskSpec(name, labels, template="{x} It was {mask} .", causal_template="{x} Answer: {mask}")
+    raise DataError(f"{folder / 'train.jsonl'}:1: row has neither 'text' nor 'text_a'/'text_b'")
+
+
+def get_task(name: str, data_dir: str | Path | None = None) -> TaskSpec:
+    """The task called ``name``.
+
+    A registered task is returned as registered (if the data folder has ``<name>/meta.json`` its labels must
+    agree). Otherwise ``<data_dir>/<name>/meta.json`` defines the task: labels from the meta file, pair or
+    single from the first train row, generic templates, label names as label words.
+
+    Args:
+        name: task id, e.g. ``"sst2"``.
+        data_dir: local data folder; None means ``$CL_GRAFT_DATA`` if set (see :func:`resolve_data_dir`).
+
+    Raises:
+        UserError: unknown task. DataError: a bad meta.json or train file.
+    """
+    root = resolve_data_dir(data_dir)
+    folder = root / name if root is not None else None
+    has_meta = folder is not None and (folder / "meta.json").is_file()
+    if name in TASKS:
+        spec = TASKS[name]
+        if has_meta and tuple(read_meta(folder)) != spec.labels:
+            raise DataError(f"{folder / 'meta.json'}: labels {read_meta(folder)} differ from task "
+                            f"{name!r}'s {list(spec.labels)}")
+        return spec
+    if has_meta:
+        return _task_from_folder(name, folder)
+    known = sorted(TASKS)
+    if root is not None:
+        known += sorted(p.name for p in root.iterdir() if (p / "meta.json").is_file() and p.name not in TASKS)
+    raise UserError(f"unknown task {name!r}; known: {', '.join(known)}")
