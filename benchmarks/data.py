@@ -1,7 +1,7 @@
-"""Rows of a task: loading (local JSONL or the Hugging Face Hub), strict validation, k-shot and capped subsets.
+"""Rows of a task: loading (local JSONL or the Hugging Face Hub), strict validation, k-shot and caps.
 
 Rows are plain dicts, ``{"text": str, "label": int}`` or ``{"text_a": str, "text_b": str, "label": int}``.
-A local data folder holds ``<task>/{train,test}.jsonl`` (+ ``meta.json``), see ``/work/shared/data/README.md``.
+A local data folder holds ``<task>/{train,test}.jsonl`` (+ ``meta.json``); see the shared data README.
 Every problem with the data is a one-line :class:`~cl_graft.errors.DataError` naming the file and line.
 """
 from __future__ import annotations
@@ -58,7 +58,8 @@ def check_row(obj: Any, spec: TaskSpec, where: str) -> Row:
     row: Row = {}
     for name in (*_fields(spec), "label"):
         if name not in obj:
-            raise DataError(f"{where}: missing field {name!r} (task {spec.name!r} needs {list(_fields(spec))})")
+            needs = list(_fields(spec))
+            raise DataError(f"{where}: missing field {name!r} (task {spec.name!r} needs {needs})")
         row[name] = obj[name]
         if name != "label" and not isinstance(row[name], str):
             raise DataError(f"{where}: field {name!r} must be a string, got {type(row[name]).__name__}")
@@ -98,7 +99,8 @@ def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
     return rows
 
 
-def hub_rows(records: Iterable[Mapping[str, Any]], spec: TaskSpec, source: HubSource, where: str) -> list[Row]:
+def hub_rows(records: Iterable[Mapping[str, Any]], spec: TaskSpec, source: HubSource,
+             where: str) -> list[Row]:
     """Map Hub records to our rows: rename columns, map/drop labels, validate.
 
     Args:
@@ -136,8 +138,8 @@ def _load_hub(spec: TaskSpec, loader: Callable[..., Iterable[Mapping[str, Any]]]
         try:
             from datasets import load_dataset as loader
         except ImportError:
-            raise UserError("loading from the Hub needs the 'datasets' package; install it or pass a data dir") \
-                from None
+            msg = "loading from the Hub needs the 'datasets' package; install it or pass a data dir"
+            raise UserError(msg) from None
     name = source.path + (f"/{source.config}" if source.config else "")
     splits = []
     for split in (source.train_split, source.test_split):
@@ -177,7 +179,7 @@ def load_task(name: str, data_dir: str | Path | None = None, *,
 
 def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,
           dev_k: int | None = None) -> tuple[list[Row], list[Row]]:
-    """LM-BFF-style few-shot split: per class, shuffle with ``seed``, take ``k`` for train and ``dev_k`` for dev.
+    """LM-BFF-style few-shot split: per class, shuffle with ``seed``, take ``k`` train and ``dev_k`` dev rows.
 
     Classes with too few rows give what they have (train first). Both outputs are shuffled with the seed, so
     the result depends only on ``rows``, ``k``, ``dev_k`` and ``seed``; train and dev never share a row.

@@ -1,4 +1,4 @@
-"""The task registry: the 12 tasks of the paper, where each lives on the Hub, and tasks found in a data folder.
+"""The task registry: the paper's 12 tasks, where each lives on the Hub, and tasks found in a data folder.
 
 Label order follows ``/work/shared/data/<task>/meta.json`` (LM-BFF order), prompts and label words follow
 LM-BFF (Gao et al. 2021) as used by Panigrahi et al. (2023). A folder ``<data_dir>/<name>/`` with a
@@ -26,6 +26,14 @@ def _sentiment(name: str) -> TaskSpec:
                     causal_template="{x} It was {mask}")
 
 
+def _pair(name: str, labels: tuple[str, ...], words: tuple[str, ...], causal: str, *,
+          template: str = "{a} ? {mask} , {b}", metric: str = "accuracy") -> TaskSpec:
+    return TaskSpec(name, labels, pair=True, metric=metric, template=template, label_words=words,
+                    causal_template=causal)
+
+
+_NLI3_CAUSAL = "{a} Question: {b} Yes, No, or Maybe? Answer: {mask}"
+
 TASKS: dict[str, TaskSpec] = {
     "sst2": _sentiment("sst2"),
     "cr": _sentiment("cr"),
@@ -33,21 +41,19 @@ TASKS: dict[str, TaskSpec] = {
     "imdb": _sentiment("imdb"),
     "yelp": _sentiment("yelp"),
     "agnews": TaskSpec("agnews", ("World", "Sports", "Business", "Sci/Tech"), template="{mask} : {x}",
-                       label_words=("World", "Sports", "Business", "Tech"), causal_template="{x} Topic: {mask}"),
-    "qnli": TaskSpec("qnli", _NLI2, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "No"),
-                     causal_template="{b} Question: {a} Does the text answer the question? Answer: {mask}"),
-    "rte": TaskSpec("rte", _NLI2, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "No"),
-                    causal_template="{a} Question: {b} Yes or No? Answer: {mask}"),
-    "mnli": TaskSpec("mnli", _NLI3, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "Maybe", "No"),
-                     causal_template="{a} Question: {b} Yes, No, or Maybe? Answer: {mask}"),
-    "snli": TaskSpec("snli", _NLI3, pair=True, template="{a} ? {mask} , {b}", label_words=("Yes", "Maybe", "No"),
-                     causal_template="{a} Question: {b} Yes, No, or Maybe? Answer: {mask}"),
-    "mrpc": TaskSpec("mrpc", ("not_equivalent", "equivalent"), pair=True, metric="f1", template="{a} {mask} , {b}",
-                     label_words=("No", "Yes"),
-                     causal_template="{a} Question: Does this mean the same as \"{b}\"? Answer: {mask}"),
-    "qqp": TaskSpec("qqp", ("not_duplicate", "duplicate"), pair=True, metric="f1", template="{a} {mask} , {b}",
-                    label_words=("No", "Yes"),
-                    causal_template="{a} Question: Is this the same question as \"{b}\"? Answer: {mask}"),
+                       label_words=("World", "Sports", "Business", "Tech"),
+                       causal_template="{x} Topic: {mask}"),
+    "qnli": _pair("qnli", _NLI2, ("Yes", "No"),
+                  "{b} Question: {a} Does the text answer the question? Answer: {mask}"),
+    "rte": _pair("rte", _NLI2, ("Yes", "No"), "{a} Question: {b} Yes or No? Answer: {mask}"),
+    "mnli": _pair("mnli", _NLI3, ("Yes", "Maybe", "No"), _NLI3_CAUSAL),
+    "snli": _pair("snli", _NLI3, ("Yes", "Maybe", "No"), _NLI3_CAUSAL),
+    "mrpc": _pair("mrpc", ("not_equivalent", "equivalent"), ("No", "Yes"),
+                  '{a} Question: Does this mean the same as "{b}"? Answer: {mask}',
+                  template="{a} {mask} , {b}", metric="f1"),
+    "qqp": _pair("qqp", ("not_duplicate", "duplicate"), ("No", "Yes"),
+                 '{a} Question: Is this the same question as "{b}"? Answer: {mask}',
+                 template="{a} {mask} , {b}", metric="f1"),
 }
 
 
@@ -177,7 +183,7 @@ def get_task(name: str, data_dir: str | Path | None = None) -> TaskSpec:
     """
     root = resolve_data_dir(data_dir)
     folder = root / name if root is not None else None
-    has_meta = folder is not None and (folder / "meta.json").is_file()
+    has_meta = folder is not None and (folder / "meta.json").exists()
     if name in TASKS:
         spec = TASKS[name]
         if has_meta and tuple(read_meta(folder)) != spec.labels:
@@ -188,5 +194,5 @@ def get_task(name: str, data_dir: str | Path | None = None) -> TaskSpec:
         return _task_from_folder(name, folder)
     known = sorted(TASKS)
     if root is not None:
-        known += sorted(p.name for p in root.iterdir() if (p / "meta.json").is_file() and p.name not in TASKS)
+        known += sorted(p.name for p in root.iterdir() if (p / "meta.json").exists() and p.name not in TASKS)
     raise UserError(f"unknown task {name!r}; known: {', '.join(known)}")
