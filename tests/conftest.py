@@ -65,7 +65,8 @@ def tiny_roberta_mlm() -> TextClassifier:
     tok = RobertaTokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
     cfg = RobertaConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=37, max_position_embeddings=70, pad_token_id=tok.pad_token_id)
+                        intermediate_size=37, max_position_embeddings=70, pad_token_id=tok.pad_token_id,
+                        initializer_range=0.3)
     return build_classifier("tiny-roberta", head="mlm", backbone=RobertaForMaskedLM(cfg), tokenizer=tok,
                             max_length=32)
 
@@ -75,7 +76,8 @@ def tiny_gpt2() -> TextClassifier:
 
     torch.manual_seed(0)
     tok = GPT2TokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    cfg = GPT2Config(vocab_size=len(tok.get_vocab()), n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    cfg = GPT2Config(vocab_size=len(tok.get_vocab()), n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     return build_classifier("tiny-gpt2", head="causal", backbone=GPT2LMHeadModel(cfg), tokenizer=tok, max_length=32)
 
 

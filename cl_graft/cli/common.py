@@ -1,0 +1,60 @@
+"""Options and data preparation shared by several commands."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+import click
+
+from ..errors import UserError
+from ..presets import Preset, get_preset
+from ..task import TaskSpec
+
+
+def common_options(f):
+    """--model/--head/--preset/--data-dir/--seed/--out/--overwrite, in that order in --help."""
+    opts = [
+        click.option("--model", default="minilm", show_default=True,
+                     help="Hub id or local path of the pre-trained model; 'minilm' = the bundled all-MiniLM-L6-v2."),
+        click.option("--head", type=click.Choice(["linear", "mlm", "causal"]), default="linear", show_default=True,
+                     help="linear head on pooled states, or prompt-based label words (masked / causal LM)."),
+        click.option("--preset", default="quick", show_default=True, help="Run size: smoke, quick or paper."),
+        click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+                     help="Folder of <task>/{train,test}.jsonl (default: $CL_GRAFT_DATA, else the HF Hub)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling and training."),
+        click.option("--out", type=click.Path(file_okay=False), required=True, help="Output folder."),
+        click.option("--overwrite", is_flag=True, help="Replace results already in --out."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def resolve_preset(name: str, *, seed: int, k: int | None = None, steps: int | None = None) -> Preset:
+    """The named preset with the seed and optional overrides applied (validated)."""
+    preset = get_preset(name)
+    ft = replace(preset.finetune, seed=seed, **({"steps": steps} if steps is not None else {}))
+    if k is not None and k < 1:
+        raise UserError(f"--k must be >= 1, got {k}")
+    return replace(preset, finetune=ft, **({"k": k} if k is not None else {}))
+
+
+@dataclass
+class Splits:
+    spec: TaskSpec
+    train: list[dict]
+    dev: list[dict]
+    test: list[dict]
+
+
+def load_splits(task: str, data_dir: str | None, preset: Preset, seed: int) -> Splits:
+    """Task rows: k per class for train, dev_k per class for dev (from the rest of train), capped test."""
+    from ..benchmarks import cap, kshot, load_task
+
+    data = load_task(task, data_dir)
+    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k)
+    return Splits(data.spec, train, dev, cap(data.test, preset.eval_cap, seed=seed))
+
+
+def data_source(data_dir: str | None) -> str:
+    return data_dir or os.environ.get("CL_GRAFT_DATA") or "huggingface-hub"

@@ -1,0 +1,45 @@
+"""``cl-graft finetune``: fine-tune one task and write model, metrics and run config."""
+from __future__ import annotations
+
+import time
+
+import click
+
+from .common import common_options, data_source, load_splits, resolve_preset
+
+
+@click.command()
+@click.option("--task", required=True, help="Task name (see benchmarks.TASKS) or a folder name under --data-dir.")
+@click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
+@click.option("--steps", type=int, default=None, help="Optimizer steps (default: the preset's).")
+@common_options
+def finetune(task, k, steps, model, head, preset, data_dir, seed, out, overwrite):
+    """Fine-tune MODEL on TASK; writes model.safetensors, metrics.json and config.json under --out."""
+    import torch
+
+    from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, save_classifier, write_json
+    from ..evaluate import evaluate
+    from ..finetune import finetune_
+    from ..models import build_classifier
+
+    cfg = resolve_preset(preset, seed=seed, k=k, steps=steps)
+    splits = load_splits(task, data_dir, cfg, seed)
+    out = prepare_out_dir(out, overwrite=overwrite, owns=("metrics.json", "model.safetensors"))
+    torch.manual_seed(seed)
+    clf = build_classifier(model, head=head, max_length=cfg.max_length)
+    clf.add_task(splits.spec, seed=seed)
+    t0 = time.perf_counter()
+    result = finetune_(clf, splits.train, splits.dev, cfg.finetune)
+    train_s = time.perf_counter() - t0
+    metrics, _ = evaluate(clf, splits.test, progress=True)
+    save_classifier(clf, out)
+    write_json(out / RUN_CONFIG, run_record(
+        command="finetune", task=task, model=model, head=head, preset=cfg.name, seed=seed, k=cfg.k,
+        dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir), finetune=cfg.finetune.to_json()))
+    write_json(out / "metrics.json", {"task": task, "test": metrics, "best_step": result.best_step,
+                                      "best_dev": result.best_dev, "history": result.history,
+                                      "train_seconds": round(train_s, 1),
+                                      "n_train": len(splits.train), "n_dev": len(splits.dev)})
+    click.echo(f"{task}: test {splits.spec.metric} {metrics['score']:.4f}  accuracy {metrics['accuracy']:.4f}  "
+               f"ECE {100 * metrics['ece']:.1f}  (n={metrics['n']}, best dev step {result.best_step}, "
+               f"train {train_s:.0f}s) -> {out}")

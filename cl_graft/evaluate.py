@@ -1,0 +1,46 @@
+"""Batched inference and evaluation of a :class:`~cl_graft.models.TextClassifier` on rows."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .metrics import summarize
+
+
+def _length(row: dict) -> int:
+    return len(row.get("text", "")) + len(row.get("text_a", "")) + len(row.get("text_b", ""))
+
+
+@torch.no_grad()
+def predict_logits(model, rows: list[dict], task: str | None = None, *, batch_size: int = 64,
+                   progress: bool = False) -> np.ndarray:
+    """Label logits (N, C) as float32 numpy, in the order of ``rows``.
+
+    Rows are batched by length (less padding); the model's train/eval mode is restored afterwards.
+    """
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(rows)), key=lambda i: _length(rows[i]))
+    out: list[np.ndarray | None] = [None] * len(rows)
+    device = next(model.parameters()).device
+    starts = range(0, len(rows), batch_size)
+    for s in tqdm(starts, desc="eval", leave=False, disable=not progress):
+        idx = order[s:s + batch_size]
+        enc = {k: v.to(device) for k, v in model.encode([rows[i] for i in idx], task).items()}
+        logits = model(**enc, task=task).float().cpu().numpy()
+        for j, i in enumerate(idx):
+            out[i] = logits[j]
+    model.train(was_training)
+    num_labels = model.tasks[model._resolve_task(task)].num_labels
+    return np.stack(out) if rows else np.zeros((0, num_labels), dtype=np.float32)
+
+
+def evaluate(model, rows: list[dict], task: str | None = None, *, batch_size: int = 64, n_bins: int = 10,
+             progress: bool = False) -> tuple[dict, np.ndarray]:
+    """Metrics (accuracy, F1 for binary tasks, ECE, headline ``score``) and the predictions (N,)."""
+    name = model._resolve_task(task)
+    logits = predict_logits(model, rows, name, batch_size=batch_size, progress=progress)
+    labels = np.array([r["label"] for r in rows], dtype=np.int64)
+    metrics = summarize(logits, labels, metric=model.tasks[name].metric, n_bins=n_bins)
+    return metrics, logits.argmax(axis=1)
