@@ -1,0 +1,89 @@
+"""Matplotlib figures from arrays only (the one module that imports matplotlib). Every function writes a PNG.
+
+Inputs are plain numpy arrays / dicts produced by the analysis and result code, so figures can be redrawn from
+saved JSON without recomputing anything.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_matrix(matrix: np.ndarray, path: str | Path, *, rows: Sequence[str], cols: Sequence[str] | None = None,
+                title: str = "", xlabel: str = "", ylabel: str = "", fmt: str = ".2f", cmap: str = "viridis",
+                vmin: float | None = None, vmax: float | None = None) -> Path:
+    """Annotated heatmap of an (R, C) matrix; NaN cells are left blank. Returns the PNG path."""
+    plt = _plt()
+    m = np.asarray(matrix, dtype=float)
+    cols = list(cols) if cols is not None else list(rows)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 0.8 + 0.6 * len(rows)), dpi=120)
+    im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    finite = m[np.isfinite(m)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    for i in range(m.shape[0]):
+        for j in range(m.shape[1]):
+            if np.isfinite(m[i, j]):
+                ax.text(j, i, format(m[i, j], fmt), ha="center", va="center", fontsize=8,
+                        color="white" if m[i, j] < mid else "black")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_anatomy(counts: Mapping[str, Mapping[str, int]], path: str | Path, *, title: str = "") -> Path:
+    """Stacked bars of a region's size per layer (x) and parameter type (stack).
+
+    Args:
+        counts: ``{layer_label: {param_type: selected_elements}}``, e.g. from ``Region.breakdown()``.
+    """
+    plt = _plt()
+    layers = list(counts)
+    types = sorted({t for per in counts.values() for t in per})
+    fig, ax = plt.subplots(figsize=(1.5 + 0.6 * len(layers), 3.6), dpi=120)
+    bottom = np.zeros(len(layers))
+    for t in types:
+        vals = np.array([counts[layer].get(t, 0) for layer in layers], dtype=float)
+        ax.bar(range(len(layers)), vals, bottom=bottom, label=t)
+        bottom += vals
+    ax.set_xticks(range(len(layers)), layers, rotation=0)
+    ax.set(title=title, xlabel="layer", ylabel="parameters in region")
+    ax.legend(fontsize=7, ncol=2, frameon=False)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_curves(curves: Mapping[str, Sequence[float]], path: str | Path, *, x: Sequence | None = None,
+                title: str = "", xlabel: str = "", ylabel: str = "") -> Path:
+    """One line per named series (e.g. a task's accuracy after each experience)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=120)
+    for name, ys in curves.items():
+        xs = list(x) if x is not None else list(range(1, len(ys) + 1))
+        ax.plot(xs[:len(ys)], ys, marker="o", label=name)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(fontsize=8, frameon=False)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    _plt().close(fig)
+    return path
