@@ -24,10 +24,10 @@ def finetune(task, k, steps, model, head, preset, data_dir, seed, out, overwrite
 
     cfg = resolve_preset(preset, seed=seed, k=k, steps=steps)
     splits = load_splits(task, data_dir, cfg, seed)
-    out = prepare_out_dir(out, overwrite=overwrite, owns=("metrics.json", "model.safetensors"))
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=cfg.max_length)
     clf.add_task(splits.spec, seed=seed)
+    out = prepare_out_dir(out, overwrite=overwrite, owns=("metrics.json", "model.safetensors"))
     t0 = time.perf_counter()
     result = finetune_(clf, splits.train, splits.dev, cfg.finetune)
     train_s = time.perf_counter() - t0
@@ -40,6 +40,7 @@ def finetune(task, k, steps, model, head, preset, data_dir, seed, out, overwrite
                                       "best_dev": result.best_dev, "history": result.history,
                                       "train_seconds": round(train_s, 1),
                                       "n_train": len(splits.train), "n_dev": len(splits.dev)})
-    click.echo(f"{task}: test {splits.spec.metric} {metrics['score']:.4f}  accuracy {metrics['accuracy']:.4f}  "
+    headline = f"f1 {metrics['f1']:.4f}  " if splits.spec.metric == "f1" else ""
+    click.echo(f"{task}: test {headline}accuracy {metrics['accuracy']:.4f}  "
                f"ECE {100 * metrics['ece']:.1f}  (n={metrics['n']}, best dev step {result.best_step}, "
                f"train {train_s:.0f}s) -> {out}")

@@ -1,0 +1,88 @@
+"""`cl-graft finetune`: bad input gives one line + exit 2 and writes nothing; a real MiniLM run end to end."""
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from cl_graft.cli import main
+from conftest import shared_data_dir
+
+
+def _run(args, env=None):
+    return CliRunner().invoke(main, args, env=env or {})
+
+
+def _data(tmp_path, lines):
+    d = tmp_path / "data" / "toy"
+    d.mkdir(parents=True)
+    (d / "meta.json").write_text(json.dumps({"task": "toy", "labels": ["neg", "pos"]}))
+    (d / "train.jsonl").write_text("\n".join(lines) + "\n")
+    (d / "test.jsonl").write_text('{"text": "ok", "label": 1}\n')
+    return tmp_path / "data"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task", "nosuchtask"], "unknown task 'nosuchtask'"),
+    (["--task", "sst2", "--preset", "huge"], "unknown preset 'huge'"),
+    (["--task", "sst2", "--k", "0"], "--k must be >= 1"),
+    (["--task", "sst2", "--data-dir", "/no/such/folder"], "/no/such/folder"),
+])
+def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
+    out = tmp_path / "out"
+    res = _run(["finetune", *args, "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_malformed_jsonl_names_file_and_line(tmp_path):
+    data = _data(tmp_path, ['{"text": "good", "label": 1}', '{"text": "bad", "label": 0', '{"text": "x", "label": 1}'])
+    res = _run(["finetune", "--task", "toy", "--data-dir", str(data), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "train.jsonl:2" in res.output, res.output
+
+
+def test_label_outside_task(tmp_path):
+    data = _data(tmp_path, ['{"text": "good", "label": 1}', '{"text": "bad", "label": 7}'])
+    res = _run(["finetune", "--task", "toy", "--data-dir", str(data), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "train.jsonl:2" in res.output and "label 7" in res.output, res.output
+
+
+def test_unknown_model_exits_2(tmp_path):
+    data = _data(tmp_path, ['{"text": "good", "label": 1}', '{"text": "bad", "label": 0}'])
+    res = _run(["finetune", "--task", "toy", "--data-dir", str(data), "--model", str(tmp_path / "nomodel"),
+                "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "cannot load model" in res.output, res.output
+
+
+def test_console_script_exit_code():
+    proc = subprocess.run([sys.executable, "-m", "cl_graft.cli", "finetune", "--task", "nope", "--out", "/tmp/x"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: unknown task")
+
+
+@pytest.mark.slow
+def test_real_minilm_finetune_on_real_sst2(tmp_path):
+    data = shared_data_dir()
+    if data is None:
+        pytest.skip("real data folder not found (set CL_GRAFT_DATA)")
+    out = tmp_path / "sst2"
+    args = ["finetune", "--task", "sst2", "--preset", "smoke", "--steps", "6", "--out", str(out)]
+    res = _run([*args, "--data-dir", str(data)])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test"]["n"] == 200 and 0.0 <= metrics["test"]["ece"] <= 1.0
+    assert (out / "model.safetensors").stat().st_size > 50e6
+    config = json.loads((out / "config.json").read_text())
+    assert config["seed"] == 0 and config["torch"] and config["finetune"]["steps"] == 6
+    before = (out / "metrics.json").read_bytes()
+    res = _run([*args, "--data-dir", str(data)])                 # a second run must not overwrite
+    assert res.exit_code == 2 and "already holds" in res.output
+    assert (out / "metrics.json").read_bytes() == before
+
+
+def test_import_cl_graft_does_not_import_avalanche():
+    code = "import sys, cl_graft, cl_graft.benchmarks; assert 'avalanche' not in sys.modules; print('ok')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
