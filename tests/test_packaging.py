@@ -1,0 +1,26 @@
+"""The built wheel maps strategies/ and benchmarks/ to cl_graft.strategies / cl_graft.benchmarks; CI runs the
+README's test command."""
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_contains_mapped_subpackages(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(ROOT),
+                    "-w", str(tmp_path)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("cl_graft-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"cl_graft/strategies/__init__.py", "cl_graft/benchmarks/tasks.py", "cl_graft/cli/__init__.py"} <= names
+    assert not any(n.startswith(("strategies/", "benchmarks/", "tests/")) for n in names)
+    entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "cl-graft = cl_graft.cli:main" in entry
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = re.search(r"^TEST_COMMAND='(.+)'$", ci, re.M).group(1)
+    assert command in (ROOT / "README.md").read_text()
