@@ -30,10 +30,12 @@ def common_options(f):
     return f
 
 
-def resolve_preset(name: str, *, seed: int, k: int | None = None, steps: int | None = None) -> Preset:
-    """The named preset with the seed and optional overrides applied (validated)."""
+def resolve_preset(name: str, *, seed: int, k: int | None = None, **finetune_overrides) -> Preset:
+    """The named preset with the seed, ``k`` and fine-tuning overrides (``steps``, ``lr``, ...; None = keep)
+    applied and validated."""
     preset = get_preset(name)
-    ft = replace(preset.finetune, seed=seed, **({"steps": steps} if steps is not None else {}))
+    overrides = {key: v for key, v in finetune_overrides.items() if v is not None}
+    ft = replace(preset.finetune, seed=seed, **overrides)
     if k is not None and k < 1:
         raise UserError(f"--k must be >= 1, got {k}")
     return replace(preset, finetune=ft, **({"k": k} if k is not None else {}))

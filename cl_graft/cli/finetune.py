@@ -12,8 +12,12 @@ from .common import common_options, data_source, load_splits, resolve_preset
 @click.option("--task", required=True, help="Task name (see benchmarks.TASKS) or a folder name under --data-dir.")
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
 @click.option("--steps", type=int, default=None, help="Optimizer steps (default: the preset's).")
+@click.option("--optimizer", type=click.Choice(["sgd", "adamw"]), default=None,
+              help="Default sgd (regions localize); adamw for comparison.")
+@click.option("--lr", type=float, default=None,
+              help="Learning rate (default: the preset's for sgd, 5e-5 for adamw).")
 @common_options
-def finetune(task, k, steps, model, head, preset, data_dir, seed, out, overwrite):
+def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed, out, overwrite):
     """Fine-tune MODEL on TASK; writes model.safetensors, metrics.json and config.json under --out."""
     import torch
 
@@ -22,7 +26,9 @@ def finetune(task, k, steps, model, head, preset, data_dir, seed, out, overwrite
     from ..finetune import finetune_
     from ..models import build_classifier
 
-    cfg = resolve_preset(preset, seed=seed, k=k, steps=steps)
+    if optimizer == "adamw" and lr is None:
+        lr = 5e-5
+    cfg = resolve_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
     splits = load_splits(task, data_dir, cfg, seed)
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=cfg.max_length)
