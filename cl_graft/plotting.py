@@ -87,3 +87,29 @@ def _save(fig, path: str | Path) -> Path:
     fig.savefig(path)
     _plt().close(fig)
     return path
+
+
+def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *, labels: Sequence[str],
+                      title: str = "", xlabel: str = "", ylabel: str = "") -> Path:
+    """Side-by-side bars: one group per label (x), one bar per named series; NaN bars are left out.
+
+    Args:
+        values: ``{series: (K,) values}``, e.g. each task's region share per layer, or accuracy per model.
+        labels: the K group labels on the x axis.
+    """
+    plt = _plt()
+    series = list(values)
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(2.0 + 0.25 * len(labels) * max(len(series), 2), 3.6), dpi=120)
+    for s, name in enumerate(series):
+        ys = np.asarray(values[name], dtype=float)
+        xs = np.arange(len(labels)) + (s - (len(series) - 1) / 2) * width
+        ok = np.isfinite(ys)
+        ax.bar(xs[ok], ys[ok], width=width, label=name)
+    tilt = len(labels) > 6
+    ax.set_xticks(range(len(labels)), labels, rotation=45 if tilt else 0, ha="right" if tilt else "center")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.legend(fontsize=7, ncol=min(len(series), 4), frameon=False)
+    fig.tight_layout()
+    return _save(fig, path)
