@@ -1,0 +1,160 @@
+"""The localization problem as flat vectors over the graftable set (Panigrahi et al. 2023, grafting).
+
+Every region finder (:mod:`cl_graft.localize`, :mod:`cl_graft.region_methods`) works on the same picture:
+θ_pre, θ_ft and Δ = θ_ft − θ_pre concatenated over the graftable tensors (in ``names`` order) into ``(N,)``
+vectors computed once, a candidate mask (elements that may be selected), and a budget (max |γ|). A flat
+bool vector becomes a :class:`~cl_graft.region.Region` with the metadata every finder records.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from . import ops
+from .errors import UserError
+from .models import TextClassifier
+from .region import Region, fingerprint, graftable_names
+
+
+def budget_for(sparsity: float, numel: int) -> int:
+    """⌊sparsity · N⌋, robust to float rounding (0.29 · 100 = 28.999… counts as 29)."""
+    return int(math.floor(sparsity * numel + 1e-6))
+
+
+@dataclass
+class Problem:
+    """θ_pre, θ_ft, Δ and candidates as ``(N,)`` vectors; ``spans[i]`` is ``names[i]``'s slice."""
+
+    names: list[str]
+    shapes: dict[str, tuple[int, ...]]
+    spans: list[tuple[int, int]]
+    pre_flat: Tensor
+    ft_flat: Tensor
+    delta: Tensor
+    cand: Tensor
+    budget: int
+    fingerprints: dict[str, str]
+
+    @property
+    def numel(self) -> int:
+        return self.delta.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.delta.device
+
+    @classmethod
+    def build(cls, pre: TextClassifier, ft: TextClassifier, cfg, *, names: list[str] | None = None,
+              candidates: Region | None = None) -> Problem:
+        """Flattens the graftable tensors of ``pre`` and ``ft`` (on ``ft``'s device) and fixes the budget.
+
+        Raises:
+            UserError: models that differ in the graftable tensors, candidates over other tensors, an
+                empty region (sparsity · N < 1 or no candidates) or a budget larger than N.
+        """
+        pre_p, ft_p = dict(pre.named_parameters()), dict(ft.named_parameters())
+        names = graftable_names(ft_p.items()) if names is None else list(names)
+        if not names:
+            raise UserError("no graftable tensors given")
+        for n in names:
+            if n not in ft_p or n not in pre_p:
+                which = "fine-tuned" if n not in ft_p else "pre-trained"
+                raise UserError(f"{which} model has no tensor {n!r}")
+            if pre_p[n].shape != ft_p[n].shape:
+                raise UserError(f"models differ in {n!r}: {tuple(pre_p[n].shape)} vs {tuple(ft_p[n].shape)}")
+        shapes = {n: tuple(ft_p[n].shape) for n in names}
+        device = ft_p[names[0]].device
+        delta = ops.task_vector(pre_p, ft_p, names)
+
+        def flat(tensors: dict[str, Tensor]) -> Tensor:                # (N,) float32 on `device`
+            return torch.cat([tensors[n].detach().reshape(-1).to(device, torch.float32) for n in names])
+
+        pre_flat, ft_flat = flat(pre_p), flat(ft_p)
+        numel = pre_flat.numel()
+        if candidates is None:
+            cand = torch.ones(numel, dtype=torch.bool, device=device)
+        else:
+            candidates.check_model(shapes)
+            cand = torch.cat([candidates.masks[n].reshape(-1) for n in names]).to(device)
+        budget = cfg.budget if cfg.budget is not None else budget_for(cfg.sparsity, numel)
+        if budget < 1:
+            raise UserError(f"sparsity {cfg.sparsity:g} selects no element: {cfg.sparsity:g} × {numel} graftable "
+                            f"parameters < 1 (an empty region)")
+        if budget > numel:
+            raise UserError(f"budget {budget} is over the {numel} graftable parameters")
+        n_cand = int(cand.sum())
+        if n_cand == 0:
+            raise UserError("no candidate elements to localize among (the candidate region is empty)")
+        spans, start = [], 0
+        for n in names:
+            spans.append((start, start + math.prod(shapes[n])))
+            start = spans[-1][1]
+        return cls(names, shapes, spans, pre_flat, ft_flat, flat(delta), cand, min(budget, n_cand),
+                   {"pre": fingerprint(pre_p, names), "ft": fingerprint(ft_p, names)})
+
+    def bind(self, work: TextClassifier) -> tuple[Tensor, list[Tensor]]:
+        """Makes ``work``'s graftable parameters views of one ``(N,)`` buffer (initialised to θ_ft).
+
+        Returns:
+            The buffer and the parameters in ``names`` order. ``work`` must be a private copy.
+        """
+        params = dict(work.named_parameters())
+        theta = self.ft_flat.to(params[self.names[0]].dtype).clone()
+        plist = []
+        for n, (a, z) in zip(self.names, self.spans, strict=True):
+            params[n].data = theta[a:z].view(self.shapes[n])
+            plist.append(params[n])
+        return theta, plist
+
+    def topk(self, scores: Tensor, k: int, *, allowed: Tensor | None = None) -> Tensor:
+        """The ``k`` candidates (and ``allowed``, bool (N,)) with the largest ``scores`` (N,) → bool (N,).
+
+        Fewer than ``k`` are selected only when fewer are eligible.
+        """
+        eligible = self.cand if allowed is None else self.cand & allowed.to(self.device)
+        k = min(k, int(eligible.sum()))
+        if k <= 0:
+            return torch.zeros_like(self.cand)
+        masked = torch.where(eligible, scores.to(torch.float32), torch.tensor(-math.inf, device=self.device))
+        return ops.topk_mask({"flat": masked}, k, absolute=False)["flat"]
+
+    def base_mask(self, k: int) -> Tensor:
+        """γ_base: top-k |Δ| among the candidates, (N,) bool."""
+        return self.topk(self.delta.abs(), k)
+
+    def region(self, flat_mask: Tensor, *, method: str, cfg, task: str | None, ft: TextClassifier,
+               **extra) -> Region:
+        """The Region of a flat ``(N,)`` bool mask, with the metadata every finder records."""
+        mask = flat_mask.detach().cpu()
+        masks = {n: mask[a:z].reshape(self.shapes[n]).clone() for n, (a, z) in zip(self.names, self.spans)}
+        size = int(mask.sum())
+        meta = {"method": method, "task": task, "sparsity": cfg.sparsity, "budget": self.budget, "size": size,
+                "numel": self.numel, "density": size / self.numel, "outside": "pre", "config": cfg.to_json(),
+                "candidates": None if bool(self.cand.all()) else int(self.cand.sum()),
+                "fingerprints": dict(self.fingerprints), "model": ft.source, "head": ft.head_kind, **extra}
+        return Region._wrap(masks, meta)
+
+
+def hard_region(scores: Tensor, base: Tensor, cand: Tensor, bias: float, budget: int) -> tuple[Tensor, Tensor]:
+    """γ = γ_base XOR [S > b] among the candidates, cut to the ``budget`` elements of largest logit.
+
+    Args:
+        scores: S, ``(N,)``.
+        base: γ_base, bool ``(N,)``.
+        cand: candidates, bool ``(N,)``.
+        bias: b.
+        budget: max |γ|.
+
+    Returns:
+        ``(hard, dropped)``: the region and the elements that the budget cut out, both bool ``(N,)``.
+    """
+    logit = torch.where(base, bias - scores, scores - bias)             # (N,) > 0 ⇔ in γ
+    hard = (logit > 0) & cand
+    if int(hard.sum()) <= budget:
+        return hard, torch.zeros_like(hard)
+    logit = torch.where(hard, logit, torch.tensor(-math.inf, device=logit.device))
+    kept = ops.topk_mask({"flat": logit}, budget, absolute=False)["flat"]
+    return kept, hard & ~kept

@@ -1,0 +1,138 @@
+"""One registry of region finders: the learned graft region and the baselines of Panigrahi et al. 2023.
+
+Every finder has the same contract: given θ_pre, θ_ft (with the task registered), rows and a
+:class:`~cl_graft.localize.LocalizeConfig`, it returns a :class:`~cl_graft.localize.LocalizeResult` whose
+region covers the graftable tensors, holds at most ``budget`` (default ⌊sparsity · N⌋) elements, selects only
+``candidates`` when given, records its method/config/size/fingerprints in ``meta``, and is deterministic under
+``cfg.seed``. Add a finder by writing ``fn(ctx) -> (flat bool mask (N,), extra meta)`` and registering it.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .errors import UserError
+from .finetune import batches
+from .graft import clone_model
+from .localize import LocalizeConfig, LocalizeResult, learn_region
+from .localize_problem import Problem
+from .models import TextClassifier
+from .region import Region
+
+PAPER = "https://arxiv.org/abs/2302.06600"
+
+
+@dataclass
+class Context:
+    """What a finder gets: the flat problem, the models, the rows and the settings."""
+
+    prob: Problem
+    pre: TextClassifier
+    ft: TextClassifier
+    train_rows: list[dict]
+    cfg: LocalizeConfig
+    task: str
+    progress: bool
+
+
+@dataclass(frozen=True)
+class RegionMethod:
+    """A named region finder with the paper that defines it."""
+
+    name: str
+    find: Callable[[Context], tuple[Tensor, dict]] | None   # None: the learned graft region (learn_region)
+    paper: str
+    help: str
+
+
+def _topk(ctx: Context) -> tuple[Tensor, dict]:
+    return ctx.prob.base_mask(ctx.prob.budget), {}
+
+
+def _random(ctx: Context) -> tuple[Tensor, dict]:
+    gen = torch.Generator().manual_seed(ctx.cfg.seed)
+    scores = torch.rand(ctx.prob.numel, generator=gen).to(ctx.prob.device)    # (N,) uniform ranks
+    return ctx.prob.topk(scores, ctx.prob.budget), {}
+
+
+def _bias(ctx: Context) -> tuple[Tensor, dict]:
+    prob = ctx.prob
+    is_bias = torch.zeros(prob.numel, dtype=torch.bool, device=prob.device)
+    for n, (a, z) in zip(prob.names, prob.spans, strict=True):
+        if n.rsplit(".", 1)[-1] == "bias":
+            is_bias[a:z] = True
+    if not bool(is_bias.any()):
+        raise UserError("the graftable tensors have no biases (method 'bias')")
+    return prob.topk(prob.delta.abs(), prob.budget, allowed=is_bias), {}
+
+
+def _lottery(ctx: Context) -> tuple[Tensor, dict]:
+    return ctx.prob.base_mask(ctx.prob.budget), {"outside": "zero"}
+
+
+def fisher_diagonal(ctx: Context) -> Tensor:
+    """Empirical diagonal Fisher of θ_pre (with θ_ft's head): mean over rows of (∂ log p(y|x) / ∂θ)², (N,).
+
+    Uses ``n_batches · batch_size`` training rows in the seeded batch order, one row at a time (per-example
+    gradients, as FISH does).
+    """
+    prob, task = ctx.prob, ctx.task
+    work = clone_model(ctx.ft).eval()
+    for p in work.parameters():
+        p.requires_grad_(False)
+    theta, plist = prob.bind(work)
+    theta.copy_(prob.pre_flat)
+    for p in plist:
+        p.requires_grad_(True)
+    fisher = torch.zeros_like(theta)                                           # (N,)
+    views = [fisher[a:z] for a, z in prob.spans]
+    n_rows = min(ctx.cfg.n_batches * ctx.cfg.batch_size, len(ctx.train_rows))
+    rows = next(batches(ctx.train_rows, n_rows, 1, ctx.cfg.seed))
+    for row in tqdm(rows, desc=f"fisher {task}", disable=not ctx.progress):
+        enc = {k: v.to(prob.device) for k, v in work.encode([row], task).items()}
+        log_p = torch.log_softmax(work(**enc, task=task), dim=-1)[0, row["label"]]
+        for view, g in zip(views, torch.autograd.grad(log_p, plist), strict=True):
+            view.add_(g.reshape(-1).square())
+    return fisher / len(rows)
+
+
+def _fish(ctx: Context) -> tuple[Tensor, dict]:
+    return ctx.prob.topk(fisher_diagonal(ctx), ctx.prob.budget), {}
+
+
+REGION_METHODS: dict[str, RegionMethod] = {m.name: m for m in (
+    RegionMethod("graft", None, PAPER, "learned region, paper Eq. 3 (budgeted, normalised step)"),
+    RegionMethod("topk", _topk, PAPER, "global top-k |θ_ft − θ_pre| (the base region of Eq. 3)"),
+    RegionMethod("random", _random, PAPER, "uniformly random elements (seeded)"),
+    RegionMethod("bias", _bias, PAPER, "top-k |Δ| among bias elements only (fails in the paper, Table 1)"),
+    RegionMethod("fish", _fish, "https://arxiv.org/abs/2111.09839",
+                 "FISH mask: top-k diagonal Fisher of θ_pre on training rows (Sung et al. 2021)"),
+    RegionMethod("lottery", _lottery, "https://arxiv.org/abs/1803.03635",
+                 "top-k |Δ| with 0 (not θ_pre) outside the region, lottery-ticket style; meta outside=zero"),
+)}
+
+
+def find_region(method: str, pre: TextClassifier, ft: TextClassifier, train_rows: list[dict],
+                dev_rows: list[dict], cfg: LocalizeConfig, *, task: str | None = None,
+                names: list[str] | None = None, candidates: Region | None = None,
+                progress: bool = True) -> LocalizeResult:
+    """Finds a region with the named method of :data:`REGION_METHODS` (arguments as for ``learn_region``)."""
+    if method not in REGION_METHODS:
+        raise UserError(f"unknown region method {method!r}; choose from {', '.join(REGION_METHODS)}")
+    spec = REGION_METHODS[method]
+    if spec.find is None:
+        return learn_region(pre, ft, train_rows, dev_rows, cfg, task=task, names=names, candidates=candidates,
+                            progress=progress)
+    t0 = time.perf_counter()
+    task = ft._resolve_task(task)
+    prob = Problem.build(pre, ft, cfg, names=names, candidates=candidates)
+    if method == "fish" and not train_rows:
+        raise UserError("no training rows to compute the Fisher information on")
+    flat, extra = spec.find(Context(prob, pre, ft, train_rows, cfg, task, progress))
+    region = prob.region(flat, method=method, cfg=cfg, task=task, ft=ft, **extra)
+    return LocalizeResult(region, [], time.perf_counter() - t0)
