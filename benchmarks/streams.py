@@ -1,0 +1,151 @@
+"""Task names → an Avalanche task-incremental benchmark of text classification (one experience per task).
+
+Continual learning with grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600) runs on
+a stream such as ``qnli → agnews → sst2``. Each experience holds one task's rows, pre-tokenised with the
+model's own ``encode`` (so pair tasks, prompts and heads are handled as in single-task fine-tuning), task
+label ``i`` for the ``i``-th task, and a collate function that pads to the batch maximum and returns
+Avalanche's ``[x, y, t]`` with ``x`` a LongTensor ``(B, 2, L)`` (input ids and attention mask stacked).
+A tensor input and task labels are what Avalanche's stock strategies (Naive, EWC, LwF, Replay, Cumulative,
+JointTraining) need, so they run on these benchmarks unchanged.
+
+Items are plain dicts (the row's text fields, ``label``, ``input_ids``, and the ``targets_task_labels`` key
+Avalanche adds), so code that needs the rows back (region finding) reads them with :func:`experience_rows`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import Dataset
+
+from cl_graft.errors import UserError
+from cl_graft.models import TextClassifier
+from cl_graft.task import TaskSpec
+
+from .tasks import get_task
+
+_ENCODE_CHUNK = 256
+
+
+def parse_stream(stream: str | Sequence[str], data_dir=None) -> list[str]:
+    """Validated task names of a stream given as ``"qnli,agnews,sst2"`` or a list.
+
+    Raises:
+        UserError: an empty stream, a repeated task, or an unknown one (one line each).
+    """
+    names = [s.strip() for s in stream.split(",")] if isinstance(stream, str) else [str(s).strip() for s in stream]
+    names = [n for n in names if n]
+    if not names:
+        raise UserError("--stream is empty; give task names such as qnli,agnews,sst2")
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise UserError(f"task {n!r} appears twice in --stream; each task is one experience")
+        seen.add(n)
+        get_task(n, data_dir)
+    if len(names) > 254:
+        raise UserError(f"a stream holds at most 254 tasks, got {len(names)}")
+    return names
+
+
+@dataclass(frozen=True)
+class StreamTask:
+    """One experience's data: the task, its training rows, test rows and (optional) dev rows."""
+
+    spec: TaskSpec
+    train: list[dict]
+    test: list[dict]
+    dev: list[dict] = field(default_factory=list)
+
+
+class _Rows(Dataset):
+    """A list of dict rows as a map-style dataset (items are shallow copies, so callers may add keys)."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return dict(self.rows[i])
+
+
+class TextCollate:
+    """Dict rows with ``input_ids`` → ``[x, y, t]``: ``x`` (B, 2, L) long, right-padded to the batch maximum."""
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def __call__(self, rows: list[dict]) -> list[torch.Tensor]:
+        width = max(len(r["input_ids"]) for r in rows)
+        x = torch.zeros((len(rows), 2, width), dtype=torch.long)              # (B, 2, L)
+        x[:, 0] = self.pad_id
+        for i, r in enumerate(rows):
+            n = len(r["input_ids"])
+            x[i, 0, :n] = torch.tensor(r["input_ids"], dtype=torch.long)
+            x[i, 1, :n] = 1
+        y = torch.tensor([r["label"] for r in rows], dtype=torch.long)        # (B,)
+        t = torch.tensor([r["targets_task_labels"] for r in rows], dtype=torch.long)  # (B,)
+        return [x, y, t]
+
+
+def tokenize_rows(model: TextClassifier, rows: list[dict], task: str) -> list[dict]:
+    """Copies of ``rows`` with ``input_ids`` (unpadded list of ints) from ``model.encode``."""
+    out = []
+    for s in range(0, len(rows), _ENCODE_CHUNK):
+        chunk = rows[s:s + _ENCODE_CHUNK]
+        enc = model.encode(chunk, task)
+        lengths = enc["attention_mask"].sum(1).tolist()
+        for row, ids, n in zip(chunk, enc["input_ids"].tolist(), lengths, strict=True):
+            out.append({**row, "input_ids": ids[:n]})
+    return out
+
+
+def _dataset(rows: list[dict], task_label: int, collate: TextCollate):
+    from avalanche.benchmarks.utils import DataAttribute, TaskAwareSupervisedClassificationDataset
+    from avalanche.benchmarks.utils.data_attribute import TaskLabels
+    from avalanche.benchmarks.utils.flat_data import ConstantSequence
+
+    labels = [r["label"] for r in rows]
+    return TaskAwareSupervisedClassificationDataset(
+        [_Rows(rows)], data_attributes=[DataAttribute(labels, "targets"),
+                                        TaskLabels(ConstantSequence(task_label, len(rows)))],
+        collate_fn=collate)
+
+
+def make_benchmark(tasks: Sequence[StreamTask], model: TextClassifier):
+    """A task-incremental Avalanche benchmark: experience ``i`` = task ``i`` with task label ``i``.
+
+    Args:
+        tasks: the stream, in order; every task must already be registered on ``model`` (its head).
+        model: the classifier whose ``encode`` tokenises the rows.
+
+    Returns:
+        A ``CLScenario`` with ``train_stream`` and ``test_stream`` (and ``valid_stream`` when every task has dev rows),
+        task labels and classes timeline, ready for any ``SupervisedTemplate``.
+    """
+    from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline
+    from avalanche.benchmarks.scenarios.task_aware import with_task_labels
+
+    if not tasks:
+        raise UserError("the stream is empty")
+    for t in tasks:
+        if t.spec.name not in model.tasks:
+            raise UserError(f"model has no head for task {t.spec.name!r}; call add_task first")
+        if not t.train or not t.test:
+            raise UserError(f"task {t.spec.name!r} has no {'training' if not t.train else 'test'} rows")
+    collate = TextCollate(model.tokenizer.pad_token_id)
+    splits = ("train", "test", "valid") if all(t.dev for t in tasks) else ("train", "test")
+    streams: dict[str, list] = {s: [] for s in splits}
+    for i, t in enumerate(tasks):
+        for split, rows in zip(splits, (t.train, t.test, t.dev)):
+            streams[split].append(_dataset(tokenize_rows(model, rows, t.spec.name), i, collate))
+    bm = benchmark_from_datasets(**streams)
+    return with_classes_timeline(with_task_labels(bm))
+
+
+def experience_rows(dataset) -> list[dict]:
+    """The dict rows of an experience's dataset (or any dataset of dict items), in order."""
+    return [dataset[i] for i in range(len(dataset))]

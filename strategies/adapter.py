@@ -1,0 +1,93 @@
+"""A :class:`~cl_graft.models.TextClassifier` as an Avalanche ``MultiTaskModule`` (one linear head per task).
+
+Avalanche's templates, stock strategies (Naive, EWC, LwF, Replay, Cumulative, JointTraining) and metrics pass
+a tensor ``x`` and the per-sample task labels to the model. :class:`TaskAdapter` takes ``x`` = LongTensor
+``(B, 2, L)`` (input ids and attention mask stacked, as built by ``cl_graft.benchmarks.streams``) and routes
+each sample to its task's head: task label ``i`` = ``task_names[i]``. Mixed-task mini-batches (replay, joint
+training) are split by task; each part is trimmed to its own longest row, so a sample's logits do not depend
+on the other tasks in its batch. Outputs have one column per label of the widest task; a narrower task's
+extra columns hold :data:`MASK_VALUE` (softmax weight 0, never the argmax).
+
+For per-mini-batch model reconstruction (grafting), ``param_view`` may be set to a function
+``task_label → {name: tensor}``; the classifier then runs with those tensors substituted
+(``torch.func.functional_call``) and its own parameters untouched.
+
+Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600) use QNLI (2 labels), AG News (4) and SST-2 (2).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+from avalanche.models import MultiTaskModule
+from torch import Tensor
+
+from cl_graft.errors import UserError
+from cl_graft.models import TextClassifier
+
+MASK_VALUE = -1000.0
+"""Logit of the columns a task does not have (Avalanche's ``MultiHeadClassifier`` uses the same value)."""
+
+ParamView = Callable[[int], Mapping[str, Tensor]]
+
+
+class TaskAdapter(MultiTaskModule):
+    """Avalanche-facing wrapper: ``forward(x (B, 2, L), task_labels (B,)) → logits (B, C_max)``.
+
+    Args:
+        clf: the classifier; every name in ``task_names`` must be registered on it (``add_task``).
+        task_names: task label ``i`` ↦ ``task_names[i]``.
+
+    Attributes:
+        clf: the wrapped classifier (parameter names inside it are ``clf.<name>``).
+        task_names: as given.
+        param_view: optional per-task tensor substitution (see the module docstring); None = off.
+    """
+
+    def __init__(self, clf: TextClassifier, task_names: Sequence[str]) -> None:
+        super().__init__()
+        missing = [t for t in task_names if t not in clf.tasks]
+        if not task_names or missing:
+            raise UserError(f"classifier has no head for task {missing[0]!r}" if missing else "no tasks given")
+        self.clf = clf
+        self.task_names = list(task_names)
+        self.max_class_label = max(clf.tasks[t].num_labels for t in self.task_names)
+        self.param_view: ParamView | None = None
+
+    def adaptation(self, experience) -> None:
+        """Records the experience's task labels; the output width is fixed by the task list (no growth)."""
+        if self.training:
+            self.known_train_tasks_labels |= set(experience.task_labels)
+
+    def forward(self, x: Tensor, task_labels: Tensor | int) -> Tensor:
+        """Logits (B, C_max); columns beyond a task's labels are :data:`MASK_VALUE`."""
+        if isinstance(task_labels, int):
+            task_labels = torch.full((x.shape[0],), task_labels, dtype=torch.long, device=x.device)
+        parts = [(int(t), task_labels == t) for t in torch.unique(task_labels)]
+        outs = [(mask, self.forward_single_task(x[mask], t)) for t, mask in parts]
+        out = torch.full((x.shape[0], self.max_class_label), MASK_VALUE, dtype=outs[0][1].dtype,
+                         device=x.device)                                    # (B, C_max)
+        for mask, logits in outs:
+            out[mask, :logits.shape[1]] = logits
+        return out
+
+    def forward_single_task(self, x: Tensor, task_label: int) -> Tensor:
+        """Logits (B, C_task) of one task for ``x`` (B, 2, L)."""
+        if not 0 <= task_label < len(self.task_names):
+            raise UserError(f"task label {task_label} outside the adapter's {len(self.task_names)} tasks")
+        width = int(x[:, 1].sum(1).max())                                    # longest row of this task
+        ids, mask = x[:, 0, :width], x[:, 1, :width]                         # (B, L'), (B, L')
+        task = self.task_names[task_label]
+        if self.param_view is None:
+            return self.clf(ids, mask, task=task)
+        view = self.param_view(task_label)
+        return torch.func.functional_call(self.clf, dict(view), (ids, mask), {"task": task}, strict=False)
+
+
+def classifier_of(model: torch.nn.Module) -> TaskAdapter:
+    """The :class:`TaskAdapter` a strategy trains (the model itself, or one wrapped by DataParallel-like
+    modules that expose ``.module``)."""
+    inner = getattr(model, "module", model)
+    if not isinstance(inner, TaskAdapter):
+        raise UserError(f"grafting needs a TaskAdapter model, got {type(inner).__name__}")
+    return inner

@@ -1,0 +1,57 @@
+"""GraftStrategy: a ``SupervisedTemplate`` with a :class:`~cl_graft.strategies.graft_plugin.GraftPlugin` in front.
+
+Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600): forget-free continual learning by grafting.
+The strategy is a thin composition, like Avalanche's stock wrappers; all behaviour lives in the plugin, so
+``SupervisedTemplate(plugins=[GraftPlugin(...), ...])`` is equivalent.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+from avalanche.core import SupervisedPlugin
+from avalanche.training.plugins import EvaluationPlugin
+from avalanche.training.plugins.evaluation import default_evaluator
+from avalanche.training.templates import SupervisedTemplate
+
+from cl_graft.region import DEFAULT_GRAFTABLE, Region
+
+from .adapter import TaskAdapter
+from .graft_plugin import GraftPlugin
+from .owner_map import OwnerMap
+from .regions import RegionFinder
+
+
+class GraftStrategy(SupervisedTemplate):
+    """Continual learning by grafting; every argument is keyword-only.
+
+    Args:
+        model: a :class:`~cl_graft.strategies.adapter.TaskAdapter`.
+        optimizer: any torch optimizer over ``model``'s parameters (weight decay, momentum and Adam state
+            are handled so that earlier regions stay bit-exact).
+        criterion, train_mb_size, train_epochs, eval_mb_size, device, evaluator, eval_every: as for
+            Avalanche's ``SupervisedTemplate``.
+        plugins: user plugins; they run after the graft plugin (so they see masked gradients).
+        mode, finder, regions, reconstruct, dev_rows, graftable, owners, guard: see
+            :class:`~cl_graft.strategies.graft_plugin.GraftPlugin`.
+        **base_kwargs: passed to ``SupervisedTemplate``.
+
+    Attributes:
+        graft: the :class:`GraftPlugin` (its ``owners`` is the owner map of the run).
+    """
+
+    def __init__(self, *, model: TaskAdapter, optimizer: torch.optim.Optimizer,
+                 criterion: Callable = torch.nn.CrossEntropyLoss(), train_mb_size: int = 1, train_epochs: int = 1,
+                 eval_mb_size: int | None = None, device: str | torch.device = "cpu",
+                 plugins: Sequence[SupervisedPlugin] | None = None,
+                 evaluator: EvaluationPlugin | Callable[[], EvaluationPlugin] = default_evaluator,
+                 eval_every: int = -1, mode: str = "stream", finder: RegionFinder | None = None,
+                 regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
+                 dev_rows: Mapping[str, list[dict]] | None = None, graftable: str = DEFAULT_GRAFTABLE,
+                 owners: OwnerMap | None = None, guard: bool = True, **base_kwargs) -> None:
+        self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
+                                 dev_rows=dev_rows, graftable=graftable, owners=owners, guard=guard)
+        super().__init__(model=model, optimizer=optimizer, criterion=criterion, train_mb_size=train_mb_size,
+                         train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
+                         plugins=[self.graft, *(plugins or [])], evaluator=evaluator, eval_every=eval_every,
+                         **base_kwargs)

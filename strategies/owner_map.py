@@ -1,0 +1,176 @@
+"""The owner map of a continual-grafting run: which task owns each parameter element, θ_pre, and the skills.
+
+Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600): after a stream of tasks, one model holds
+every task's region γ_t (disjoint), all other graftable elements stay at θ_pre, and task ``i`` is served by
+the union of the regions of tasks ``≤ i``. Memory grows with N + Σ_t |γ_t| rather than T·N.
+
+In memory a :class:`OwnerMap` keeps θ_pre (CPU copy of the graftable tensors), one ``uint8`` owner code per
+element (0 = free, k + 1 = the k-th task learned; at most 254 tasks) and one
+:class:`~cl_graft.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
+On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (flat int32 indices +
+values, i.e. the owner map in sparse form), safetensors and JSON only.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from cl_graft.artifacts import read_json, write_json
+from cl_graft.errors import UserError
+from cl_graft.graft import SkillPatch, patch_
+from cl_graft.models import TextClassifier
+from cl_graft.region import Region, fingerprint, graftable_names
+from cl_graft.region_io import cl_graft_version
+
+MAP_CONFIG = "skills.json"
+FORMAT_VERSION = 1
+MAX_TASKS = 254
+
+
+class OwnerMap:
+    """Owner codes, θ_pre and one skill patch per learned task.
+
+    Attributes:
+        pre: name → θ_pre tensor (CPU) for every graftable tensor.
+        owner: name → uint8 tensor of the same shape; 0 = free, ``k + 1`` = owned by ``tasks[k]``.
+        tasks: task names in the order they were learned.
+        patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
+        pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.region.fingerprint`).
+    """
+
+    def __init__(self, pre: Mapping[str, Tensor]) -> None:
+        if not pre:
+            raise UserError("a owner map needs at least one graftable tensor")
+        self.pre = {n: t.detach().cpu().clone() for n, t in pre.items()}
+        self.owner = {n: torch.zeros(t.shape, dtype=torch.uint8) for n, t in self.pre.items()}
+        self.tasks: list[str] = []
+        self.patches: list[SkillPatch] = []
+        self.pre_fingerprint = fingerprint(self.pre)
+
+    @classmethod
+    def from_model(cls, model: TextClassifier, names: Iterable[str] | None = None) -> OwnerMap:
+        """θ_pre := the model's current values of ``names`` (default: the tensors inside the layers)."""
+        params = dict(model.named_parameters())
+        names = graftable_names(params.items()) if names is None else list(names)
+        return cls({n: params[n] for n in names})
+
+    # ----- queries -------------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return list(self.pre)
+
+    def index(self, task: str) -> int | None:
+        """Position of ``task`` in the learning order, or None if it has no skill yet."""
+        return self.tasks.index(task) if task in self.tasks else None
+
+    def free(self) -> Region:
+        """Elements no task owns yet."""
+        return Region._wrap({n: o == 0 for n, o in self.owner.items()})
+
+    def owned_after(self, k: int) -> dict[str, Tensor]:
+        """name → bool mask of elements owned by tasks learned after the ``k``-th (only non-empty tensors)."""
+        out = {n: o > k + 1 for n, o in self.owner.items()}
+        return {n: m for n, m in out.items() if bool(m.any())}
+
+    def view(self, params: Mapping[str, Tensor], k: int) -> dict[str, Tensor]:
+        """The task-``k`` values of the tensors that differ from ``params``: θ_pre where a later task owns the
+        element, the current value elsewhere (``where(owner > k + 1, θ_pre, p)``, bit-exact)."""
+        return {n: torch.where(m.to(params[n].device), self.pre[n].to(params[n].device), params[n])
+                for n, m in self.owned_after(k).items()}
+
+    def rollback_patch(self, k: int) -> SkillPatch | None:
+        """A patch that puts θ_pre back on elements owned after task ``k`` (None if there are none)."""
+        later = self.owned_after(k)
+        if not later:
+            return None
+        masks = {n: later.get(n, torch.zeros_like(o, dtype=torch.bool)) for n, o in self.owner.items()}
+        values = {n: self.pre[n].reshape(-1)[m.reshape(-1)] for n, m in masks.items()}
+        return SkillPatch(Region._wrap(masks), values)
+
+    def bytes(self) -> dict[str, int]:
+        """Stored bytes: region indices + values, heads, and their sum (θ_pre is the shared base model)."""
+        values = sum(p.bytes(extra=False) for p in self.patches)
+        heads = sum(p.bytes() for p in self.patches) - values
+        return {"regions": values, "heads": heads, "total": values + heads,
+                "owner_map_dense": sum(o.numel() for o in self.owner.values())}
+
+    # ----- updates -------------------------------------------------------------------------------
+    def add_(self, model: TextClassifier, task: str, region: Region, *, head_names: Sequence[str] = ()) -> SkillPatch:
+        """Records ``task``'s skill: owner codes on ``region`` and the model's values there (+ head tensors).
+
+        Raises:
+            UserError: the task already has a skill, the region lacks one of the map's tensors, or it
+                overlaps a region learned earlier.
+        """
+        region = self._claim(task, region)
+        patch = SkillPatch.from_model(model, Region._wrap(region.masks, {**region.meta, "task": task}),
+                                      extra_names=head_names)
+        self.patches.append(patch)
+        return patch
+
+    def _claim(self, task: str, region: Region) -> Region:
+        """Checks ``region`` and writes ``task``'s owner code on it; returns it restricted to the map's tensors."""
+        if task in self.tasks:
+            raise UserError(f"task {task!r} already has a skill in this map")
+        if len(self.tasks) >= MAX_TASKS:
+            raise UserError(f"a owner map holds at most {MAX_TASKS} tasks")
+        missing = [n for n in self.pre if n not in region.masks]
+        if missing:
+            raise UserError(f"region of task {task!r} lacks tensor {missing[0]!r}")
+        region = Region._wrap({n: region.masks[n].cpu() for n in self.pre}, region.meta)
+        if not (region & ~self.free()).is_empty:
+            raise UserError(f"region of task {task!r} overlaps an earlier task's region")
+        self.tasks.append(task)
+        for n, m in region.masks.items():
+            self.owner[n][m] = len(self.tasks)
+        return region
+
+    @torch.no_grad()
+    def apply_(self, model: TextClassifier) -> None:
+        """Writes every stored skill (region values and heads) into ``model`` IN PLACE."""
+        for patch in self.patches:
+            patch_(model, patch)
+
+    # ----- storage -------------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Writes ``task-KK/`` patch folders, then ``skills.json`` (last, so a torn save fails to load)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for k, patch in enumerate(self.patches):
+            patch.save(directory / f"task-{k:02d}")
+        write_json(directory / MAP_CONFIG, {
+            "format_version": FORMAT_VERSION, "cl_graft_version": cl_graft_version(), "tasks": self.tasks,
+            "names": self.names, "shapes": {n: list(t.shape) for n, t in self.pre.items()},
+            "pre_fingerprint": self.pre_fingerprint, "sizes": [p.region.size for p in self.patches],
+            "bytes": self.bytes()})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, model: TextClassifier) -> OwnerMap:
+        """Reads a saved map for ``model``, which must be at θ_pre (checked by fingerprint).
+
+        Raises:
+            UserError: a missing or malformed folder, or a model with other tensors or another θ_pre.
+        """
+        directory = Path(directory)
+        cfg = read_json(directory / MAP_CONFIG)
+        if not isinstance(cfg, dict) or cfg.get("format_version") != FORMAT_VERSION:
+            raise UserError(f"{directory / MAP_CONFIG}: not a owner map of format {FORMAT_VERSION}")
+        params = dict(model.named_parameters())
+        names = [str(n) for n in cfg.get("names", [])]
+        bad = [n for n in names if n not in params or list(params[n].shape) != cfg["shapes"][n]]
+        if not names or bad:
+            raise UserError(f"{directory}: skills were saved for another model ({bad[0] if bad else 'no'} tensor "
+                            f"differs)")
+        skills = cls({n: params[n] for n in names})
+        if skills.pre_fingerprint != cfg.get("pre_fingerprint"):
+            raise UserError(f"{directory}: skills were saved for another pre-trained model (θ_pre differs)")
+        for k, task in enumerate(cfg.get("tasks", [])):
+            patch = SkillPatch.load(directory / f"task-{k:02d}")
+            skills._claim(task, patch.region)
+            skills.patches.append(patch)
+        return skills

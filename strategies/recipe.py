@@ -1,0 +1,72 @@
+"""The single-task fine-tuning recipe (:mod:`cl_graft.finetune`) for Avalanche strategies.
+
+Every strategy of a comparison gets the same optimizer (SGD, weight decay 1e-4 except biases and LayerNorms,
+as Panigrahi et al. 2023 fine-tune), the same frozen input embeddings, gradient clipping and the same number
+of optimizer steps per experience: Avalanche counts epochs, so :class:`StepLimit` stops an experience after
+``steps`` mini-batches and :func:`epochs_for` gives enough epochs to get there.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from avalanche.core import SupervisedPlugin
+
+from cl_graft.errors import UserError
+from cl_graft.finetune import FinetuneConfig, make_optimizer, trainable_names
+
+from .adapter import TaskAdapter
+
+
+def recipe_optimizer(model: TaskAdapter, cfg: FinetuneConfig) -> torch.optim.Optimizer:
+    """The recipe's optimizer over the classifier's trainable tensors; the others get ``requires_grad=False``
+    (input embeddings when ``cfg.freeze_embeddings``, the unused pooler, prompt heads' LM head).
+
+    Modifies ``model`` IN PLACE (``requires_grad`` flags only).
+    """
+    names = trainable_names(model.clf, freeze_embeddings=cfg.freeze_embeddings)
+    for n, p in model.clf.named_parameters():
+        p.requires_grad_(n in names)
+    return make_optimizer(model.clf, names, cfg)
+
+
+def epochs_for(steps: int, n_rows: int, batch_size: int) -> int:
+    """Epochs needed for ``steps`` mini-batches over ``n_rows`` rows."""
+    if n_rows < 1:
+        raise UserError("an experience has no training rows")
+    return max(1, math.ceil(steps / math.ceil(n_rows / batch_size)))
+
+
+class StepLimit(SupervisedPlugin):
+    """Stops each training experience after ``steps`` optimizer steps (Avalanche's early-stop flag)."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        if steps < 1:
+            raise UserError(f"steps must be >= 1, got {steps}")
+        self.steps = steps
+        self.done = 0
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        self.done = 0
+
+    def after_training_iteration(self, strategy, **kwargs) -> None:
+        self.done += 1
+        if self.done >= self.steps:
+            strategy.stop_training()
+
+    def after_training_exp(self, strategy, **kwargs) -> None:
+        strategy._stop_training = False              # a stop on the last batch must not leak into the next one
+
+
+class ClipGrad(SupervisedPlugin):
+    """Clips the global gradient norm in ``before_update`` (after any gradient masking placed before it)."""
+
+    def __init__(self, max_norm: float) -> None:
+        super().__init__()
+        self.max_norm = max_norm
+
+    def before_update(self, strategy, **kwargs) -> None:
+        grads = [p for p in strategy.model.parameters() if p.grad is not None]
+        if self.max_norm and grads:
+            torch.nn.utils.clip_grad_norm_(grads, self.max_norm)

@@ -1,0 +1,84 @@
+"""Where task regions come from in continual grafting (Panigrahi et al. 2023, §5.2).
+
+- :class:`LocalizeFinder` — the default region finder of the stream mode: any method of
+  :data:`cl_graft.region_methods.REGION_METHODS` (``graft`` = the learned region of Eq. 3) run on the model
+  before and after an experience, restricted to the still-free elements.
+- :func:`independent_regions` — the paper's mode: each task's region found up front by fine-tuning a copy of
+  the pre-trained model on that task alone and localizing its skill.
+
+A finder is any callable ``finder(pre, ft, train_rows, dev_rows, *, task, names, candidates) -> Region``
+(see :class:`RegionFinder`); it must return a region over ``names`` inside ``candidates``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cl_graft.finetune import FinetuneConfig, finetune_
+from cl_graft.graft import clone_model
+from cl_graft.localize import LocalizeConfig
+from cl_graft.models import TextClassifier
+from cl_graft.region import Region, graftable_names
+from cl_graft.region_methods import REGION_METHODS, find_region
+from cl_graft.errors import UserError
+
+
+class RegionFinder(Protocol):
+    """Finds a task's region given θ_pre (``pre``) and the trained model (``ft``)."""
+
+    def __call__(self, pre: TextClassifier, ft: TextClassifier, train_rows: list[dict], dev_rows: list[dict], *,
+                 task: str, names: list[str], candidates: Region | None) -> Region: ...
+
+
+@dataclass(frozen=True)
+class LocalizeFinder:
+    """A :data:`~cl_graft.region_methods.REGION_METHODS` method with one :class:`LocalizeConfig`.
+
+    Attributes:
+        method: ``graft`` (learned, default), ``topk``, ``random``, ``fish``, …
+        config: sparsity/budget (over all graftable elements N), steps, lr, seed, …
+        progress: show the finder's progress bar.
+    """
+
+    method: str = "graft"
+    config: LocalizeConfig = field(default_factory=LocalizeConfig)
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.method not in REGION_METHODS:
+            raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
+
+    def __call__(self, pre: TextClassifier, ft: TextClassifier, train_rows: list[dict], dev_rows: list[dict], *,
+                 task: str, names: list[str], candidates: Region | None) -> Region:
+        return find_region(self.method, pre, ft, train_rows, dev_rows, self.config, task=task, names=names,
+                           candidates=candidates, progress=self.progress).region
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "config": self.config.to_json()}
+
+
+def independent_regions(model: TextClassifier, data: Mapping[str, tuple[list[dict], list[dict]]],
+                        recipe: FinetuneConfig, finder: RegionFinder, *, names: Sequence[str] | None = None,
+                        progress: bool = True) -> dict[str, Region]:
+    """The paper's continual mode, step 1: for each task, fine-tune a copy of ``model`` on it alone and find
+    its region against ``model`` (θ_pre). ``model`` is not modified.
+
+    Args:
+        model: the pre-trained classifier with every task of ``data`` registered (heads at their init).
+        data: task → (train rows, dev rows).
+        recipe: the fine-tuning recipe of each independent run.
+        finder: the region finder.
+        names: graftable tensors (default: those inside the transformer layers).
+        progress: show progress bars.
+
+    Returns:
+        task → region over ``names`` (regions of different tasks may overlap; the stream resolves that).
+    """
+    names = list(names) if names is not None else graftable_names(model.named_parameters())
+    out = {}
+    for task, (train, dev) in data.items():
+        ft = clone_model(model)
+        finetune_(ft, train, dev, recipe, task=task, progress=progress)
+        out[task] = finder(model, ft, train, dev, task=task, names=names, candidates=None)
+    return out

@@ -1,0 +1,318 @@
+"""GraftStrategy / GraftPlugin on tiny models: bit-exact freezing, zero forgetting, reconstruction, resume."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from conftest import SENTIMENT, tiny_bert
+from cl_graft.errors import UserError
+from cl_graft.finetune import FinetuneConfig
+from cl_graft.localize import LocalizeConfig
+from cl_graft.ops import random_mask
+from cl_graft.region import Region
+from cl_graft.task import TaskSpec
+
+avalanche = pytest.importorskip("avalanche")
+
+from avalanche.evaluation.metrics import accuracy_metrics  # noqa: E402
+from avalanche.core import SupervisedPlugin  # noqa: E402
+from avalanche.training import Naive  # noqa: E402
+from avalanche.training.plugins import EvaluationPlugin  # noqa: E402
+from avalanche.training.templates import SupervisedTemplate  # noqa: E402
+
+from cl_graft.benchmarks.streams import StreamTask, make_benchmark  # noqa: E402
+from cl_graft.strategies import (  # noqa: E402
+    GraftPlugin, GraftStrategy, LocalizeFinder, OwnerMap, TaskAdapter, independent_regions,
+)
+
+FLIP = TaskSpec("flip", ("positive", "negative"))                # conflicts with SENTIMENT: labels swapped
+TASKS = ["toy", "flip"]
+POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
+FILL = ["it", "was", "a", "the", "and", "is"]
+LR = [1e-2, 1e-1]                    # per experience: the second task is trained aggressively (AdamW)
+FINDER = LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=10, n_batches=4, select_rows=64))
+
+
+def _rows(n: int, seed: int, flip: bool) -> list[dict]:
+    """Four filler words and one sentiment word; label = positive (or, with ``flip``, negative)."""
+    rng, out = random.Random(seed), []
+    for _ in range(n):
+        y = rng.randrange(2)
+        toks = [rng.choice(FILL) for _ in range(4)]
+        toks.insert(rng.randrange(len(toks) + 1), rng.choice(POS if y else NEG))
+        out.append({"text": " ".join(toks), "label": y ^ flip})
+    return out
+
+
+def build_model():
+    model = tiny_bert()
+    model.add_task(SENTIMENT, seed=1)
+    model.add_task(FLIP, seed=2)
+    return model
+
+
+@pytest.fixture(scope="module")
+def bm():
+    tasks = [StreamTask(SENTIMENT, _rows(64, 1, False), _rows(48, 2, False)),
+             StreamTask(FLIP, _rows(64, 3, True), _rows(48, 4, True))]
+    return make_benchmark(tasks, build_model())
+
+
+class LrPerExperience(SupervisedPlugin):
+    """Sets the learning rate of experience i to ``LR[i]``."""
+
+    def before_training_exp(self, strategy, **kw):
+        for group in strategy.optimizer.param_groups:
+            group["lr"] = LR[strategy.experience.current_experience]
+
+
+class Probe(SupervisedPlugin):
+    """Records eval logits per experience and model states after each training experience."""
+
+    def __init__(self):
+        super().__init__()
+        self.logits: dict[int, list[torch.Tensor]] = {}
+        self.states: list[dict[str, torch.Tensor]] = []
+        self.calls: list[str] = []
+
+    def before_eval_exp(self, strategy, **kw):
+        self.calls.append("before_eval_exp")
+        self.logits[strategy.experience.current_experience] = []
+
+    def after_eval_iteration(self, strategy, **kw):
+        self.logits[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
+
+    def after_training_exp(self, strategy, **kw):
+        self.calls.append("after_training_exp")
+        self.states.append({n: p.detach().clone() for n, p in strategy.model.clf.named_parameters()})
+
+
+def evaluator():
+    return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+
+
+def make_opt(model, kind: str):
+    if kind == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
+    return torch.optim.AdamW(model.parameters(), lr=LR[0], weight_decay=0.01)
+
+
+def run_graft(bm, *, opt="adamw", guard=True, plugins=(), owners=None, start=0, stop=None, model=None, **kw):
+    model = model or build_model()
+    adapter = TaskAdapter(model, TASKS)
+    probe = Probe()
+    lr = [LrPerExperience()] if opt == "adamw" else []
+    strategy = GraftStrategy(model=adapter, optimizer=make_opt(adapter, opt), train_mb_size=16, train_epochs=10,
+                             eval_mb_size=16, evaluator=evaluator(), plugins=[probe, *plugins, *lr], finder=FINDER,
+                             guard=guard, owners=owners, **kw)
+    results = []
+    for i, exp in enumerate(bm.train_stream):
+        if start <= i < (stop or len(TASKS)):
+            torch.manual_seed(100 + i)
+            strategy.train(exp)
+            results.append(strategy.eval(bm.test_stream))
+    return strategy, probe, results
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().view(torch.int32)
+
+
+@pytest.fixture(scope="module")
+def graft_run(bm):
+    return run_graft(bm)
+
+
+def acc(result: dict, j: int) -> float:
+    return result[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]
+
+
+@pytest.mark.parametrize("opt,guard", [("sgd", False), ("adamw", False), ("sgd", True)])
+def test_earlier_region_and_head_bit_identical(bm, opt, guard):
+    strategy, probe, _ = run_graft(bm, opt=opt, guard=guard)
+    owners = strategy.graft.owners
+    after0, after1 = probe.states
+    region0 = owners.patches[0].region
+    assert region0.size > 0 and owners.patches[1].region.size > 0
+    moved = 0
+    for n, m in region0.masks.items():
+        assert torch.equal(bits(after0[n])[m], bits(after1[n])[m]), n
+        moved += int((after1[n] != after0[n]).sum())
+    assert moved > 0                                            # task 1 did train something
+    for n in after0:
+        if n.startswith("heads.toy.") or ".embeddings." in n:
+            assert torch.equal(bits(after0[n]), bits(after1[n])), n
+    free = owners.free()
+    for n, m in free.masks.items():                              # unowned elements are back at θ_pre
+        assert torch.equal(bits(after1[n])[m], bits(owners.pre[n])[m]), n
+
+
+def test_zero_forgetting_and_region_sizes(graft_run):
+    strategy, probe, results = graft_run
+    assert acc(results[1], 0) == acc(results[0], 0)
+    assert acc(results[0], 0) >= 0.7                                  # well above chance (0.5)
+    owners = strategy.graft.owners
+    assert owners.tasks == TASKS
+    sizes = [p.region.size for p in owners.patches]
+    assert all(0 < s <= int(0.3 * owners.patches[0].region.numel) for s in sizes)
+    assert owners.bytes()["regions"] == 8 * sum(sizes)                # int32 index + float32 value
+
+
+def test_zero_forgetting_logits_across_experiences(bm):
+    model = build_model()
+    adapter = TaskAdapter(model, TASKS)
+    probe = Probe()
+    strategy = GraftStrategy(model=adapter, optimizer=make_opt(adapter, "adamw"), train_mb_size=16, train_epochs=10,
+                             eval_mb_size=16, evaluator=evaluator(), plugins=[probe, LrPerExperience()],
+                             finder=FINDER)
+    torch.manual_seed(0)
+    strategy.train(bm.train_stream[0])
+    strategy.eval(bm.test_stream[:1])
+    right_after = [t.clone() for t in probe.logits[0]]
+    strategy.train(bm.train_stream[1])
+    strategy.eval(bm.test_stream[:1])
+    assert all(torch.equal(a, b) for a, b in zip(right_after, probe.logits[0], strict=True))
+
+
+def test_naive_forgets_on_conflicting_stream(bm):
+    adapter = TaskAdapter(build_model(), TASKS)
+    naive = Naive(model=adapter, optimizer=make_opt(adapter, "adamw"), train_mb_size=16, train_epochs=10,
+                  eval_mb_size=16, evaluator=evaluator(), plugins=[LrPerExperience()])
+    results = []
+    for i, exp in enumerate(bm.train_stream):
+        torch.manual_seed(100 + i)
+        naive.train(exp)
+        results.append(naive.eval(bm.test_stream))
+    assert acc(results[0], 0) > 0.9
+    assert acc(results[0], 0) - acc(results[1], 0) > 0.3          # graft: exactly 0 under the same recipe
+
+
+def test_minibatch_and_experience_reconstruction_identical(bm, graft_run):
+    strategy, probe, _ = graft_run
+    plugin = strategy.graft
+    by_mode = {}
+    for mode in ("experience", "minibatch"):
+        plugin.reconstruct = mode
+        strategy.eval(bm.test_stream)
+        by_mode[mode] = {k: [t.clone() for t in v] for k, v in probe.logits.items()}
+    plugin.reconstruct = "experience"
+    for k in by_mode["experience"]:
+        assert all(torch.equal(a, b) for a, b in zip(by_mode["experience"][k], by_mode["minibatch"][k], strict=True))
+    assert strategy.model.param_view is None                      # nothing left behind
+
+
+def test_mixed_task_batches_match_per_task_logits(bm, graft_run):
+    strategy, _, _ = graft_run
+    adapter, plugin = strategy.model, strategy.graft
+    collate = bm.test_stream[0].dataset.collate_fn
+    rows = [bm.test_stream[t].dataset[i] for t in (0, 1) for i in range(6)]
+    adapter.eval()
+    adapter.param_view = plugin.task_view(adapter)
+    try:
+        expected = {}
+        for t in (0, 1):                                          # per-experience batches (one task each)
+            x, _, labels = collate(rows[6 * t:6 * t + 6])
+            for i, logits in enumerate(adapter(x, labels)):
+                expected[6 * t + i] = logits
+        order = random.Random(0).sample(range(len(rows)), len(rows))
+        x, _, labels = collate([rows[i] for i in order])          # one mixed batch, shuffled
+        mixed = adapter(x, labels)
+    finally:
+        adapter.param_view = None
+        plugin._views = {}
+    assert all(torch.equal(mixed[j], expected[i]) for j, i in enumerate(order))
+
+
+def test_all_regions_mode_uses_current_model(bm, graft_run):
+    strategy, probe, _ = graft_run
+    strategy.graft.reconstruct = "all"
+    try:
+        strategy.eval(bm.test_stream[:1])
+    finally:
+        strategy.graft.reconstruct = "experience"
+    dl = torch.utils.data.DataLoader(bm.test_stream[0].dataset, batch_size=16,
+                                     collate_fn=bm.test_stream[0].dataset.collate_fn)
+    with torch.no_grad():
+        strategy.model.eval()
+        direct = [strategy.model(x, t) for x, _, t in dl]
+    assert all(torch.equal(a, b) for a, b in zip(direct, probe.logits[0], strict=True))
+
+
+def test_resume_equals_uninterrupted(bm, graft_run, tmp_path):
+    full, _, full_results = graft_run
+    interrupted, _, _ = run_graft(bm, stop=1)
+    interrupted.graft.owners.save(tmp_path / "skills")
+    model = build_model()
+    owners = OwnerMap.load(tmp_path / "skills", model)
+    owners.apply_(model)
+    resumed, _, results = run_graft(bm, owners=owners, start=1, model=model)
+    assert results[-1] == full_results[-1]
+    full_params = dict(full.model.clf.named_parameters())
+    for n, p in resumed.model.clf.named_parameters():
+        assert torch.equal(bits(p), bits(full_params[n])), n
+    assert resumed.graft.owners.tasks == TASKS
+
+
+def test_plugin_order_in_a_plain_template_does_not_change_results(bm, graft_run):
+    _, _, reference = graft_run
+    for order in ("graft-first", "graft-last"):
+        model = TaskAdapter(build_model(), TASKS)
+        graft, probe = GraftPlugin(finder=FINDER), Probe()
+        plugins = [graft, probe, LrPerExperience()] if order == "graft-first" else [probe, LrPerExperience(), graft]
+        template = SupervisedTemplate(model=model, optimizer=make_opt(model, "adamw"), train_mb_size=16,
+                                      train_epochs=10, eval_mb_size=16, evaluator=evaluator(), plugins=plugins)
+        results = []
+        for i, exp in enumerate(bm.train_stream):
+            torch.manual_seed(100 + i)
+            template.train(exp)
+            results.append(template.eval(bm.test_stream))
+        assert results == reference, order
+        assert probe.calls.count("after_training_exp") == 2 and probe.calls.count("before_eval_exp") == 4
+
+
+def test_paper_mode_trains_only_inside_given_regions(bm):
+    model = build_model()
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters() if ".layer." in n}
+    regions = {t: Region(random_mask(shapes, sum(map(math.prod, shapes.values())) // 4, seed=k))
+               for k, t in enumerate(TASKS)}
+    strategy, probe, results = run_graft(bm, mode="paper", regions=regions, model=model)
+    owners = strategy.graft.owners
+    assert owners.patches[0].region == regions["toy"]
+    assert owners.patches[1].region == regions["flip"] - regions["toy"]
+    outside = ~(regions["toy"] | regions["flip"])
+    for n, m in outside.masks.items():
+        assert torch.equal(bits(probe.states[1][n])[m], bits(owners.pre[n])[m]), n
+    assert acc(results[1], 0) == acc(results[0], 0)
+
+
+def test_independent_regions_fine_tune_copies(bm):
+    model = build_model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    data = {"toy": (_rows(32, 5, False), [])}
+    recipe = FinetuneConfig(optimizer="adamw", lr=1e-2, batch_size=16, steps=6, eval_every=6)
+    regions = independent_regions(model, data, recipe, FINDER, progress=False)
+    assert set(regions) == {"toy"} and 0 < regions["toy"].size <= int(0.3 * regions["toy"].numel)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
+def test_training_a_task_twice_is_refused(bm, graft_run):
+    strategy, _, _ = graft_run
+    with pytest.raises(UserError, match="already learned"):
+        strategy.train(bm.train_stream[0])
+
+
+def test_owner_map_round_trip_and_wrong_model(graft_run, tmp_path):
+    strategy, _, _ = graft_run
+    owners = strategy.graft.owners
+    owners.save(tmp_path / "skills")
+    loaded = OwnerMap.load(tmp_path / "skills", build_model())
+    assert loaded.tasks == owners.tasks and loaded.bytes() == owners.bytes()
+    assert all(torch.equal(loaded.owner[n], owners.owner[n]) for n in owners.names)
+    other = build_model()
+    with torch.no_grad():
+        next(p for n, p in other.named_parameters() if ".layer." in n).add_(1.0)
+    with pytest.raises(UserError, match="another pre-trained model"):
+        OwnerMap.load(tmp_path / "skills", other)
