@@ -7,7 +7,7 @@ multi-task model θ_mt, and accuracies of θ_pre, θ_mt and grafted models θ_pr
 - overlap[i, j] = |γ_i ∩ γ_j| / |γ_j| (asymmetric, the paper's Fig. 8a) and IoU = |γ_i ∩ γ_j| / |γ_i ∪ γ_j|;
 - relative gain of a model on task j = (acc_j − acc_pre,j) / (acc_mt,j − acc_pre,j);
 - transfer[i, j] = relative gain of the model grafted with γ_i, evaluated on task j;
-- compositionality: relative gain of the union of a group's regions, averaged over tasks in / out of the group;
+- compositionality: relative gain of the union of a group's regions, averaged over tasks in / out of it;
 - anatomy: each region's share per layer or parameter type.
 
 Undefined entries (an empty denominator; a task on which θ_mt does not beat θ_pre) are NaN, never 0.
@@ -59,13 +59,13 @@ def _divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def overlap_matrix(inter: np.ndarray) -> np.ndarray:
-    """Asymmetric overlap |γ_i ∩ γ_j| / |γ_j| from :func:`intersection_counts` (T, T); NaN where γ_j is empty."""
+    """Asymmetric overlap |γ_i ∩ γ_j| / |γ_j| (T, T) from :func:`intersection_counts`; NaN if γ_j is empty."""
     inter = np.asarray(inter)
     return _divide(inter, np.diag(inter)[None, :])
 
 
 def iou_matrix(inter: np.ndarray) -> np.ndarray:
-    """Jaccard index |γ_i ∩ γ_j| / |γ_i ∪ γ_j| from :func:`intersection_counts` (T, T); NaN where both are empty."""
+    """Jaccard index |γ_i ∩ γ_j| / |γ_i ∪ γ_j| (T, T) from :func:`intersection_counts`; NaN if both empty."""
     inter = np.asarray(inter)
     size = np.diag(inter)
     return _divide(inter, size[:, None] + size[None, :] - inter)
@@ -79,7 +79,8 @@ def chance_overlap(sizes: Sequence[int], numel: int) -> np.ndarray:
     return np.repeat((sizes / numel)[:, None], len(sizes), axis=1)
 
 
-def relative_gain(acc: np.ndarray, acc_pre: np.ndarray, acc_full: np.ndarray, *, min_gap: float = 0.0) -> np.ndarray:
+def relative_gain(acc: np.ndarray, acc_pre: np.ndarray, acc_full: np.ndarray, *,
+                  min_gap: float = 0.0) -> np.ndarray:
     """(acc − acc_pre) / (acc_full − acc_pre), broadcasting over the last axis (tasks).
 
     Args:
@@ -187,7 +188,8 @@ def anatomy(breakdowns: Sequence[Mapping], *, by: str = "layer") -> tuple[list[s
     return labels, _divide(size, size.sum(axis=1, keepdims=True)), _divide(size, numel)
 
 
-def top_pairs(matrix: np.ndarray, tasks: Sequence[str], k: int = 3, *, symmetric: bool = False) -> list[tuple]:
+def top_pairs(matrix: np.ndarray, tasks: Sequence[str], k: int = 3, *,
+              symmetric: bool = False) -> list[tuple]:
     """The ``k`` largest off-diagonal entries as ``(task_i, task_j, value)``, largest first (NaNs skipped).
 
     With ``symmetric`` each unordered pair is listed once (i < j).

@@ -96,13 +96,14 @@ def finetune_multitask_(model, train: Mapping[str, list[dict]], dev: Mapping[str
         p.requires_grad_(n in names)
     opt = make_optimizer(model, names, cfg)
     device = next(model.parameters()).device
-    streams = {t: iter(batches(train[t], cfg.batch_size, cfg.steps, cfg.seed + k)) for k, t in enumerate(tasks)}
+    streams = {t: iter(batches(train[t], cfg.batch_size, cfg.steps, cfg.seed + k))
+               for k, t in enumerate(tasks)}
     schedule = task_schedule(tasks, cfg.steps, cfg.seed)
     best = {"step": 0, "dev": None, "per_task": {}, "state": None}
     history: list[dict] = []
     model.train()
-    bar = tqdm(enumerate(schedule, start=1), total=cfg.steps, desc="multitask" if region is None else "union steps",
-               disable=not progress)
+    desc = "multitask" if region is None else "region steps"
+    bar = tqdm(enumerate(schedule, start=1), total=cfg.steps, desc=desc, disable=not progress)
     for step, task in bar:
         batch = next(streams[task])
         enc = {k: v.to(device) for k, v in model.encode(batch, task).items()}

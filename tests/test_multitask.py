@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -10,7 +12,8 @@ from cl_graft import ops
 from cl_graft.errors import UserError
 from cl_graft.finetune import FinetuneConfig
 from cl_graft.multitask import finetune_multitask_, task_schedule
-from cl_graft.region import Region, graftable_names
+from cl_graft.region import Region, graftable_names, load_heads
+from cl_graft.skillmap_io import summary
 from conftest import PAIR, SENTIMENT, tiny_bert
 
 GOOD = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
@@ -18,10 +21,10 @@ BAD = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible 
 
 
 def toy_tasks() -> dict[str, list[dict]]:
-    """A sentiment task and a pair task (label 0 when both sides agree in sentiment) on the tiny vocabulary."""
+    """A sentiment task and a pair task (label 0 when both sides agree in sentiment), tiny vocabulary."""
     single = [{"text": t, "label": 1} for t in GOOD] + [{"text": t, "label": 0} for t in BAD]
-    pair = [{"text_a": a, "text_b": b, "label": 0} for a, b in zip(GOOD, GOOD[1:] + GOOD[:1])]
-    pair += [{"text_a": a, "text_b": b, "label": 1} for a, b in zip(GOOD, BAD)]
+    pair = [{"text_a": a, "text_b": b, "label": 0} for a, b in zip(GOOD, GOOD[1:] + GOOD[:1], strict=True)]
+    pair += [{"text_a": a, "text_b": b, "label": 1} for a, b in zip(GOOD, BAD, strict=True)]
     return {"toy": single, "toypair": pair}
 
 
@@ -93,3 +96,74 @@ def test_bad_inputs():
     empty = Region.empty({n: params[n].shape for n in graftable_names(params.items())})
     with pytest.raises(UserError, match="nothing to train"):
         finetune_multitask_(model, toy_tasks(), {}, cfg, region=empty, progress=False)
+
+
+# ----------------------------------------------------------------------------- the skill-map run, end to end
+
+
+def tiny_skillmap_config(**kw):
+    from cl_graft.localize import LocalizeConfig
+    from cl_graft.skillmap import SkillmapConfig
+
+    ft = FinetuneConfig(lr=0.2, batch_size=4, steps=40, eval_every=20, seed=0)
+    loc = LocalizeConfig(sparsity=0.02, steps=2, batch_size=4, n_batches=1, select_rows=8, eval_every=1)
+    args = {"multitask": ft, "localize": loc, "single": replace(ft, steps=20), "union_steps": 3,
+            "groups": {"sentiment": ("toy",), "pairs": ("toypair",)}}
+    return SkillmapConfig(**{**args, **kw})
+
+
+def tiny_splits():
+    from cl_graft.skillmap import TaskSplit
+
+    data = toy_tasks()
+    return {"toy": TaskSplit(SENTIMENT, data["toy"], data["toy"], data["toy"]),
+            "toypair": TaskSplit(PAIR, data["toypair"], data["toypair"], data["toypair"])}
+
+
+def test_skillmap_run_end_to_end(tmp_path):
+    from cl_graft.skillmap import run_skillmap
+    from cl_graft.skillmap_io import load_skillmap
+
+    base = tiny_bert()
+    before = _snapshot(base)
+    sm = run_skillmap(base, tiny_splits(), tiny_skillmap_config(), out=tmp_path, progress=False)
+    assert all(torch.equal(before[n], p) for n, p in base.named_parameters()) and not base.tasks  # untouched
+    loaded = load_skillmap(tmp_path)
+    np.testing.assert_array_equal(loaded.acc_graft, sm.acc_graft)
+    np.testing.assert_array_equal(loaded.intersections, sm.intersections)
+    assert loaded.tasks == ["toy", "toypair"]
+    assert loaded.groups == {"sentiment": ["toy"], "pairs": ["toypair"]}
+    assert sm.acc_single.shape == (2,) and sm.acc_union.shape == (2, 2)
+    # saved regions reproduce the graft row: θ_pre + γ_toy ⊙ Δ evaluated on toy
+    region = Region.load(tmp_path / "regions" / "toy")
+    assert region.size == sm.region_size[0] == sm.intersections[0, 0] > 0
+    assert set(load_heads(tmp_path / "regions" / "toy")) == {"heads.toy.weight", "heads.toy.bias"}
+    # a single-member group's union is that task's region: same accuracies as its graft row
+    np.testing.assert_allclose(sm.acc_union, sm.acc_graft)
+    assert np.isfinite(sm.overlap).all() and np.allclose(np.diag(sm.overlap), 1.0)
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(
+        ["accuracy.png", "overlap.png", "iou.png", "transfer.png", "anatomy_layer.png", "anatomy_type.png",
+         "composition.png", "composition_steps.png", "composition_summary.png"])
+    assert "most similar regions" in summary(loaded)
+
+
+def test_skillmap_run_is_seeded(tmp_path):
+    from cl_graft.skillmap import run_skillmap
+
+    cfg = tiny_skillmap_config(single=None)
+    a = run_skillmap(tiny_bert(), tiny_splits(), cfg, out=tmp_path / "a", progress=False)
+    b = run_skillmap(tiny_bert(), tiny_splits(), cfg, out=tmp_path / "b", progress=False)
+    assert a.acc_single is None
+    for name in ("acc_graft", "acc_union", "acc_union_steps", "intersections", "acc_pre", "acc_mt"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert Region.load(tmp_path / "a" / "regions" / "toypair") == Region.load(tmp_path / "b/regions/toypair")
+
+
+def test_skillmap_needs_two_tasks_and_known_group_members(tmp_path):
+    from cl_graft.skillmap import run_skillmap
+
+    with pytest.raises(UserError, match="at least two tasks"):
+        run_skillmap(tiny_bert(), {"toy": tiny_splits()["toy"]}, tiny_skillmap_config(), out=tmp_path)
+    with pytest.raises(UserError, match="'sst2' is not one of the run's tasks"):
+        run_skillmap(tiny_bert(), tiny_splits(), tiny_skillmap_config(groups={"s": ("sst2",)}), out=tmp_path)
+    assert not any(tmp_path.iterdir())

@@ -28,9 +28,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import finetune
+    from . import finetune, multitask, plot
 
     main.add_command(finetune.finetune)
+    main.add_command(multitask.multitask)
+    main.add_command(plot.plot)
 
 
 _register()

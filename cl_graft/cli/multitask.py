@@ -1,0 +1,84 @@
+"""``cl-graft multitask``: the skill map of a task set (regions, overlap, transfer, composition)."""
+from __future__ import annotations
+
+import click
+
+from ..errors import UserError
+from .common import common_options, data_source, load_splits
+
+
+def parse_tasks(text: str) -> list[str]:
+    """``"sst2,cr"`` → ``["sst2", "cr"]``; at least two distinct names."""
+    names = [t.strip() for t in text.split(",")]
+    if any(not t for t in names):
+        raise UserError(f"--tasks {text!r} has an empty task name")
+    repeated = sorted({t for t in names if names.count(t) > 1})
+    if repeated:
+        raise UserError(f"--tasks names {repeated[0]!r} more than once")
+    if len(names) < 2:
+        raise UserError(f"--tasks needs at least two tasks, got {names}")
+    return names
+
+
+def parse_groups(text: str | None) -> dict[str, tuple[str, ...]] | None:
+    """``"sentiment=sst2,cr;nli=mnli,snli"`` → ``{"sentiment": ("sst2", "cr"), ...}``; None stays None."""
+    if text is None:
+        return None
+    groups: dict[str, tuple[str, ...]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, sep, members = part.partition("=")
+        tasks = tuple(t.strip() for t in members.split(",") if t.strip())
+        if not sep or not name.strip() or not tasks or name.strip() in groups:
+            raise UserError(f"--groups part {part!r}: expected NAME=TASK,TASK with a new NAME")
+        groups[name.strip()] = tasks
+    return groups
+
+
+@click.command()
+@click.option("--tasks", default="sst2,cr,mnli,snli,qnli,qqp,mrpc,agnews", show_default=True,
+              help="Comma-separated tasks to train together (at least two).")
+@click.option("--groups", default=None,
+              help="Task groups for compositionality, 'NAME=T1,T2;NAME=T3' (default: sentiment, nli, "
+                   "paraphrase, topic restricted to --tasks).")
+@click.option("--single/--no-single", default=True, show_default=True,
+              help="Also fine-tune each task alone, for comparison with the multi-task model.")
+@click.option("--sparsity", type=float, default=None, help="Region budget per task, a fraction of the "
+              "graftable parameters (default: the preset's).")
+@common_options
+def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, seed, out, overwrite):
+    """Train one model on TASKS, localize each task's skill in it and map overlap, transfer and composition.
+
+    Writes skillmap.json, regions/<task>/ and figures/*.png under --out (redraw with `cl-graft plot`).
+    """
+    import shutil
+    from dataclasses import replace
+
+    import torch
+
+    from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, write_json
+    from ..benchmarks import get_task
+    from ..models import build_classifier
+    from ..skillmap import TaskSplit, resolve_groups, run_skillmap, skillmap_setup
+    from ..skillmap_io import FIGURES_DIR, REGIONS_DIR, RESULTS_FILE, summary
+
+    names = parse_tasks(tasks)
+    for t in names:                                                   # every name known before any data loads
+        get_task(t, data_dir)
+    data, cfg = skillmap_setup(preset, len(names), seed=seed, single=single, groups=parse_groups(groups))
+    if sparsity is not None:
+        cfg = replace(cfg, localize=replace(cfg.localize, sparsity=sparsity))
+    resolve_groups(cfg.groups, names)
+    splits = {t: TaskSplit(s.spec, s.train, s.dev, s.test)
+              for t, s in ((t, load_splits(t, data_dir, data, seed)) for t in names)}
+    torch.manual_seed(seed)
+    clf = build_classifier(model, head=head, max_length=data.max_length)
+    out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, REGIONS_DIR))
+    for stale in (REGIONS_DIR, FIGURES_DIR):                          # only reached with --overwrite
+        shutil.rmtree(out / stale, ignore_errors=True)
+    record = run_record(command="multitask", tasks=names, model=model, head=head, preset=data.name, seed=seed,
+                        k=data.k, dev_k=data.dev_k, eval_cap=data.eval_cap, max_length=data.max_length,
+                        data=data_source(data_dir), skillmap=cfg.to_json())
+    write_json(out / RUN_CONFIG, record)
+    sm = run_skillmap(clf, splits, cfg, out=out, info=record)
+    click.echo(summary(sm))
+    click.echo(f"{sm.info['seconds']['total']:.0f}s -> {out}")

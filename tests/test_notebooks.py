@@ -1,0 +1,74 @@
+"""The notebooks execute without error on a small results folder made here by a tiny-model skill-map run.
+
+Self-sufficient on a fresh machine: the kernel is a kernelspec written into a temporary JUPYTER_PATH that runs
+this very interpreter, so no `ipykernel install` is needed.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from cl_graft.skillmap import run_skillmap
+from conftest import tiny_bert
+from test_multitask import tiny_skillmap_config, tiny_splits
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = ("01_quickstart.ipynb", "02_region_overlap.ipynb")
+KERNEL = "cl-graft-test"
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("skillmap")
+    run_skillmap(tiny_bert(), tiny_splits(), tiny_skillmap_config(single=None), out=out, progress=False)
+    return out
+
+
+@pytest.fixture
+def kernel_env(tmp_path, monkeypatch, results):
+    spec = tmp_path / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "cl-graft test", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("CL_GRAFT_RESULTS", str(results))
+    monkeypatch.setenv("CL_GRAFT_FIGURES", str(tmp_path / "figures"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    return tmp_path
+
+
+def _code_cells(name: str) -> list[str]:
+    return [c.source for c in nbformat.read(NOTEBOOKS / name, as_version=4).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_holds_no_library_logic(name):
+    cells = _code_cells(name)
+    assert cells
+    for source in cells:
+        for node in ast.walk(ast.parse(source)):
+            assert not isinstance(node, DEFINITIONS), f"{name} defines logic: {ast.unparse(node)[:60]}"
+    assert all(not c.outputs for c in nbformat.read(NOTEBOOKS / name, as_version=4).cells
+               if c.cell_type == "code"), f"{name} is committed with outputs"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_executes(name, kernel_env, results):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    where = {"metadata": {"path": str(NOTEBOOKS)}}                   # the kernel's working directory
+    client = NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources=where)
+    client.execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs)
+    images = sum("image/png" in o.get("data", {}) for o in outputs)
+    assert "most similar regions" in text and "toypair" in text
+    assert images >= (1 if name.startswith("01") else 6)
+    assert (kernel_env / "figures" / "overlap.png").is_file()
