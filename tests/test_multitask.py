@@ -1,6 +1,7 @@
 """Multi-task fine-tuning on tiny models, region-restricted steps, and the skill-map run end to end."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import replace
 
@@ -167,3 +168,118 @@ def test_skillmap_needs_two_tasks_and_known_group_members(tmp_path):
     with pytest.raises(UserError, match="'sst2' is not one of the run's tasks"):
         run_skillmap(tiny_bert(), tiny_splits(), tiny_skillmap_config(groups={"s": ("sst2",)}), out=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def _cli(args):
+    from click.testing import CliRunner
+
+    from cl_graft.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tmp_path_factory):
+    """A tiny BERT saved as a local model folder and a data folder with two toy tasks."""
+    root = tmp_path_factory.mktemp("cli")
+    model = tiny_bert()
+    model.backbone.save_pretrained(root / "model")
+    model.tokenizer.save_pretrained(root / "model")
+    for name, rows in toy_tasks().items():
+        d = root / "data" / name
+        d.mkdir(parents=True)
+        (d / "meta.json").write_text(json.dumps({"labels": ["a", "b"]}))
+        lines = "\n".join(json.dumps(r) for r in rows * 4) + "\n"
+        (d / "train.jsonl").write_text(lines)
+        (d / "test.jsonl").write_text(lines)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cli_run(tiny_setup):
+    out = tiny_setup / "run"
+    res = _cli(["multitask", "--tasks", "toy,toypair", "--groups", "one=toy;two=toypair", "--preset", "smoke",
+                "--model", tiny_setup / "model", "--data-dir", tiny_setup / "data", "--out", out])
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def test_cli_multitask_smoke_end_to_end(cli_run):
+    out, output = cli_run
+    assert "most similar regions" in output and "union one (toy)" in output
+    config = json.loads((out / "config.json").read_text())
+    assert config["command"] == "multitask" and config["tasks"] == ["toy", "toypair"]
+    assert (out / "skillmap.json").is_file() and (out / "regions" / "toypair" / "region_config.json").is_file()
+    assert len(list((out / "figures").glob("*.png"))) == 9
+
+
+def test_cli_refuses_to_overwrite(cli_run, tiny_setup):
+    out, _ = cli_run
+    before = (out / "skillmap.json").read_bytes()
+    res = _cli(["multitask", "--tasks", "toy,toypair", "--model", tiny_setup / "model",
+                "--data-dir", tiny_setup / "data", "--preset", "smoke", "--out", out])
+    assert res.exit_code == 2 and "already holds" in res.output and (out / "skillmap.json").read_bytes() == before
+
+
+def test_cli_plot_redraws_without_recomputing(cli_run, tmp_path):
+    out, _ = cli_run
+    res = _cli(["plot", out, "--out", tmp_path / "figs"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == sorted(p.name for p in (out / "figures").iterdir())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tasks", "sst2"], "at least two tasks"),
+    (["--tasks", "sst2,sst2"], "'sst2' more than once"),
+    (["--tasks", "sst2,nosuchtask"], "unknown task 'nosuchtask'"),
+    (["--tasks", "sst2,cr", "--preset", "huge"], "unknown preset 'huge'"),
+    (["--tasks", "sst2,cr", "--groups", "nli=mnli"], "'mnli' is not one of the run's tasks"),
+    (["--tasks", "sst2,cr", "--groups", "oops"], "expected NAME=TASK"),
+    (["--tasks", "sst2,cr", "--sparsity", "0"], "sparsity must be in (0, 1]"),
+])
+def test_cli_multitask_bad_input(tmp_path, args, message):
+    res = _cli(["multitask", *args, "--data-dir", tmp_path, "--out", tmp_path / "out"])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / "out").exists()
+
+
+def _alien(tmp_path, cli_run, kind):
+    folder = tmp_path / kind
+    folder.mkdir()
+    good = json.loads((cli_run[0] / "skillmap.json").read_text())
+    content = {
+        "other_json": {"format": "cl-graft/continual", "format_version": 1},
+        "no_format": [1, 2, 3],
+        "future": {**good, "format_version": 99},
+        "missing_key": {k: v for k, v in good.items() if k != "intersections"},
+        "bad_shape": {**good, "acc_graft": [[0.5, 0.5]]},
+        "one_task": {**good, "tasks": ["toy"]},
+        "bad_group": {**good, "groups": {"g": ["nope"], "h": ["toy"]}},
+    }.get(kind)
+    if content is not None:
+        (folder / "skillmap.json").write_text(json.dumps(content))
+    elif kind == "broken_json":
+        (folder / "skillmap.json").write_text("{not json")
+    return folder
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("empty", "not a cl-graft multitask results folder"), ("broken_json", "invalid JSON"),
+    ("other_json", "format 'cl-graft/continual'"), ("no_format", "not a cl-graft multitask results file"),
+    ("future", "format version 99"), ("missing_key", "lack 'intersections'"),
+    ("bad_shape", "'acc_graft' has shape (1, 2)"), ("one_task", "two or more"), ("bad_group", "'nope'"),
+])
+def test_cli_plot_refuses_other_layouts(tmp_path, cli_run, kind, message):
+    res = _cli(["plot", _alien(tmp_path, cli_run, kind)])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / kind / "figures").exists()
+
+
+def test_cli_plot_missing_folder(tmp_path):
+    res = _cli(["plot", tmp_path / "nope"])
+    assert res.exit_code == 2 and "no such results folder" in res.output
