@@ -9,11 +9,15 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 3. **Gradient.** The graftable tensors of ONE private working copy of θ_ft are views of a flat buffer set to
    θ_pre + γ(S) ⊙ Δ each step (dropout off); autograd gives g = ∇_θ L, averaged over ``n_batches`` batches,
    and ∂L/∂γ = g ⊙ Δ. The step direction is the paper's u = (1 − 2γ_base) ⊙ ∂L/∂γ ⊙ σ'(S − b).
-4. **Step scaling.** ``normalize="max"`` (default): S ← S − lr · u / max|u|, so ``lr`` is the largest move of
-   any score per step, in the units of S (an element flips after moving by about b). This makes the step
-   independent of the scale of Δ and of the loss gradient, which differ by orders of magnitude between
-   SGD- and AdamW-trained models and between models (the paper's lr = 1e7 suits RoBERTa-base and barely
-   moves MiniLM). ``normalize="none"`` is the paper's raw step S ← S − lr · u (use lr ≈ 1e7 there).
+4. **Step scaling.** The paper's raw step S ← S − lr · u (lr = 1e7 for RoBERTa-base) depends on the scale of
+   Δ and of the gradient, which differ by orders of magnitude between models and between SGD- and
+   AdamW-trained θ_ft (on MiniLM lr = 1e7 barely moves the region, 1e9 grows it tenfold). So by default
+   (``normalize="budget"``) u is divided by its ``budget``-th largest magnitude and clipped to [−1, 1]:
+   S ← clamp(S − lr · clip(u / |u|_(budget), −1, 1), 0, 2b). About ``budget`` elements then move by ``lr``
+   per step in the direction of their gradient (the others proportionally less), so an element needs about
+   b / lr consistent steps to flip, whatever the scale of Δ; clamping S to [0, 2b] keeps every flip
+   reversible. ``normalize="max"`` divides by max |u| instead (only the leader moves by lr: very few flips);
+   ``normalize="none"`` is the paper's raw step (no clamp of the move; use lr ≈ 1e7 there).
 5. **Budget.** The hard region is γ_base XOR [S > b]; if it holds more than ``budget`` elements (default
    ⌊sparsity · N⌋), only the ``budget`` elements with the largest logit (b − S inside the base, S − b outside)
    are kept, and the scores of the ones dropped are reset to the flip threshold, so they must win again.
@@ -65,7 +69,7 @@ class LocalizeConfig:
 
     sparsity: float = field(default=1e-3, metadata={"help": "final |γ| ≤ sparsity · N (N = graftable params)"})
     steps: int = field(default=20, metadata={"help": "gradient steps on S (0 = the top-k base region)"})
-    lr: float = field(default=1.0, metadata={"help": "step on S: largest |ΔS| per step (normalize=max)"})
+    lr: float = field(default=1.0, metadata={"help": "move of S per step for the ~budget strongest elements"})
     sigmoid_bias: float = field(default=10.0, metadata={"help": "b in σ(S − b); S starts in [0, 1)"})
     batch_size: int = field(default=16, metadata={"help": "rows per batch"})
     n_batches: int = field(default=8, metadata={"help": "batches averaged per step (and for FISH)"})

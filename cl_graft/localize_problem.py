@@ -24,6 +24,17 @@ def budget_for(sparsity: float, numel: int) -> int:
     return int(math.floor(sparsity * numel + 1e-6))
 
 
+def resolve_budget(cfg, numel: int) -> int:
+    """``cfg.budget`` or ⌊sparsity · N⌋, checked: at least 1 (not an empty region) and at most N."""
+    budget = cfg.budget if cfg.budget is not None else budget_for(cfg.sparsity, numel)
+    if budget < 1:
+        raise UserError(f"sparsity {cfg.sparsity:g} selects no element: {cfg.sparsity:g} × {numel} graftable "
+                        f"parameters < 1 (an empty region)")
+    if budget > numel:
+        raise UserError(f"budget {budget} is over the {numel} graftable parameters")
+    return budget
+
+
 @dataclass
 class Problem:
     """θ_pre, θ_ft, Δ and candidates as ``(N,)`` vectors; ``spans[i]`` is ``names[i]``'s slice."""
@@ -79,12 +90,7 @@ class Problem:
         else:
             candidates.check_model(shapes)
             cand = torch.cat([candidates.masks[n].reshape(-1) for n in names]).to(device)
-        budget = cfg.budget if cfg.budget is not None else budget_for(cfg.sparsity, numel)
-        if budget < 1:
-            raise UserError(f"sparsity {cfg.sparsity:g} selects no element: {cfg.sparsity:g} × {numel} graftable "
-                            f"parameters < 1 (an empty region)")
-        if budget > numel:
-            raise UserError(f"budget {budget} is over the {numel} graftable parameters")
+        budget = resolve_budget(cfg, numel)
         n_cand = int(cand.sum())
         if n_cand == 0:
             raise UserError("no candidate elements to localize among (the candidate region is empty)")

@@ -28,9 +28,10 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import finetune, multitask, plot
+    from . import finetune, localize, multitask, plot
 
     main.add_command(finetune.finetune)
+    main.add_command(localize.localize)
     main.add_command(multitask.multitask)
     main.add_command(plot.plot)
 

@@ -1,0 +1,139 @@
+"""``cl-graft localize``: find skill regions of a fine-tuned model, graft them, and tabulate what they keep."""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+
+import click
+
+from ..errors import UserError
+from .common import common_options, data_source, load_splits, resolve_preset
+
+RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
+
+
+def _split(text: str, what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise UserError(f"--{what} {text!r} has an empty item")
+    return items
+
+
+def parse_sparsities(text: str) -> list[float]:
+    """``"1e-4,1e-3"`` → ``[1e-4, 1e-3]``; each must be a number in (0, 1]."""
+    out = []
+    for item in _split(text, "sparsity"):
+        try:
+            value = float(item)
+        except ValueError:
+            raise UserError(f"--sparsity {item!r} is not a number") from None
+        if not 0 < value <= 1:
+            raise UserError(f"--sparsity {item} is outside (0, 1]")
+        out.append(value)
+    return out
+
+
+def localize_config_options(f):
+    """One click option per :class:`~cl_graft.localize.LocalizeConfig` field except sparsity and seed."""
+    from ..localize import LocalizeConfig
+
+    hints = typing.get_type_hints(LocalizeConfig)
+    for fld in reversed(dataclasses.fields(LocalizeConfig)):
+        if fld.name in ("sparsity", "seed"):
+            continue
+        kind = hints[fld.name]
+        kind = next(a for a in typing.get_args(kind) if a is not type(None)) if isinstance(kind, types.UnionType) \
+            else kind
+        f = click.option(f"--{fld.name.replace('_', '-')}", type=kind, default=fld.default, show_default=True,
+                         help=fld.metadata.get("help", ""))(f)
+    return f
+
+
+@click.command()
+@click.option("--task", required=True, help="Task name (see benchmarks.TASKS) or a folder name under --data-dir.")
+@click.option("--finetuned", type=click.Path(file_okay=False), default=None,
+              help="Folder written by `cl-graft finetune` (default: fine-tune first, saved under --out/finetuned).")
+@click.option("--sparsity", "sparsities", default="1e-4,1e-3,1e-2", show_default=True,
+              help="Comma-separated region sizes as fractions of the graftable parameters, each in (0, 1].")
+@click.option("--methods", default="graft,topk,random", show_default=True,
+              help="Comma-separated region methods: graft, topk, random, bias, fish, lottery.")
+@click.option("--ood", default="", help="Comma-separated out-of-distribution tasks scored with the task's head.")
+@click.option("--region", "regions", multiple=True, type=click.Path(file_okay=False),
+              help="A saved region folder to score as well (repeatable).")
+@localize_config_options
+@common_options
+def localize(task, finetuned, sparsities, methods, ood, regions, model, head, preset, data_dir, seed, out, overwrite,
+             **settings):
+    """Localize TASK's skill in a fine-tuned model: regions, grafted accuracy/ECE/agreement/OOD, anatomy PNGs.
+
+    Writes results.json, table.md, config.json and regions/<method>-<sparsity>/ (region + anatomy.png) under
+    --out; the fine-tuned model too when --finetuned is not given.
+    """
+    import torch
+
+    from ..artifacts import RUN_CONFIG, load_classifier, prepare_out_dir, run_record, save_classifier, write_json
+    from ..benchmarks import cap, get_task, load_task
+    from ..finetune import finetune_
+    from ..localize import LocalizeConfig
+    from ..graft import check_region
+    from ..localize_problem import resolve_budget
+    from ..localize_report import REGIONS_DIR, format_table, localize_table, ood_rows, region_label
+    from ..models import build_classifier
+    from ..region import Region, fingerprint, graftable_names
+    from ..region_methods import REGION_METHODS
+
+    levels = parse_sparsities(sparsities)
+    cfgs = [LocalizeConfig(sparsity=s, seed=seed, **settings) for s in levels]
+    names = _split(methods, "methods")
+    unknown = [m for m in names if m not in REGION_METHODS]
+    if unknown:
+        raise UserError(f"unknown region method {unknown[0]!r}; choose from {', '.join(REGION_METHODS)}")
+    ood_specs = [get_task(t, data_dir) for t in (_split(ood, "ood") if ood else [])]
+    cfg = resolve_preset(preset, seed=seed)
+    ft = load_classifier(finetuned) if finetuned else None
+    if ft is not None and task not in ft.tasks:
+        raise UserError(f"--finetuned {finetuned} has tasks {sorted(ft.tasks)}, not {task!r}")
+    splits = load_splits(task, data_dir, cfg, seed)
+    ood_sets = {s.name: ood_rows(cap(load_task(s.name, data_dir).test, cfg.eval_cap, seed=seed), s, splits.spec)
+                for s in ood_specs}
+    source = ft.source if ft is not None else model
+    pre = build_classifier(source, head=ft.head_kind if ft else head, pooling=ft.pooling if ft else "mean",
+                           max_length=cfg.max_length)
+    pre_params = dict(pre.named_parameters())
+    numel = sum(pre_params[n].numel() for n in graftable_names(pre_params.items()))
+    for c in cfgs:
+        resolve_budget(c, numel)
+    given = {}
+    for path in regions:
+        region = Region.load(path)
+        for m, what in ((pre, "pre-trained model"), (ft, "fine-tuned model")):
+            if m is not None:
+                check_region(region, m, what=what)
+        region.check_model(region.shapes, {"pre": fingerprint(pre_params, region.names)})
+        if region.is_empty:
+            raise UserError(f"--region {path} is empty")
+        budget = settings["budget"]
+        if budget is not None and region.size > budget:
+            raise UserError(f"--region {path} holds {region.size} elements, over --budget {budget}")
+        given[f"given-{len(given)}-" + region_label(region.meta.get("method", "region"),
+                                                       region.meta.get("sparsity") or region.density())] = region
+    out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, TABLE_FILE, REGIONS_DIR, FINETUNED_DIR))
+    record = run_record(command="localize", task=task, finetuned=finetuned, model=source, preset=cfg.name, seed=seed,
+                        k=cfg.k, dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir),
+                        localize=cfgs[0].to_json(), sparsities=levels, methods=names, regions=list(regions))
+    write_json(out / RUN_CONFIG, record)
+    if ft is None:
+        torch.manual_seed(seed)
+        ft = build_classifier(source, head=head, max_length=cfg.max_length)
+        ft.add_task(splits.spec, seed=seed)
+        finetune_(ft, splits.train, splits.dev, cfg.finetune)
+        save_classifier(ft, out / FINETUNED_DIR)
+    rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task, methods=names,
+                          sparsities=levels, cfg=cfgs[0], out=out, ood=ood_sets, given=given)
+    table = format_table(rows, task=task)
+    write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test), "numel": numel, "rows": rows,
+                                    "ood_n": {k: len(v) for k, v in ood_sets.items()}, "config": record})
+    (out / TABLE_FILE).write_text(table + "\n", encoding="utf-8")
+    click.echo(table)
+    click.echo(f"-> {out}")
