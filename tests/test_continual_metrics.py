@@ -1,0 +1,46 @@
+"""Accuracy-matrix metrics on hand-made matrices."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cl_graft.continual_metrics import average_accuracy, bwt, final_accuracy, forgetting, forgetting_per_task, summarize
+from cl_graft.errors import UserError
+
+R = np.array([[0.9, 0.1, 0.2],
+              [0.7, 0.8, 0.3],
+              [0.6, 0.85, 0.9]])
+
+
+def test_values_on_a_hand_made_matrix():
+    assert final_accuracy(R).tolist() == [0.6, 0.85, 0.9]
+    assert average_accuracy(R) == pytest.approx((0.6 + 0.85 + 0.9) / 3)
+    assert forgetting_per_task(R) == pytest.approx([0.9 - 0.6, 0.8 - 0.85])  # task 1 improved: negative
+    assert forgetting(R) == pytest.approx(0.125)
+    assert bwt(R) == pytest.approx(((0.6 - 0.9) + (0.85 - 0.8)) / 2)
+
+
+def test_forgetting_uses_the_best_accuracy_after_learning():
+    r = np.array([[0.5, 0.0, 0.0], [0.9, 0.5, 0.0], [0.6, 0.5, 0.5]])
+    assert forgetting_per_task(r) == pytest.approx([0.3, 0.0])
+    assert bwt(r) == pytest.approx((0.1 + 0.0) / 2)
+
+
+def test_zero_forgetting_when_columns_are_constant_after_learning():
+    r = np.array([[0.8, 0.5], [0.8, 0.9]])
+    assert forgetting(r) == 0.0 and bwt(r) == 0.0
+
+
+def test_one_task_and_one_row_results():
+    assert math.isnan(forgetting(np.array([[0.7]]))) and math.isnan(bwt(np.array([[0.7]])))
+    s = summarize(np.array([[0.7, 0.8, 0.9]]))                               # joint training: one final row
+    assert s["average"] == pytest.approx(0.8) and math.isnan(s["forgetting"]) and math.isnan(s["bwt"])
+
+
+def test_bad_shapes():
+    with pytest.raises(UserError):
+        forgetting(np.zeros((2, 3)))
+    with pytest.raises(UserError):
+        final_accuracy(np.zeros((0, 3)))
