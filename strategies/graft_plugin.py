@@ -88,7 +88,7 @@ class GraftPlugin(SupervisedPlugin):
         adapter = classifier_of(strategy.model)
         clf = adapter.clf
         if self.owners is None:
-            self.owners = OwnerMap.from_model(clf, graftable_names(clf.named_parameters(), self.graftable))
+            self.owners = self._new_owners(clf)
         task = self._task(adapter, strategy.experience)
         if task in self.owners.tasks:
             raise UserError(f"task {task!r} was already learned; grafting trains each task once")
@@ -140,6 +140,10 @@ class GraftPlugin(SupervisedPlugin):
         adapter.train(was_training)
         return region
 
+    def _new_owners(self, clf) -> OwnerMap:
+        """The owner map of a new stream: θ_pre := the model's graftable values now."""
+        return OwnerMap.from_model(clf, graftable_names(clf.named_parameters(), self.graftable))
+
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:
             raise UserError(f"paper mode has no region for task {task!r}")
@@ -190,6 +194,7 @@ class GraftPlugin(SupervisedPlugin):
 
     @staticmethod
     def _task(adapter: TaskAdapter, experience) -> str:
+        """The one task an experience trains."""
         labels = list(experience.task_labels)
         if len(labels) != 1:
             raise UserError(f"grafting trains one task per experience, this one has task labels {labels}")

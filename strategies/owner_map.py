@@ -92,11 +92,14 @@ class OwnerMap:
         return SkillPatch(Region._wrap(masks), values)
 
     def bytes(self) -> dict[str, int]:
-        """Stored bytes: region indices + values, heads, and their sum (θ_pre is the shared base model)."""
-        values = sum(p.bytes(extra=False) for p in self.patches)
+        """Stored bytes beyond the base model: owned elements (the cheaper of int32 index + value per element
+        and one owner byte per element + value), task heads, and their sum."""
+        owned = sum(p.region.size for p in self.patches)
+        numel = sum(o.numel() for o in self.owner.values())
+        values = sum(p.bytes(extra=False) for p in self.patches)          # index + value per element
+        regions = min(values, numel + values - 4 * owned)                   # or: owner byte + value
         heads = sum(p.bytes() for p in self.patches) - values
-        return {"regions": values, "heads": heads, "total": values + heads,
-                "owner_map_dense": sum(o.numel() for o in self.owner.values())}
+        return {"regions": regions, "heads": heads, "total": regions + heads}
 
     # ----- updates -------------------------------------------------------------------------------
     def add_(self, model: TextClassifier, task: str, region: Region, *, head_names: Sequence[str] = ()) -> SkillPatch:

@@ -1,0 +1,94 @@
+"""A PackNet baseline that works on transformers (Mallya & Lazebnik 2018, https://arxiv.org/abs/1711.05769).
+
+Avalanche's ``PackNetModel`` wraps only Linear/Conv layers and refuses BERT's Embedding and LayerNorm. This
+plugin applies PackNet's recipe to the graftable tensors of a :class:`~cl_graft.strategies.adapter.TaskAdapter`,
+with the owner-map machinery of grafting (one owner byte per element):
+
+1. experience t trains the free elements (not owned by an earlier task) and the task's head;
+2. after ``prune_at`` of its steps, it keeps the largest-|w| fraction ``keep`` of the free elements for task
+   t, sets the other free elements to **zero** (released for later tasks), and trains only the kept ones
+   for the remaining steps (post-prune fine-tuning);
+3. the kept elements are frozen (bit-exact) and owned by task t; task i is evaluated with the elements of
+   tasks ≤ i and zeros elsewhere.
+
+It differs from grafting (:class:`~cl_graft.strategies.graft_plugin.GraftPlugin`) in what a task keeps
+(largest weights rather than a learned/largest-change region) and in what the rest becomes (0 rather than
+θ_pre). ``keep=None`` splits the capacity evenly: task t keeps ``1 / (T − t)`` of the free elements, T = the
+adapter's number of tasks, so the last task takes everything left.
+"""
+from __future__ import annotations
+
+import torch
+
+from cl_graft.errors import UserError
+from cl_graft.region import DEFAULT_GRAFTABLE, Region, graftable_names
+
+from .adapter import classifier_of
+from .freeze import ElementFreeze
+from .graft_plugin import GraftPlugin, _head_names
+from .owner_map import OwnerMap
+from cl_graft import ops
+
+
+class PackNetPlugin(GraftPlugin):
+    """PackNet on the graftable tensors; evaluation and storage as in :class:`GraftPlugin`.
+
+    Args:
+        steps: optimizer steps per experience (the pruning step is ``round(prune_at · steps)``).
+        prune_at: fraction of the steps trained before pruning (1.0 = prune at the end, no retraining).
+        keep: fraction of the free elements each task keeps (None = even split, see the module docstring).
+        reconstruct, graftable, guard: as for :class:`GraftPlugin`.
+    """
+
+    def __init__(self, *, steps: int, prune_at: float = 0.75, keep: float | None = None,
+                 reconstruct: str = "experience", graftable: str = DEFAULT_GRAFTABLE, guard: bool = True) -> None:
+        super().__init__(reconstruct=reconstruct, graftable=graftable, guard=guard)
+        if not 0 < prune_at <= 1 or (keep is not None and not 0 < keep <= 1):
+            raise UserError(f"prune_at and keep must be in (0, 1], got {prune_at} and {keep}")
+        self.prune_step, self.keep = max(1, round(prune_at * steps)), keep
+        self._done = 0
+        self._kept: Region | None = None
+
+    def _new_owners(self, clf) -> OwnerMap:
+        """Released (and later tasks') elements are zero, not θ_pre."""
+        params = dict(clf.named_parameters())
+        return OwnerMap({n: torch.zeros_like(params[n]) for n in graftable_names(params.items(), self.graftable)})
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        super().before_training_exp(strategy, **kwargs)
+        self._done, self._kept = 0, None
+
+    def after_training_iteration(self, strategy, **kwargs) -> None:
+        self._done += 1
+        if self._done == self.prune_step:
+            self._prune(strategy)
+
+    def after_training_exp(self, strategy, **kwargs) -> None:
+        if self._kept is None:
+            self._prune(strategy)
+        self._freeze.end_(strategy.optimizer)
+        self._freeze = None
+        adapter = classifier_of(strategy.model)
+        task = self._task(adapter, strategy.experience)
+        self.owners.add_(adapter.clf, task, self._kept, head_names=_head_names(adapter.clf, task))
+        strategy.model.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def _prune(self, strategy) -> None:
+        """Keeps the largest free weights for this task, zeroes the other free ones, retrains only the kept."""
+        adapter = classifier_of(strategy.model)
+        clf, owners = adapter.clf, self.owners
+        params = dict(clf.named_parameters())
+        free = owners.free()
+        keep = self.keep if self.keep is not None else 1 / max(1, len(adapter.task_names) - len(owners.tasks))
+        scores = {n: torch.where(m.to(params[n].device), params[n].abs(), -1.0) for n, m in free.masks.items()}
+        kept = ops.topk_mask(scores, round(keep * free.size), absolute=False)
+        self._kept = Region._wrap({n: m.cpu() for n, m in kept.items()}) & free
+        for n, m in (free - self._kept).masks.items():
+            params[n].masked_fill_(m.to(params[n].device), 0.0)
+        task = self._task(adapter, strategy.experience)
+        self._freeze.end_(strategy.optimizer)
+        trainable: dict = dict(self._kept.masks)
+        trainable.update({n: None for n in _head_names(clf, task)})
+        self._freeze = ElementFreeze(params, trainable, guard=self.guard)
+        self._freeze.begin_(strategy.optimizer)
