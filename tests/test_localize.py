@@ -72,7 +72,7 @@ def _acc(pre, ft, region, rows) -> float:
     return evaluate(graft_model(pre, ft, region), rows)[0]["accuracy"]
 
 
-CFG = LocalizeConfig(sparsity=PLANTED / 13578, steps=30, n_batches=4, base_fraction=0.5, seed=0)
+CFG = LocalizeConfig(sparsity=PLANTED / 13578, steps=30, lr=1.0, n_batches=4, base_fraction=0.5, seed=0)
 
 
 def test_learned_region_recovers_planted_skill(planted):
