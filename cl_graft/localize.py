@@ -46,7 +46,7 @@ from .errors import UserError
 from .evaluate import evaluate
 from .finetune import batches
 from .graft import clone_model
-from .localize_problem import Problem, hard_region
+from .localize_problem import Problem, budget_for, hard_region
 from .models import TextClassifier
 from .region import Region
 
@@ -151,7 +151,7 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     theta, plist = prob.bind(work)                               # (N,) buffer; params are views of it
     gen = torch.Generator().manual_seed(cfg.seed)
     scores = torch.rand(prob.numel, generator=gen).to(prob.device)      # S: (N,)
-    base = prob.base_mask(round(cfg.base_fraction * prob.budget))      # (N,) bool
+    base = prob.base_mask(budget_for(cfg.base_fraction, prob.budget))    # (N,) bool
     sign = 1 - 2 * base.to(scores.dtype)                                 # (N,) +1 outside, −1 inside the base
     b = cfg.sigmoid_bias
     rng = random.Random(cfg.seed)

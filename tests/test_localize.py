@@ -177,3 +177,12 @@ def test_bad_input(planted):
     with pytest.raises(UserError, match="unknown localization setting 'lr_s'"):
         LocalizeConfig.from_json({"lr_s": 1})
     assert LocalizeConfig.from_json(CFG.to_json()) == CFG
+
+
+@pytest.mark.parametrize("normalize, lr", [("budget", 2.0), ("max", 5.0), ("none", 1e7)])
+def test_step_scalings_respect_the_budget(planted, normalize, lr):
+    pre, ft, _, train, dev, _ = planted
+    cfg = LocalizeConfig(sparsity=0.01, steps=8, n_batches=2, lr=lr, normalize=normalize, base_fraction=0.5)
+    res = learn_region(pre, ft, train, dev, cfg, progress=False)
+    assert res.region.size <= 135 and len(res.history) == 9
+    assert res.history[0]["size"] == 67 and res.region.meta["config"]["normalize"] == normalize
