@@ -119,6 +119,27 @@ class LocalizeResult:
     seconds: float
 
 
+def _mean_gradient(work: TextClassifier, plist: list[Tensor], out: list[Tensor], batches_: list[list[dict]],
+                   task: str) -> float:
+    """Writes the mean over ``batches_`` of ∇L w.r.t. ``plist`` into the flat views ``out``; returns mean loss."""
+    device = plist[0].device
+    for view in out:
+        view.zero_()
+    for p in plist:
+        p.requires_grad_(True)
+    total = 0.0
+    for batch in batches_:
+        enc = {k: v.to(device) for k, v in work.encode(batch, task).items()}
+        labels = torch.tensor([r["label"] for r in batch], device=device)
+        loss = torch.nn.functional.cross_entropy(work(**enc, task=task), labels) / len(batches_)
+        for view, g in zip(out, torch.autograd.grad(loss, plist), strict=True):
+            view.add_(g.reshape(-1))
+        total += loss.item()
+    for p in plist:
+        p.requires_grad_(False)
+    return total
+
+
 def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict], dev_rows: list[dict],
                  cfg: LocalizeConfig, *, task: str | None = None, names: list[str] | None = None,
                  candidates: Region | None = None, progress: bool = True) -> LocalizeResult:
@@ -158,15 +179,14 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     select_train = rng.sample(train_rows, min(cfg.select_rows, len(train_rows)))
     select_dev = dev_rows[: cfg.select_rows]
     stream = batches(train_rows, cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
-    device = prob.device
     history: list[dict] = []
     best: dict = {"score": -math.inf}
-    grad = torch.zeros_like(theta)                                       # (N,)
+    grad = torch.zeros_like(prob.delta)                                  # (N,) mean ∇_θ L
     grad_views = [grad[a:z] for a, z in prob.spans]
 
     def select(step: int, hard: Tensor, loss: float | None) -> None:
         with torch.no_grad():
-            torch.where(hard, prob.ft_flat, prob.pre_flat, out=theta)
+            theta.copy_(torch.where(hard, prob.ft_flat, prob.pre_flat))
         tr = evaluate(work, select_train, task)[0]["score"]
         dv = evaluate(work, select_dev, task)[0]["score"] if select_dev else 0.0
         size = int(hard.sum())
@@ -181,29 +201,15 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     for step in bar:
         with torch.no_grad():
             gamma = base + sign * torch.sigmoid(scores - b)              # γ(S): (N,)
-            torch.addcmul(prob.pre_flat, gamma, prob.delta, out=theta)   # θ_pre + γ ⊙ Δ
-        grad.zero_()
-        for p in plist:
-            p.requires_grad_(True)
-        loss_sum = 0.0
-        for _ in range(cfg.n_batches):
-            batch = next(stream)
-            enc = {k: v.to(device) for k, v in work.encode(batch, task).items()}
-            labels = torch.tensor([r["label"] for r in batch], device=device)
-            loss = torch.nn.functional.cross_entropy(work(**enc, task=task), labels)
-            for view, g in zip(grad_views, torch.autograd.grad(loss, plist), strict=True):
-                view.add_(g.reshape(-1))
-            loss_sum += loss.item()
-        for p in plist:
-            p.requires_grad_(False)
+            theta.copy_(torch.addcmul(prob.pre_flat, gamma, prob.delta))  # θ_pre + γ ⊙ Δ
+        loss_avg = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
         with torch.no_grad():
             sig = torch.sigmoid(scores - b)
-            u = sign * grad * prob.delta * sig * (1 - sig) / cfg.n_batches  # (N,) ∂L/∂S
+            u = sign * grad * prob.delta * sig * (1 - sig)              # (N,) ∂L/∂S
             u.masked_fill_(~prob.cand, 0.0)
             scores.add_(_scaled_step(u, prob.budget, cfg)).clamp_(0.0, 2 * b)
             hard, dropped = hard_region(scores, base, prob.cand, b, prob.budget)
             scores[dropped] = b                                          # back to the flip threshold
-        loss_avg = loss_sum / cfg.n_batches
         if step % cfg.eval_every == 0 or step == cfg.steps:
             select(step, hard, loss_avg)
             bar.set_postfix(size=history[-1]["size"], train=f"{history[-1]['train']:.3f}",
