@@ -1,18 +1,25 @@
 """Avalanche integration of cl-graft (installed as ``cl_graft.strategies``): forget-free continual learning by
 grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600), its model adapter and baselines.
 
-Importing this package imports Avalanche (about 7 s); ``import cl_graft`` never does.
+The names below are loaded on first use, so that Avalanche (about 7 s to import) is imported only by code that
+needs it; ``import cl_graft`` never imports it.
 """
-from .adapter import MASK_VALUE, TaskAdapter
-from .freeze import ElementFreeze
-from .graft_plugin import GraftPlugin
-from .graft_strategy import GraftStrategy
-from .packnet import PackNetPlugin
-from .owner_map import OwnerMap
-from .recipe import ClipGrad, StepLimit, epochs_for, recipe_optimizer
-from .regions import LocalizeFinder, RegionFinder, independent_regions
+from __future__ import annotations
 
-__all__ = [
-    "MASK_VALUE", "ClipGrad", "ElementFreeze", "GraftPlugin", "GraftStrategy", "LocalizeFinder", "OwnerMap", "PackNetPlugin",
-    "RegionFinder", "StepLimit", "TaskAdapter", "epochs_for", "independent_regions", "recipe_optimizer",
-]
+import importlib
+
+_EXPORTS = {
+    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "freeze", "GraftPlugin": "graft_plugin",
+    "GraftStrategy": "graft_strategy", "OwnerMap": "owner_map", "PackNetPlugin": "packnet",
+    "ClipGrad": "recipe", "StepLimit": "recipe", "recipe_optimizer": "recipe",
+    "LocalizeFinder": "regions", "RegionFinder": "regions", "independent_regions": "regions",
+    "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
+    "run_strategy": "runner",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -59,8 +59,11 @@ class TaskAdapter(MultiTaskModule):
         if self.training:
             self.known_train_tasks_labels |= set(experience.task_labels)
 
-    def forward(self, x: Tensor, task_labels: Tensor | int) -> Tensor:
-        """Logits (B, C_max); columns beyond a task's labels are :data:`MASK_VALUE`."""
+    def forward(self, x: Tensor, task_labels: Tensor | int | None) -> Tensor | dict[int, Tensor]:
+        """Logits (B, C_max); columns beyond a task's labels are :data:`MASK_VALUE`. With ``task_labels=None``
+        (LwF's distillation): ``{label: (B, C_label)}`` for every task trained so far."""
+        if task_labels is None:
+            return self.forward_all_tasks(x)
         if isinstance(task_labels, int):
             task_labels = torch.full((x.shape[0],), task_labels, dtype=torch.long, device=x.device)
         parts = [(int(t), task_labels == t) for t in torch.unique(task_labels)]

@@ -3,11 +3,9 @@
 Every strategy of a comparison gets the same optimizer (SGD, weight decay 1e-4 except biases and LayerNorms,
 as Panigrahi et al. 2023 fine-tune), the same frozen input embeddings, gradient clipping and the same number
 of optimizer steps per experience: Avalanche counts epochs, so :class:`StepLimit` stops an experience after
-``steps`` mini-batches and :func:`epochs_for` gives enough epochs to get there.
+``steps`` mini-batches (give the strategy ``train_epochs=steps``: every epoch has at least one batch).
 """
 from __future__ import annotations
-
-import math
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -19,22 +17,18 @@ from .adapter import TaskAdapter
 
 
 def recipe_optimizer(model: TaskAdapter, cfg: FinetuneConfig) -> torch.optim.Optimizer:
-    """The recipe's optimizer over the classifier's trainable tensors; the others get ``requires_grad=False``
-    (input embeddings when ``cfg.freeze_embeddings``, the unused pooler, prompt heads' LM head).
+    """The recipe's optimizer; tensors the recipe does not train get ``requires_grad=False`` (input embeddings
+    when ``cfg.freeze_embeddings``, the unused pooler, prompt heads' LM head), so they never get a gradient.
 
+    Every tensor is in a param group (Avalanche re-adds missing ones and fails to place BERT's embeddings).
     Modifies ``model`` IN PLACE (``requires_grad`` flags only).
     """
-    names = trainable_names(model.clf, freeze_embeddings=cfg.freeze_embeddings)
+    names = set(trainable_names(model.clf, freeze_embeddings=cfg.freeze_embeddings))
+    every = []
     for n, p in model.clf.named_parameters():
         p.requires_grad_(n in names)
-    return make_optimizer(model.clf, names, cfg)
-
-
-def epochs_for(steps: int, n_rows: int, batch_size: int) -> int:
-    """Epochs needed for ``steps`` mini-batches over ``n_rows`` rows."""
-    if n_rows < 1:
-        raise UserError("an experience has no training rows")
-    return max(1, math.ceil(steps / math.ceil(n_rows / batch_size)))
+        every.append(n)
+    return make_optimizer(model.clf, every, cfg)
 
 
 class StepLimit(SupervisedPlugin):

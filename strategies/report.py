@@ -1,0 +1,101 @@
+"""Tables and files of a continual comparison: results JSON/CSV and PNG figures, from results alone.
+
+``out/`` receives ``results.json`` (run record, tasks, every strategy's matrix and summary), ``results.csv``
+(one row per strategy), ``matrices.csv`` (strategy, after, task, accuracy) and ``figures/``: one accuracy-matrix
+heatmap per strategy, one curve per task (its accuracy after each experience, one line per strategy) and
+the final accuracies side by side.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from cl_graft.artifacts import write_json
+from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
+
+from .runner import StrategyResult
+
+RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
+
+
+def _pct(x: float) -> str:
+    return "   -  " if x is None or not math.isfinite(x) else f"{100 * x:6.1f}"
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def strategy_table(res: StrategyResult) -> str:
+    """The accuracy matrix (rows: after each experience; columns: tasks) and the strategy's summary, in %."""
+    s = res.summary()
+    width = max(len(t) for t in res.tasks) + 8
+    lines = [f"== {res.name} ==", " " * width + "".join(f"{t:>9}" for t in res.tasks)]
+    labels = [f"after {t}" for t in res.tasks] if len(res.matrix) == len(res.tasks) else ["final"]
+    for label, row in zip(labels, res.matrix):
+        lines.append(f"{label:<{width}}" + "".join(f"{_pct(v):>9}" for v in row))
+    lines.append(f"average {_pct(s['average']).strip()}  forgetting {_pct(s['forgetting']).strip()}  "
+                 f"BWT {_pct(s['bwt']).strip()}  stored {human_bytes(res.bytes)}  wall {res.seconds:.0f}s")
+    return "\n".join(lines)
+
+
+def summary_table(results: dict[str, StrategyResult]) -> str:
+    """One line per strategy: final accuracy per task, average, forgetting, BWT, bytes, wall time, and the
+    average as a share of ``single`` (independent fine-tuning) and the time relative to ``naive`` when run."""
+    tasks = next(iter(results.values())).tasks
+    single = results["single"].summary()["average"] if "single" in results else None
+    naive = results["naive"].seconds if "naive" in results else None
+    head = (f"{'strategy':<12}" + "".join(f"{t:>9}" for t in tasks)
+            + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored':>11}{'wall s':>8}")
+    head += f"{'%single':>9}" if single else ""
+    head += f"{'×naive':>8}" if naive else ""
+    lines = [head]
+    for name, res in results.items():
+        s = res.summary()
+        line = (f"{name:<12}" + "".join(f"{_pct(v):>9}" for v in s["final"]) + f"{_pct(s['average']):>9}"
+                f"{_pct(s['forgetting']):>8}{_pct(s['bwt']):>8}{human_bytes(res.bytes):>11}{res.seconds:>8.0f}")
+        line += f"{_pct(s['average'] / single):>9}" if single else ""
+        line += f"{res.seconds / naive:>8.2f}" if naive else ""
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict) -> list[Path]:
+    """Writes the JSON, CSVs and figures; returns the paths written."""
+    tasks = next(iter(results.values())).tasks
+    paths = [out / RESULTS_JSON, out / RESULTS_CSV, out / MATRICES_CSV]
+    write_json(paths[0], {"run": record, "tasks": tasks, "strategies": {n: r.to_json() for n, r in results.items()}})
+    with open(paths[1], "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes", "seconds"])
+        for name, res in results.items():
+            s = res.summary()
+            w.writerow([name, *s["final"], s["average"], s["forgetting"], s["bwt"], res.bytes, res.seconds])
+    with open(paths[2], "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["strategy", "after", "task", "accuracy"])
+        for name, res in results.items():
+            after = tasks if len(res.matrix) == len(tasks) else ["final"]
+            w.writerows([name, a, t, v] for a, row in zip(after, res.matrix) for t, v in zip(tasks, row))
+    figures = out / FIGURES
+    for name, res in results.items():
+        rows = [f"after {t}" for t in tasks] if len(res.matrix) == len(tasks) else ["final"]
+        paths.append(plot_matrix(np.array(res.matrix), figures / f"matrix_{name}.png", rows=rows, cols=tasks,
+                                 title=f"{name}: test accuracy", xlabel="task", ylabel="after experience",
+                                 vmin=0.0, vmax=1.0))
+    stream = {n: r for n, r in results.items() if len(r.matrix) == len(tasks)}
+    for j, t in enumerate(tasks):
+        if stream:
+            paths.append(plot_curves({n: [row[j] for row in r.matrix] for n, r in stream.items()},
+                                     figures / f"curve_{t}.png", x=tasks, title=f"accuracy on {t}",
+                                     xlabel="after experience", ylabel="accuracy"))
+    paths.append(plot_grouped_bars({n: r.summary()["final"] for n, r in results.items()}, figures / "final.png",
+                                   labels=tasks, title="final accuracy", ylabel="accuracy"))
+    return paths

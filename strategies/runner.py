@@ -1,0 +1,242 @@
+"""Run continual-learning strategies on one benchmark and collect their accuracy matrices.
+
+Every strategy starts from a copy of the same pre-trained classifier (same seeded heads), trains each
+experience with the same recipe (:mod:`.recipe`: optimizer, clipping, exactly ``steps`` optimizer steps,
+seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test stream after every
+experience with Avalanche's own ``EvaluationPlugin``. Strategies (see :data:`.continual_config.STRATEGIES`):
+
+- ``graft`` — :class:`~.graft_strategy.GraftStrategy`, stream mode (resumable after any experience);
+- ``graft-paper`` — the paper's mode: regions from independent fine-tuning + localization of each task;
+- ``packnet`` — :class:`~.packnet.PackNetPlugin` on the transformer;
+- ``naive``, ``ewc``, ``lwf``, ``replay`` — Avalanche's stock strategies, unchanged;
+- ``joint`` — Avalanche's ``JointTraining`` on the whole stream (steps × T steps; one result row);
+- ``single`` — each task fine-tuned alone from θ_pre (the reference for "% of single-task fine-tuning").
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cl_graft.artifacts import read_json, write_json
+from cl_graft.continual_metrics import summarize
+from cl_graft.errors import UserError
+from cl_graft.finetune import trainable_names
+from cl_graft.graft import clone_model
+from cl_graft.models import TextClassifier
+
+from .adapter import TaskAdapter
+from .continual_config import ContinualConfig
+from .graft_strategy import GraftStrategy
+from .owner_map import OwnerMap
+from .packnet import PackNetPlugin
+from .recipe import ClipGrad, StepLimit, recipe_optimizer
+from .regions import LocalizeFinder, independent_regions
+
+RESULT_FILE = "result.json"
+PROGRESS_FILE = "progress.json"
+SKILLS_DIR = "skills"
+
+
+@dataclass
+class StrategyResult:
+    """What one strategy did on the stream.
+
+    Attributes:
+        name: the strategy.
+        tasks: the stream's tasks, in order.
+        matrix: accuracy rows; row ``i`` = every task's test accuracy after experience ``i`` (one row for
+            ``joint`` and ``single``: the final accuracies).
+        seconds: wall time, training + localization + evaluation.
+        bytes: what must be stored beyond θ_pre to serve every task (regions + heads, or the trained model).
+        info: extras (region sizes, memory rows, ...).
+    """
+
+    name: str
+    tasks: list[str]
+    matrix: list[list[float]]
+    seconds: float
+    bytes: int
+    info: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {**summarize(np.array(self.matrix)), "bytes": self.bytes, "seconds": self.seconds}
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "summary": self.summary()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> StrategyResult:
+        return cls(**{k: d[k] for k in ("name", "tasks", "matrix", "seconds", "bytes", "info")})
+
+
+def _evaluator(progress: bool):
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.logging import InteractiveLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                           # "no loggers" when progress is off
+        return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[InteractiveLogger()] if progress else [])
+
+
+def _row(metrics: dict, n_tasks: int) -> list[float]:
+    return [float(metrics[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]) for j in range(n_tasks)]
+
+
+def _model_bytes(clf: TextClassifier) -> int:
+    names = set(trainable_names(clf))
+    return sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
+
+
+def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *, dev_rows: dict,
+           owners: OwnerMap | None, regions: dict | None, progress: bool):
+    from avalanche.training import EWC, JointTraining, LwF, Naive, Replay
+    from avalanche.training.templates import SupervisedTemplate
+
+    common = dict(model=adapter, optimizer=recipe_optimizer(adapter, cfg.recipe), criterion=torch.nn.CrossEntropyLoss(),
+                  train_mb_size=cfg.recipe.batch_size, train_epochs=steps, eval_mb_size=cfg.eval_batch,
+                  evaluator=_evaluator(progress))
+    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps)]
+    if name in ("graft", "graft-paper"):
+        finder = LocalizeFinder(cfg.method, cfg.localize, progress=progress)
+        return GraftStrategy(**common, plugins=plugins, mode="stream" if name == "graft" else "paper",
+                             finder=finder, regions=regions, reconstruct=cfg.reconstruct, dev_rows=dev_rows,
+                             owners=owners)
+    if name == "packnet":
+        packnet = PackNetPlugin(steps=steps, prune_at=cfg.packnet_prune_at, reconstruct=cfg.reconstruct)
+        return SupervisedTemplate(**common, plugins=[packnet, *plugins])
+    extra = {"ewc": dict(ewc_lambda=cfg.ewc_lambda, mode="separate"),
+             "lwf": dict(alpha=cfg.lwf_alpha, temperature=cfg.lwf_temperature),
+             "replay": dict(mem_size=cfg.replay_mem)}.get(name, {})
+    cls = {"naive": Naive, "single": Naive, "ewc": EWC, "lwf": LwF, "replay": Replay, "joint": JointTraining}[name]
+    return cls(**common, plugins=plugins, **extra)
+
+
+def _train(strategy, experience, seed: int) -> None:
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)         # Avalanche's own (replay buffer update)
+        strategy.train(experience)
+
+
+def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: ContinualConfig, *,
+                 dev_rows: dict | None = None, state_dir: Path | None = None, progress: bool = True) -> StrategyResult:
+    """Runs one strategy on ``bm`` from a copy of ``base`` (never modified).
+
+    Args:
+        name: a strategy of :data:`~.continual_config.STRATEGIES`.
+        base: the pre-trained classifier with every task of the stream registered (same heads for all).
+        bm: the benchmark (``cl_graft.benchmarks.streams.make_benchmark``); experience ``i`` = ``tasks[i]``.
+        tasks: task names in stream order.
+        cfg: the comparison's settings.
+        dev_rows: task → dev rows for region selection (graft).
+        state_dir: where ``graft`` saves its state after every experience and resumes from.
+        progress: Avalanche's interactive logger (progress bars and metrics).
+    """
+    t0 = time.perf_counter()
+    dev_rows = dev_rows or {}
+    n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
+    if name == "single":
+        row = []
+        for i, exp in enumerate(bm.train_stream):
+            strategy = _build(name, TaskAdapter(clone_model(base), tasks), cfg, steps, dev_rows=dev_rows,
+                              owners=None, regions=None, progress=progress)
+            _train(strategy, exp, 1000 * seed + i)
+            row.append(float(strategy.eval([bm.test_stream[i]])[
+                f"Top1_Acc_Exp/eval_phase/test_stream/Task{i:03d}/Exp{i:03d}"]))
+        return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), n * _model_bytes(base))
+    adapter = TaskAdapter(clone_model(base), tasks)
+    rows, owners, before = [], None, 0.0
+    if name == "graft" and state_dir is not None and (state_dir / PROGRESS_FILE).exists():
+        owners, rows, before = _resume(state_dir, adapter.clf, tasks, cfg)
+    regions = None
+    if name == "graft-paper":
+        data = {t: ([e for e in exp.dataset], dev_rows.get(t, [])) for t, exp in zip(tasks, bm.train_stream)}
+        regions = independent_regions(adapter.clf, data, cfg.recipe,
+                                      LocalizeFinder(cfg.method, cfg.localize, progress=progress), progress=progress)
+    strategy = _build(name, adapter, cfg, steps * (n if name == "joint" else 1), dev_rows=dev_rows, owners=owners,
+                      regions=regions, progress=progress)
+    if name == "joint":
+        _train(strategy, bm.train_stream, 1000 * seed)
+        rows = [_row(strategy.eval(bm.test_stream), n)]
+    if owners is not None and len(owners.tasks) == len(rows) + 1:      # saved skills, not their eval row
+        rows.append(_row(strategy.eval(bm.test_stream), n))
+    for i, exp in enumerate(bm.train_stream):
+        if name == "joint" or i < len(rows):
+            continue
+        _train(strategy, exp, 1000 * seed + i)
+        rows.append(_row(strategy.eval(bm.test_stream), n))
+        if name == "graft" and state_dir is not None:
+            _save_progress(state_dir, strategy.graft.owners, tasks, cfg, rows, before + time.perf_counter() - t0)
+    return StrategyResult(name, tasks, rows, round(before + time.perf_counter() - t0, 1),
+                          *_storage(name, strategy, adapter))
+
+
+def _storage(name: str, strategy, adapter: TaskAdapter) -> tuple[int, dict]:
+    plugin = next((p for p in strategy.plugins if hasattr(p, "owners")), None)
+    if plugin is not None:
+        sizes = [p.region.size for p in plugin.owners.patches]
+        numel = sum(o.numel() for o in plugin.owners.owner.values())
+        return plugin.owners.bytes()["total"], {"region_sizes": sizes, "graftable": numel,
+                                                "region_density": [s / numel for s in sizes]}
+    size = _model_bytes(adapter.clf)
+    if name != "replay":
+        return size, {}
+    buffer = next(p for p in strategy.plugins if hasattr(p, "storage_policy")).storage_policy.buffer
+    tokens = sum(len(buffer[i]["input_ids"]) for i in range(len(buffer)))
+    return size + 4 * tokens, {"memory_rows": len(buffer)}
+
+
+def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: ContinualConfig, rows: list,
+                   seconds: float) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    owners.save(state_dir / SKILLS_DIR)
+    write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "rows": rows,
+                                           "seconds": round(seconds, 1), "pre_fingerprint": owners.pre_fingerprint})
+
+
+def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig):
+    """Owner map (applied to ``clf``), accuracy rows and seconds of an interrupted graft stream."""
+    state = read_json(state_dir / PROGRESS_FILE)
+    if state.get("tasks") != tasks or state.get("config") != cfg.to_json():
+        raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
+    owners = OwnerMap.load(state_dir / SKILLS_DIR, clf)
+    done = len(owners.tasks)
+    if owners.tasks != tasks[:done] or done not in (len(state["rows"]), len(state["rows"]) + 1):
+        raise UserError(f"{state_dir}: saved skills ({owners.tasks}) do not match its progress file")
+    owners.apply_(clf)
+    return owners, [list(r) for r in state["rows"]], float(state["seconds"])
+
+
+def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[str], cfg: ContinualConfig, *,
+                  out: Path, dev_rows: dict | None = None, resume: bool = False, progress: bool = True,
+                  on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
+    """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
+
+    With ``resume``, finished strategies are read back and ``graft`` continues from its last saved
+    experience (``out/graft/state``); other unfinished strategies start over. ``on_result`` is called with
+    each result as it is ready.
+    """
+    results = {}
+    for name in strategies:
+        path = out / name / RESULT_FILE
+        if resume and path.exists():
+            results[name] = StrategyResult.from_json(read_json(path))
+        else:
+            state = out / name / "state" if name == "graft" else None
+            if state is not None and not resume and state.exists():
+                shutil.rmtree(state)                                  # an overwritten run's stale state
+            (out / name).mkdir(parents=True, exist_ok=True)
+            results[name] = run_strategy(name, base, bm, tasks, cfg, dev_rows=dev_rows, progress=progress,
+                                         state_dir=state)
+            write_json(path, results[name].to_json())
+        if on_result is not None:
+            on_result(results[name])
+    return results

