@@ -15,7 +15,8 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 4. **Step scaling.** The paper's raw step S ← S − lr · u (lr = 1e7 for RoBERTa-base) depends on the scale of
    Δ and of the gradient, which differ by orders of magnitude between models and between SGD- and
    AdamW-trained θ_ft (on MiniLM lr = 1e7 barely moves the region, 1e9 grows it tenfold). So by default
-   (``normalize="budget"``) u is divided by its ``budget``-th largest magnitude and clipped to [−1, 1]:
+   (``normalize="budget"``) u is divided by its ``budget``-th largest magnitude (estimated on a fixed random
+   sample of :data:`SCALE_SAMPLE` elements when N is larger) and clipped to [−1, 1]:
    S ← clamp(S − lr · clip(u / |u|_(budget), −1, 1), 0, 2b). About ``budget`` elements then move by ``lr``
    per step in the direction of their gradient (the others proportionally less), so an element needs about
    b / lr consistent steps to flip, whatever the scale of Δ; clamping S to [0, 2b] keeps every flip
@@ -28,8 +29,9 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
    score on ≤ ``select_rows`` training rows plus on ≤ ``select_rows`` dev rows; the best region wins (the
    earliest on ties). Its exact size is returned and recorded in ``meta``.
 
-Cost per batch: one forward/backward of the working copy, as in a fine-tuning step, plus O(N) elementwise
-work per step. Memory: about six float vectors of length N. Deterministic under ``seed`` on a fixed device.
+Cost per batch: one forward/backward of the working copy, as in a fine-tuning step, plus about ten fused
+O(N) vector passes per step. Memory: about ten float vectors of length N. Deterministic under ``seed`` on a
+fixed device.
 """
 from __future__ import annotations
 
@@ -53,17 +55,22 @@ from .region import Region
 NORMALIZE = ("budget", "max", "none")
 
 
-def _scaled_step(u: Tensor, budget: int, cfg: LocalizeConfig) -> Tensor:
-    """The move ΔS for the paper's direction u (N,): see the module docstring, item 4."""
+SCALE_SAMPLE = 1 << 20
+"""Above this many elements, |u|'s budget-th largest value is estimated on a fixed random sample of this size
+(the rank scaled to the sample): ~30 ms instead of ~150 ms for a full top-k over MiniLM's 10.6 M."""
+
+
+def _scale_step_(u: Tensor, budget: int, cfg: LocalizeConfig, sample: Tensor | None) -> Tensor:
+    """Turns the paper's direction u (N,) IN PLACE into the step on S (item 4 of the module docstring)."""
     if cfg.normalize == "none":
-        return -cfg.lr * u
-    mag = u.abs()
-    nonzero = int(torch.count_nonzero(mag))
-    if nonzero == 0:
-        return torch.zeros_like(u)
-    m = 1 if cfg.normalize == "max" else min(budget, nonzero)
-    ref = torch.topk(mag, m, sorted=False).values.min()               # m-th largest |u|, > 0
-    return -cfg.lr * (u / ref).clamp_(-1.0, 1.0)
+        return u.mul_(cfg.lr)
+    pool = u if sample is None else u[sample]                                # (N,) or (SCALE_SAMPLE,)
+    m = 1 if cfg.normalize == "max" else max(1, round(min(budget, u.numel()) * pool.numel() / u.numel()))
+    top = torch.topk(pool.abs(), m, sorted=False).values                   # (m,)
+    top = top[top > 0]
+    if top.numel() == 0:
+        return u.zero_()
+    return u.div_(top.min()).clamp_(-1.0, 1.0).mul_(cfg.lr)               # m-th largest |u| (or least nonzero)
 
 
 @dataclass(frozen=True)
@@ -170,18 +177,23 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     for p in work.parameters():
         p.requires_grad_(False)
     theta, plist = prob.bind(work)                               # (N,) buffer; params are views of it
-    gen = torch.Generator().manual_seed(cfg.seed)
-    scores = torch.rand(prob.numel, generator=gen).to(prob.device)      # S: (N,)
-    base = prob.base_mask(budget_for(cfg.base_fraction, prob.budget))    # (N,) bool
-    sign = 1 - 2 * base.to(scores.dtype)                                 # (N,) +1 outside, −1 inside the base
     b = cfg.sigmoid_bias
+    gen = torch.Generator().manual_seed(cfg.seed)
+    logit = torch.rand(prob.numel, generator=gen).to(prob.device).sub_(b)   # T = S − b: (N,), flip iff T > 0
+    sample = (torch.randperm(prob.numel, generator=gen)[:SCALE_SAMPLE].to(prob.device)
+              if prob.numel > SCALE_SAMPLE and cfg.normalize == "budget" else None)
+    base = prob.base_mask(budget_for(cfg.base_fraction, prob.budget))        # (N,) bool
+    # θ(S) = θ_pre + γ(S) ⊙ Δ = θ_base + D ⊙ σ(T) with θ_base = where(γ_base, θ_ft, θ_pre), D = (1 − 2γ_base) ⊙ Δ
+    # (0 outside the candidates, so they keep θ_pre and get no step): one fused pass per step.
+    theta_base = torch.where(base, prob.ft_flat, prob.pre_flat)             # (N,)
+    signed = torch.where(base, -prob.delta, prob.delta).masked_fill_(~prob.cand, 0.0)   # D: (N,)
     rng = random.Random(cfg.seed)
     select_train = rng.sample(train_rows, min(cfg.select_rows, len(train_rows)))
     select_dev = dev_rows[: cfg.select_rows]
     stream = batches(train_rows, cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
     history: list[dict] = []
     best: dict = {"score": -math.inf}
-    grad = torch.zeros_like(prob.delta)                                  # (N,) mean ∇_θ L
+    grad = torch.zeros_like(prob.delta)                                      # (N,) mean ∇_θ L
     grad_views = [grad[a:z] for a, z in prob.spans]
 
     def select(step: int, hard: Tensor, loss: float | None) -> None:
@@ -189,29 +201,25 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
             theta.copy_(torch.where(hard, prob.ft_flat, prob.pre_flat))
         tr = evaluate(work, select_train, task)[0]["score"]
         dv = evaluate(work, select_dev, task)[0]["score"] if select_dev else 0.0
-        size = int(hard.sum())
-        history.append({"step": step, "size": size, "flips_in": int((hard & ~base).sum()),
+        history.append({"step": step, "size": int(torch.count_nonzero(hard)), "flips_in": int((hard & ~base).sum()),
                         "flips_out": int((base & ~hard).sum()), "loss": loss, "train": tr, "dev": dv})
         if tr + dv > best["score"]:
             best.update(score=tr + dv, step=step, hard=hard.clone())
 
-    hard = hard_region(scores, base, prob.cand, b, prob.budget)[0]
-    select(0, hard, None)
+    select(0, hard_region(logit, base, prob.budget)[0], None)
     bar = tqdm(range(1, cfg.steps + 1), desc=f"localize {task}", disable=not progress)
     for step in bar:
         with torch.no_grad():
-            gamma = base + sign * torch.sigmoid(scores - b)              # γ(S): (N,)
-            theta.copy_(torch.addcmul(prob.pre_flat, gamma, prob.delta))  # θ_pre + γ ⊙ Δ
-        loss_avg = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
+            sig = torch.sigmoid(logit)                                       # σ(S − b): (N,)
+            theta.copy_(torch.addcmul(theta_base, signed, sig))              # θ(S)
+        loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
         with torch.no_grad():
-            sig = torch.sigmoid(scores - b)
-            u = sign * grad * prob.delta * sig * (1 - sig)              # (N,) ∂L/∂S
-            u.masked_fill_(~prob.cand, 0.0)
-            scores.add_(_scaled_step(u, prob.budget, cfg)).clamp_(0.0, 2 * b)
-            hard, dropped = hard_region(scores, base, prob.cand, b, prob.budget)
-            scores[dropped] = b                                          # back to the flip threshold
+            u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)
+            logit.sub_(_scale_step_(u, prob.budget, cfg, sample)).clamp_(-b, b)   # S ∈ [0, 2b]
+            hard, dropped = hard_region(logit, base, prob.budget)
+            logit[dropped] = 0.0                                             # back to the flip threshold
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            select(step, hard, loss_avg)
+            select(step, hard, loss)
             bar.set_postfix(size=history[-1]["size"], train=f"{history[-1]['train']:.3f}",
                             dev=f"{history[-1]['dev']:.3f}")
     region = prob.region(best["hard"], method="graft", cfg=cfg, task=task, ft=ft, best_step=best["step"],

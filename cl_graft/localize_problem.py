@@ -144,23 +144,21 @@ class Problem:
         return Region._wrap(masks, meta)
 
 
-def hard_region(scores: Tensor, base: Tensor, cand: Tensor, bias: float, budget: int) -> tuple[Tensor, Tensor]:
-    """γ = γ_base XOR [S > b] among the candidates, cut to the ``budget`` elements of largest logit.
+def hard_region(logit: Tensor, base: Tensor, budget: int) -> tuple[Tensor, Tensor]:
+    """γ = γ_base XOR [S > b], cut to the ``budget`` elements of largest margin (b − S inside the base, S − b
+    outside).
 
     Args:
-        scores: S, ``(N,)``.
+        logit: T = S − b, ``(N,)``.
         base: γ_base, bool ``(N,)``.
-        cand: candidates, bool ``(N,)``.
-        bias: b.
         budget: max |γ|.
 
     Returns:
         ``(hard, dropped)``: the region and the elements that the budget cut out, both bool ``(N,)``.
     """
-    logit = torch.where(base, bias - scores, scores - bias)             # (N,) > 0 ⇔ in γ
-    hard = (logit > 0) & cand
-    if int(hard.sum()) <= budget:
+    hard = (logit > 0) ^ base                                           # (N,)
+    if int(torch.count_nonzero(hard)) <= budget:
         return hard, torch.zeros_like(hard)
-    logit = torch.where(hard, logit, torch.tensor(-math.inf, device=logit.device))
-    kept = ops.topk_mask({"flat": logit}, budget, absolute=False)["flat"]
+    margin = torch.where(base, -logit, logit).masked_fill_(~hard, -math.inf)   # (N,) > 0 ⇔ in γ
+    kept = ops.topk_mask({"flat": margin}, budget, absolute=False)["flat"]
     return kept, hard & ~kept

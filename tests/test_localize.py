@@ -186,3 +186,16 @@ def test_step_scalings_respect_the_budget(planted, normalize, lr):
     res = learn_region(pre, ft, train, dev, cfg, progress=False)
     assert res.region.size <= 135 and len(res.history) == 9
     assert res.history[0]["size"] == 67 and res.region.meta["config"]["normalize"] == normalize
+
+
+@pytest.mark.parametrize("n", [5000, 3_000_000])
+def test_budget_scaling_moves_about_budget_elements(n):
+    from cl_graft.localize import SCALE_SAMPLE, _scale_step_
+
+    gen = torch.Generator().manual_seed(0)
+    u = torch.randn(n, generator=gen) * torch.rand(n, generator=gen).pow(8)    # heavy-tailed magnitudes
+    sample = torch.randperm(n, generator=gen)[:SCALE_SAMPLE] if n > SCALE_SAMPLE else None
+    step = _scale_step_(u.clone(), 1000, LocalizeConfig(lr=2.0), sample)
+    full = int((step.abs() == 2.0).sum())
+    assert step.abs().max() == 2.0 and bool((step * u >= 0).all())
+    assert full == 1000 if sample is None else 800 <= full <= 1250, full
