@@ -71,7 +71,7 @@ CONTINUAL_PRESETS: dict[str, ContinualPreset] = {
     "smoke": _preset("smoke", eval_cap=64, steps=10, batch_size=8, replay_mem=32, localize=LocalizeConfig(
         sparsity=0.01, steps=2, batch_size=8, n_batches=1, select_rows=16, eval_every=2)),
     "quick": _preset("quick", eval_cap=500, steps=200, batch_size=16, replay_mem=256, localize=LocalizeConfig(
-        sparsity=0.01, steps=8, batch_size=16, n_batches=2, select_rows=64, eval_every=4)),
+        sparsity=0.01, steps=8, lr=2.0, batch_size=16, n_batches=2, select_rows=64, eval_every=4)),
     "paper": _preset("paper", eval_cap=None, steps=1000, batch_size=16, replay_mem=1024, localize=LocalizeConfig(
         sparsity=0.01, steps=20, batch_size=16, n_batches=8, select_rows=256, eval_every=2)),
 }

@@ -27,6 +27,7 @@ gradients; :class:`~cl_graft.strategies.graft_strategy.GraftStrategy` does.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import torch
@@ -61,6 +62,7 @@ class GraftPlugin(SupervisedPlugin):
 
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
+        localize_seconds: wall time of each region search (stream mode).
     """
 
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
@@ -82,6 +84,7 @@ class GraftPlugin(SupervisedPlugin):
         self._freeze: ElementFreeze | None = None
         self._stash = None
         self._views: dict[int, dict] = {}
+        self.localize_seconds: list[float] = []
 
     # ----- training ------------------------------------------------------------------------------
     def before_training_exp(self, strategy, **kwargs) -> None:
@@ -131,9 +134,11 @@ class GraftPlugin(SupervisedPlugin):
         for n, m in free.masks.items():
             pre_params[n].copy_(torch.where(m.to(params[n].device), owners.pre[n].to(params[n].device), params[n]))
         rows = [dataset[i] for i in range(len(dataset))]
+        t0 = time.perf_counter()
         with torch.enable_grad():
             region = self.finder(pre, clf, rows, self.dev_rows.get(task, []), task=task, names=owners.names,
                                  candidates=free)
+        self.localize_seconds.append(round(time.perf_counter() - t0, 1))
         region = Region._wrap({n: region.masks[n].cpu() for n in owners.names}, region.meta) & free
         for n, m in (free - region).masks.items():
             params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))

@@ -53,14 +53,15 @@ def summary_table(results: dict[str, StrategyResult]) -> str:
     single = results["single"].summary()["average"] if "single" in results else None
     naive = results["naive"].seconds if "naive" in results else None
     head = (f"{'strategy':<12}" + "".join(f"{t:>9}" for t in tasks)
-            + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored':>11}{'wall s':>8}")
+            + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored':>11}{'wall s':>8}{'cpu s':>8}")
     head += f"{'%single':>9}" if single else ""
     head += f"{'×naive':>8}" if naive else ""
     lines = [head]
     for name, res in results.items():
         s = res.summary()
         line = (f"{name:<12}" + "".join(f"{_pct(v):>9}" for v in s["final"]) + f"{_pct(s['average']):>9}"
-                f"{_pct(s['forgetting']):>8}{_pct(s['bwt']):>8}{human_bytes(res.bytes):>11}{res.seconds:>8.0f}")
+                f"{_pct(s['forgetting']):>8}{_pct(s['bwt']):>8}{human_bytes(res.bytes):>11}{res.seconds:>8.0f}"
+                f"{res.info.get('cpu_seconds', float('nan')):>8.0f}")
         line += f"{_pct(s['average'] / single):>9}" if single else ""
         line += f"{res.seconds / naive:>8.2f}" if naive else ""
         lines.append(line)
