@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import ops
 from .errors import UserError
@@ -118,6 +118,8 @@ class SkillPatch:
         indices: name → flat element indices, int64 ``(k_n,)``, ascending, for every region tensor.
         values: name → θ_ft values at those indices, ``(k_n,)`` in the parameter's dtype.
         extra: name → whole tensor to set as well (task heads); empty by default.
+        shapes: name → shape of every tensor the patch covers.
+        touched: the region tensors with selected elements (the only ones :func:`patch_` looks up).
     """
 
     def __init__(self, region: Region, values: Mapping[str, Tensor], *,
@@ -132,6 +134,8 @@ class SkillPatch:
                 raise UserError(f"skill patch: values of {n!r} are {got}, expected ({idx.numel()},)")
             self.values[n] = v.detach().cpu().clone()
         self.extra = {n: t.detach().cpu().clone() for n, t in (extra or {}).items()}
+        self.shapes = {**region.shapes, **{n: tuple(t.shape) for n, t in self.extra.items()}}
+        self.touched = [n for n, v in self.values.items() if v.numel()]     # tensors with selected elements
 
     @classmethod
     def from_model(cls, ft: TextClassifier, region: Region, *, extra_names: Iterable[str] = ()) -> SkillPatch:
@@ -174,56 +178,81 @@ class SkillPatch:
 
 @dataclass
 class Stash:
-    """What :func:`patch_` overwrote: name → (indices, old values) and name → old whole tensor."""
+    """What :func:`patch_` overwrote, with direct references into the patched model's storage.
 
-    elements: dict[str, tuple[Tensor, Tensor]]
-    whole: dict[str, Tensor]
+    Attributes:
+        model_id: ``id`` of the patched model (restoring into another model is refused).
+        elements: name → (flat view of the parameter, indices, old values).
+        whole: name → (the parameter, its old value).
+    """
+
+    model_id: int
+    elements: dict[str, tuple[Tensor, Tensor, Tensor]]
+    whole: dict[str, tuple[Tensor, Tensor]]
 
 
-def _flat(p: Tensor, name: str) -> Tensor:
-    if not p.is_contiguous():
-        raise UserError(f"cannot patch {name!r} in place: tensor is not contiguous")
-    return p.data.view(-1)
+def _get_param(model: nn.Module, name: str) -> Tensor:
+    """``model.get_parameter(name)`` through the module dicts directly (≈1 µs instead of ≈14 µs)."""
+    *path, leaf = name.split(".")
+    module = model
+    try:
+        for part in path:
+            module = module._modules[part]
+        p = module._parameters[leaf]
+    except KeyError:
+        p = None
+    if p is None:
+        try:
+            p = model.get_parameter(name)
+        except AttributeError:
+            raise UserError(f"model does not match patch: it has no tensor {name!r}") from None
+    return p
+
+
+def _lookup(model: TextClassifier, names: Iterable[str], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Tensor]:
+    """The named parameters (only those), checked against the patch's shapes."""
+    out = {}
+    for n in names:
+        p = _get_param(model, n)
+        if tuple(p.shape) != shapes[n]:
+            raise UserError(f"model does not match patch: {n!r} is {tuple(p.shape)} in the model, "
+                            f"{shapes[n]} in the patch")
+        if not p.is_contiguous():
+            raise UserError(f"cannot patch {n!r} in place: tensor is not contiguous")
+        out[n] = p
+    return out
 
 
 @torch.no_grad()
 def patch_(model: TextClassifier, patch: SkillPatch) -> Stash:
     """Writes the patch's values into ``model`` IN PLACE; touches only the region's elements (and ``extra``).
 
-    Cost O(|γ|) plus a per-tensor constant; tensors without selected elements are skipped. Use the returned
-    :class:`Stash` with :func:`restore_` to undo (patches nest: restore in reverse order).
+    Cost O(|γ|) plus a few microseconds per touched tensor (tensors without selected elements are not even
+    looked up). Use the returned :class:`Stash` with :func:`restore_` to undo; patches nest (restore in
+    reverse order). The stash refers to the parameters' current storage: do not re-bind ``param.data`` in
+    between.
     """
-    params = _params(model)
-    bad = [n for n in (*patch.values, *patch.extra) if n not in params]
-    if bad:
-        raise UserError(f"model does not match patch: {len(bad)} tensor(s) not in the model, first {bad[0]!r}")
-    for n, shape in patch.region.shapes.items():
-        if tuple(params[n].shape) != shape:
-            raise UserError(f"model does not match patch: {n!r} is {tuple(params[n].shape)} in the model, "
-                            f"{shape} in the patch")
-    for n, t in patch.extra.items():
-        if params[n].shape != t.shape:
-            raise UserError(f"model does not match patch: {n!r} is {tuple(params[n].shape)} in the model, "
-                            f"{tuple(t.shape)} in the patch")
+    params = _lookup(model, [*patch.touched, *patch.extra], patch.shapes)
     elements, whole = {}, {}
-    for n, v in patch.values.items():
-        if v.numel() == 0:
-            continue
-        flat = _flat(params[n], n)
-        idx = patch.indices[n].to(flat.device)
-        elements[n] = (idx, flat[idx])                 # advanced indexing copies: the old values
-        flat[idx] = v.to(device=flat.device, dtype=flat.dtype)
+    for n in patch.touched:
+        flat = params[n].data.view(-1)                                       # (numel,) shares storage
+        idx, v = patch.indices[n], patch.values[n]
+        if idx.device != flat.device:
+            idx = idx.to(flat.device)
+        elements[n] = (flat, idx, flat.index_select(0, idx))
+        flat.index_copy_(0, idx, v.to(device=flat.device, dtype=flat.dtype))
     for n, t in patch.extra.items():
-        whole[n] = params[n].detach().clone()
+        whole[n] = (params[n], params[n].detach().clone())
         params[n].copy_(t)
-    return Stash(elements, whole)
+    return Stash(id(model), elements, whole)
 
 
 @torch.no_grad()
 def restore_(model: TextClassifier, stash: Stash) -> None:
     """Undoes :func:`patch_` IN PLACE, bit for bit."""
-    params = _params(model)
-    for n, (idx, old) in stash.elements.items():
-        _flat(params[n], n)[idx] = old
-    for n, t in stash.whole.items():
-        params[n].copy_(t)
+    if stash.model_id != id(model):
+        raise UserError("this stash was made by patching another model")
+    for flat, idx, old in stash.elements.values():
+        flat.index_copy_(0, idx, old)
+    for p, old in stash.whole.values():
+        p.copy_(old)

@@ -166,6 +166,8 @@ def test_patch_equals_graft_and_restore_is_bit_exact(pair, toy_rows):
     restore_(model, s2)
     restore_(model, s1)
     _assert_same(_state(model), original, original)
+    with pytest.raises(UserError, match="another model"):
+        restore_(clone_model(model), s1)
 
 
 def test_patch_touches_only_region_elements(pair):
