@@ -70,7 +70,7 @@ def _scale_step_(u: Tensor, budget: int, cfg: LocalizeConfig, sample: Tensor | N
     top = top[top > 0]
     if top.numel() == 0:
         return u.zero_()
-    return u.div_(top.min()).clamp_(-1.0, 1.0).mul_(cfg.lr)               # m-th largest |u| (or least nonzero)
+    return u.mul_(cfg.lr / top.min()).clamp_(-cfg.lr, cfg.lr)              # m-th largest |u| (or least nonzero)
 
 
 @dataclass(frozen=True)
@@ -126,21 +126,30 @@ class LocalizeResult:
     seconds: float
 
 
+def _assign(out: Tensor, op, *args: Tensor) -> None:
+    """``out[:] = op(*args)``, written in place when the dtypes allow (one pass instead of two)."""
+    if out.dtype == args[-1].dtype:
+        op(*args, out=out)
+    else:
+        out.copy_(op(*args))
+
+
 def _mean_gradient(work: TextClassifier, plist: list[Tensor], out: list[Tensor], batches_: list[list[dict]],
                    task: str) -> float:
     """Writes the mean over ``batches_`` of ∇L w.r.t. ``plist`` into the flat views ``out``; returns mean loss."""
     device = plist[0].device
-    for view in out:
-        view.zero_()
     for p in plist:
         p.requires_grad_(True)
     total = 0.0
-    for batch in batches_:
+    for i, batch in enumerate(batches_):
         enc = {k: v.to(device) for k, v in work.encode(batch, task).items()}
         labels = torch.tensor([r["label"] for r in batch], device=device)
         loss = torch.nn.functional.cross_entropy(work(**enc, task=task), labels) / len(batches_)
         for view, g in zip(out, torch.autograd.grad(loss, plist), strict=True):
-            view.add_(g.reshape(-1))
+            if i:
+                view.add_(g.reshape(-1))
+            else:
+                view.copy_(g.reshape(-1))
         total += loss.item()
     for p in plist:
         p.requires_grad_(False)
@@ -193,12 +202,12 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     stream = batches(train_rows, cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
     history: list[dict] = []
     best: dict = {"score": -math.inf}
-    grad = torch.zeros_like(prob.delta)                                      # (N,) mean ∇_θ L
+    grad, sig = torch.zeros_like(prob.delta), torch.empty_like(prob.delta)  # (N,) mean ∇_θ L, σ(S − b)
     grad_views = [grad[a:z] for a, z in prob.spans]
 
     def select(step: int, hard: Tensor, loss: float | None) -> None:
         with torch.no_grad():
-            theta.copy_(torch.where(hard, prob.ft_flat, prob.pre_flat))
+            _assign(theta, torch.where, hard, prob.ft_flat, prob.pre_flat)
         tr = evaluate(work, select_train, task)[0]["score"]
         dv = evaluate(work, select_dev, task)[0]["score"] if select_dev else 0.0
         history.append({"step": step, "size": int(torch.count_nonzero(hard)), "flips_in": int((hard & ~base).sum()),
@@ -210,8 +219,8 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     bar = tqdm(range(1, cfg.steps + 1), desc=f"localize {task}", disable=not progress)
     for step in bar:
         with torch.no_grad():
-            sig = torch.sigmoid(logit)                                       # σ(S − b): (N,)
-            theta.copy_(torch.addcmul(theta_base, signed, sig))              # θ(S)
+            torch.sigmoid(logit, out=sig)                                    # σ(S − b): (N,)
+            _assign(theta, torch.addcmul, theta_base, signed, sig)           # θ(S)
         loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
         with torch.no_grad():
             u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)
