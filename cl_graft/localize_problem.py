@@ -78,7 +78,6 @@ class Problem:
                 raise UserError(f"models differ in {n!r}: {tuple(pre_p[n].shape)} vs {tuple(ft_p[n].shape)}")
         shapes = {n: tuple(ft_p[n].shape) for n in names}
         device = ft_p[names[0]].device
-        delta = ops.task_vector(pre_p, ft_p, names)
 
         def flat(tensors: dict[str, Tensor]) -> Tensor:                # (N,) float32 on `device`
             return torch.cat([tensors[n].detach().reshape(-1).to(device, torch.float32) for n in names])
@@ -98,7 +97,7 @@ class Problem:
         for n in names:
             spans.append((start, start + math.prod(shapes[n])))
             start = spans[-1][1]
-        return cls(names, shapes, spans, pre_flat, ft_flat, flat(delta), cand, min(budget, n_cand),
+        return cls(names, shapes, spans, pre_flat, ft_flat, ft_flat - pre_flat, cand, min(budget, n_cand),
                    {"pre": fingerprint(pre_p, names), "ft": fingerprint(ft_p, names)})
 
     def bind(self, work: TextClassifier) -> tuple[Tensor, list[Tensor]]:
