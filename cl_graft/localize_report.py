@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from .evaluate import evaluate
-from .graft import graft_model
+from .graft import check_region, graft_model
 from .errors import UserError
 from .localize import LocalizeConfig
 from .metrics import agreement
 from .models import TextClassifier
 from .task import TaskSpec
 from .plotting import plot_anatomy
-from .region import Region, layer_index, param_type
+from .region import Region, fingerprint, layer_index, param_type
 from .region_methods import find_region
 
 REGIONS_DIR = "regions"
@@ -74,6 +74,31 @@ def ood_rows(rows: list[dict], ood: TaskSpec, spec: TaskSpec) -> list[dict]:
 
 def region_label(method: str, sparsity: float) -> str:
     return f"{method}-{sparsity:g}"
+
+
+def load_given_regions(paths: Sequence[str], pre: TextClassifier, ft: TextClassifier | None, *,
+                       budget: int | None) -> dict[str, Region]:
+    """Loads saved regions and checks each against the models; label → region.
+
+    Raises:
+        UserError: an unreadable, truncated or tampered region, one made for other tensors or another θ_pre,
+            an empty region, or one larger than ``budget``.
+    """
+    pre_params = dict(pre.named_parameters())
+    given = {}
+    for path in paths:
+        region = Region.load(path)
+        for model, what in ((pre, "pre-trained model"), (ft, "fine-tuned model")):
+            if model is not None:
+                check_region(region, model, what=what)
+        region.check_model(region.shapes, {"pre": fingerprint(pre_params, region.names)})
+        if region.is_empty:
+            raise UserError(f"region {path} is empty")
+        if budget is not None and region.size > budget:
+            raise UserError(f"region {path} holds {region.size} elements, over the budget of {budget}")
+        label = region_label(region.meta.get("method", "region"), region.meta.get("sparsity") or region.density())
+        given[f"given-{len(given)}-{label}"] = region
+    return given
 
 
 def localize_table(pre: TextClassifier, ft: TextClassifier, train: list[dict], dev: list[dict], test: list[dict],

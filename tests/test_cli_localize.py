@@ -115,7 +115,7 @@ def _bad_region(root, out, kind: str):
     (["--region", "empty"], "is empty"),
     (["--region", "truncated"], "truncated"),
     (["--region", "tampered"], "region.safetensors: "),
-    (["--region", "topk-0.05", "--budget", "10"], "over --budget 10"),
+    (["--region", "topk-0.05", "--budget", "10"], "over the budget of 10"),
     (["--finetuned", "/no/such/model"], "not found"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(setup, args, message):

@@ -76,11 +76,10 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
     from ..benchmarks import cap, get_task, load_task
     from ..finetune import finetune_
     from ..localize import LocalizeConfig
-    from ..graft import check_region
     from ..localize_problem import resolve_budget
-    from ..localize_report import REGIONS_DIR, format_table, localize_table, ood_rows, region_label
+    from ..localize_report import REGIONS_DIR, format_table, load_given_regions, localize_table, ood_rows
     from ..models import build_classifier
-    from ..region import Region, fingerprint, graftable_names
+    from ..region import graftable_names
     from ..region_methods import REGION_METHODS
 
     levels = parse_sparsities(sparsities)
@@ -104,20 +103,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
     numel = sum(pre_params[n].numel() for n in graftable_names(pre_params.items()))
     for c in cfgs:
         resolve_budget(c, numel)
-    given = {}
-    for path in regions:
-        region = Region.load(path)
-        for m, what in ((pre, "pre-trained model"), (ft, "fine-tuned model")):
-            if m is not None:
-                check_region(region, m, what=what)
-        region.check_model(region.shapes, {"pre": fingerprint(pre_params, region.names)})
-        if region.is_empty:
-            raise UserError(f"--region {path} is empty")
-        budget = settings["budget"]
-        if budget is not None and region.size > budget:
-            raise UserError(f"--region {path} holds {region.size} elements, over --budget {budget}")
-        given[f"given-{len(given)}-" + region_label(region.meta.get("method", "region"),
-                                                       region.meta.get("sparsity") or region.density())] = region
+    given = load_given_regions(regions, pre, ft, budget=settings["budget"])
     out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, TABLE_FILE, REGIONS_DIR, FINETUNED_DIR))
     record = run_record(command="localize", task=task, finetuned=finetuned, model=source, preset=cfg.name, seed=seed,
                         k=cfg.k, dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir),
