@@ -100,7 +100,7 @@ def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *
     plt = _plt()
     series = list(values)
     width = 0.8 / max(len(series), 1)
-    fig, ax = plt.subplots(figsize=(2.0 + 0.25 * len(labels) * max(len(series), 2), 3.6), dpi=120)
+    fig, ax = plt.subplots(figsize=(min(2.0 + 0.25 * len(labels) * max(len(series), 2), 12.0), 3.6), dpi=120)
     for s, name in enumerate(series):
         ys = np.asarray(values[name], dtype=float)
         xs = np.arange(len(labels)) + (s - (len(series) - 1) / 2) * width
