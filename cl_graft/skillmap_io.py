@@ -143,8 +143,7 @@ class SkillMap:
                             f"expected {FORMAT!r})")
         if d.get("format_version") != FORMAT_VERSION:
             raise UserError(f"{where}: results format version {d.get('format_version')!r}, this cl-graft "
-                            f"reads "
-                            f"{FORMAT_VERSION}")
+                            f"reads {FORMAT_VERSION}")
         required = ("tasks", "groups", "numel", "anatomy", "acc_single", *cls._ARRAYS)
         missing = [k for k in required if k not in d]
         if missing:
@@ -153,6 +152,8 @@ class SkillMap:
         if (not isinstance(tasks, list) or len(tasks) < 2 or not all(isinstance(t, str) for t in tasks)
                 or not isinstance(groups, dict) or not all(isinstance(g, list) for g in groups.values())):
             raise UserError(f"{where}: 'tasks' must list two or more names and 'groups' map names to lists")
+        if isinstance(d["numel"], bool) or not isinstance(d["numel"], int) or d["numel"] < 1:
+            raise UserError(f"{where}: 'numel' must be a positive integer, got {d['numel']!r}")
         sizes = {"T": len(tasks), "G": len(groups)}
         arrays = {k: cls._read_array(d[k], k, [sizes[c] for c in dims], where)
                   for k, dims in cls._ARRAYS.items()}
@@ -168,7 +169,7 @@ class SkillMap:
             anatomy[axis] = {"labels": a["labels"],
                              **{m: cls._read_array(a.get(m), f"anatomy.{axis}.{m}", [len(tasks), k], where)
                                 for m in ("share", "density")}}
-        sm = cls(tasks=tasks, groups=groups, acc_single=single, numel=int(d["numel"]), anatomy=anatomy,
+        sm = cls(tasks=tasks, groups=groups, acc_single=single, numel=d["numel"], anatomy=anatomy,
                  info=d.get("info") or {}, **arrays)
         analysis.membership(groups, tasks)                              # groups name only known tasks
         return sm

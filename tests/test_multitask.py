@@ -261,6 +261,7 @@ def _alien(tmp_path, cli_run, kind):
         "bad_shape": {**good, "acc_graft": [[0.5, 0.5]]},
         "one_task": {**good, "tasks": ["toy"]},
         "bad_group": {**good, "groups": {"g": ["nope"], "h": ["toy"]}},
+        "bad_numel": {**good, "numel": "many"},
     }.get(kind)
     if content is not None:
         (folder / "skillmap.json").write_text(json.dumps(content))
@@ -274,6 +275,7 @@ def _alien(tmp_path, cli_run, kind):
     ("other_json", "format 'cl-graft/continual'"), ("no_format", "not a cl-graft multitask results file"),
     ("future", "format version 99"), ("missing_key", "lack 'intersections'"),
     ("bad_shape", "'acc_graft' has shape (1, 2)"), ("one_task", "two or more"), ("bad_group", "'nope'"),
+    ("bad_numel", "'numel' must be a positive integer"),
 ])
 def test_cli_plot_refuses_other_layouts(tmp_path, cli_run, kind, message):
     res = _cli(["plot", _alien(tmp_path, cli_run, kind)])
