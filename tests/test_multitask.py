@@ -15,7 +15,7 @@ from cl_graft.finetune import FinetuneConfig
 from cl_graft.multitask import finetune_multitask_, task_schedule
 from cl_graft.region import Region, graftable_names, load_heads
 from cl_graft.skillmap_io import summary
-from conftest import PAIR, SENTIMENT, tiny_bert
+from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
 
 GOOD = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
 BAD = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
@@ -64,6 +64,20 @@ def test_multitask_learns_both_tasks_and_is_seeded():
         assert torch.equal(before[n], runs[0][n])
     assert not torch.equal(before["heads.toy.weight"], runs[0]["heads.toy.weight"])
     assert not torch.equal(before["heads.toypair.weight"], runs[0]["heads.toypair.weight"])
+
+
+@pytest.mark.parametrize("build", [tiny_roberta_mlm, tiny_gpt2], ids=["roberta-mlm", "gpt2-causal"])
+def test_prompt_heads_share_the_frozen_lm_head(build):
+    model = build()
+    model.add_task(SENTIMENT)
+    model.add_task(PAIR)
+    before = _snapshot(model)
+    cfg = FinetuneConfig(lr=0.1, batch_size=4, steps=6, eval_every=3, seed=0)
+    result = finetune_multitask_(model, toy_tasks(), toy_tasks(), cfg, progress=False)
+    after = _snapshot(model)
+    assert set(result.dev) == {"toy", "toypair"}
+    assert all(torch.equal(before[n], after[n]) for n in model.head_parameter_names())
+    assert any(not torch.equal(before[n], after[n]) for n in graftable_names(model.named_parameters()))
 
 
 def test_region_steps_move_only_the_region():
