@@ -2,7 +2,7 @@
 
 Forget-free continual learning by grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600):
 
-    python -m cl_graft.benchmarks.example_avalanche --stream qnli,sst2 --data-dir /work/shared/data --log-dir runs/ex
+    python -m cl_graft.benchmarks.example_avalanche --stream qnli,sst2 --data-dir ../shared/data
 
 Everything below is ordinary Avalanche code; the cl-graft parts are the benchmark builder (tokenised text
 experiences with task labels), the model adapter (one linear head per task) and the strategy. Avalanche's
@@ -22,12 +22,12 @@ def main(argv: list[str] | None = None) -> dict:
     from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics, forgetting_metrics
     from avalanche.logging import CSVLogger, InteractiveLogger, TextLogger
     from avalanche.training.plugins import EvaluationPlugin
-
     from cl_graft.benchmarks import cap, kshot, load_task
     from cl_graft.benchmarks.streams import StreamTask, make_benchmark
+    from cl_graft.strategies import GraftStrategy, LocalizeFinder, TaskAdapter
+
     from cl_graft.localize import LocalizeConfig
     from cl_graft.models import build_classifier
-    from cl_graft.strategies import GraftStrategy, LocalizeFinder, TaskAdapter
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stream", default="qnli,sst2")
@@ -48,28 +48,29 @@ def main(argv: list[str] | None = None) -> dict:
         train, dev = kshot(data.train, args.k, seed=0, num_labels=data.spec.num_labels, dev_k=8)
         tasks.append(StreamTask(data.spec, train, cap(data.test, 200, seed=0), dev))
     benchmark = make_benchmark(tasks, clf)                       # train_stream / test_stream, task labels
-
     model = TaskAdapter(clf, [t.spec.name for t in tasks])       # x (B, 2, L) + task labels -> logits
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    finder = LocalizeFinder("graft", LocalizeConfig(sparsity=args.sparsity, steps=4, n_batches=2, select_rows=32))
     log_dir = Path(args.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    evaluator = EvaluationPlugin(
-        accuracy_metrics(experience=True, stream=True), forgetting_metrics(experience=True, stream=True),
-        bwt_metrics(experience=True, stream=True),
-        loggers=[InteractiveLogger(), TextLogger(open(log_dir / "log.txt", "w")), CSVLogger(str(log_dir))])
-    strategy = GraftStrategy(
-        model=model, optimizer=optimizer, train_mb_size=16, train_epochs=args.epochs, eval_mb_size=64,
-        evaluator=evaluator, finder=LocalizeFinder("graft", LocalizeConfig(sparsity=args.sparsity, steps=4,
-                                                                           n_batches=2, select_rows=32)),
-        dev_rows={t.spec.name: t.dev for t in tasks})
 
-    for experience in benchmark.train_stream:                    # Avalanche's own loop
-        print(f"--- experience {experience.current_experience}: task {model.task_names[experience.task_label]}")
-        strategy.train(experience)
-        metrics = strategy.eval(benchmark.test_stream)
+    with open(log_dir / "log.txt", "w") as log:
+        evaluator = EvaluationPlugin(
+            accuracy_metrics(experience=True, stream=True), forgetting_metrics(experience=True, stream=True),
+            bwt_metrics(experience=True, stream=True),
+            loggers=[InteractiveLogger(), TextLogger(log), CSVLogger(str(log_dir))])
+        strategy = GraftStrategy(model=model, optimizer=optimizer, train_mb_size=16, train_epochs=args.epochs,
+                                 eval_mb_size=64, evaluator=evaluator, finder=finder,
+                                 dev_rows={t.spec.name: t.dev for t in tasks})
+        for experience in benchmark.train_stream:                # Avalanche's own loop
+            print(f"--- experience {experience.current_experience}: {model.task_names[experience.task_label]}")
+            strategy.train(experience)
+            metrics = strategy.eval(benchmark.test_stream)
+
     owners = strategy.graft.owners
-    for task, patch in zip(owners.tasks, owners.patches):
-        print(f"{task}: region of {patch.region.size} parameters ({100 * patch.region.density():.2f}% of the layers)")
+    for task, patch in zip(owners.tasks, owners.patches, strict=True):
+        share = 100 * patch.region.density()
+        print(f"{task}: region of {patch.region.size} parameters ({share:.2f}% of the layers)")
     print(f"stored skills: {owners.bytes()['total']} bytes; logs in {log_dir}")
     return metrics
 

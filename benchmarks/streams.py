@@ -34,8 +34,8 @@ def parse_stream(stream: str | Sequence[str], data_dir=None) -> list[str]:
     Raises:
         UserError: an empty stream, a repeated task, or an unknown one (one line each).
     """
-    names = [s.strip() for s in stream.split(",")] if isinstance(stream, str) else [str(s).strip() for s in stream]
-    names = [n for n in names if n]
+    parts = stream.split(",") if isinstance(stream, str) else stream
+    names = [n for n in (str(s).strip() for s in parts) if n]
     if not names:
         raise UserError("--stream is empty; give task names such as qnli,agnews,sst2")
     seen: set[str] = set()
@@ -123,8 +123,8 @@ def make_benchmark(tasks: Sequence[StreamTask], model: TextClassifier):
         model: the classifier whose ``encode`` tokenises the rows.
 
     Returns:
-        A ``CLScenario`` with ``train_stream`` and ``test_stream`` (and ``valid_stream`` when every task has dev rows),
-        task labels and classes timeline, ready for any ``SupervisedTemplate``.
+        A ``CLScenario`` with ``train_stream`` and ``test_stream`` (and ``valid_stream`` when every task has
+        dev rows), task labels and classes timeline, ready for any ``SupervisedTemplate``.
     """
     from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline
     from avalanche.benchmarks.scenarios.task_aware import with_task_labels

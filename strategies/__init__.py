@@ -16,7 +16,25 @@ _EXPORTS = {
     "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
     "run_strategy": "runner",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "MASK_VALUE",
+    "ClipGrad",
+    "ContinualConfig",
+    "ElementFreeze",
+    "GraftPlugin",
+    "GraftStrategy",
+    "LocalizeFinder",
+    "OwnerMap",
+    "PackNetPlugin",
+    "RegionFinder",
+    "StepLimit",
+    "StrategyResult",
+    "TaskAdapter",
+    "independent_regions",
+    "recipe_optimizer",
+    "run_continual",
+    "run_strategy",
+]
 
 
 def __getattr__(name: str):

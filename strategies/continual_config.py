@@ -1,9 +1,10 @@
 """Settings of a continual-learning comparison (``cl-graft run``): one recipe for every strategy.
 
-Every strategy trains each experience with the same optimizer recipe (:class:`~cl_graft.finetune.FinetuneConfig`:
-SGD, lr, batch size, ``steps`` optimizer steps per experience, weight decay, clipping, frozen embeddings); the
-baselines' own knobs are Avalanche's defaults unless stated. Presets size the data and the steps; costs were
-measured with MiniLM on the project's 2-core CPU (see the README).
+Every strategy trains each experience with the same optimizer recipe
+(:class:`~cl_graft.finetune.FinetuneConfig`: SGD, lr, batch size, ``steps`` optimizer steps per experience,
+weight decay, clipping, frozen embeddings); the baselines' own knobs are Avalanche's defaults unless stated.
+Presets size the data and the steps. Measured with MiniLM on a 2-core CPU, ``quick`` on qnli → agnews → sst2:
+graft 448 s, naive 391 s (graft + naive about 14 minutes); ``smoke``: under 2 minutes.
 """
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ def continual_preset(name: str, *, seed: int, steps: int | None = None, sparsity
         raise UserError(f"unknown preset {name!r}; choose one of {', '.join(CONTINUAL_PRESETS)}")
     p = CONTINUAL_PRESETS[name]
     cfg = p.config
-    recipe = replace(cfg.recipe, seed=seed, **({"steps": steps, "eval_every": steps} if steps is not None else {}))
+    recipe = replace(cfg.recipe, seed=seed,
+                     **({"steps": steps, "eval_every": steps} if steps is not None else {}))
     localize = replace(cfg.localize, seed=seed, **({"sparsity": sparsity} if sparsity is not None else {}))
     cfg = replace(cfg, recipe=recipe, localize=localize, **({"method": method} if method is not None else {}))
     return ContinualPreset(replace(p.data, finetune=recipe), cfg)

@@ -132,7 +132,8 @@ class GraftPlugin(SupervisedPlugin):
         pre = clone_model(clf)                                       # θ_pre(t): free elements at θ_pre
         params, pre_params = dict(clf.named_parameters()), dict(pre.named_parameters())
         for n, m in free.masks.items():
-            pre_params[n].copy_(torch.where(m.to(params[n].device), owners.pre[n].to(params[n].device), params[n]))
+            device = params[n].device
+            pre_params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
         rows = [dataset[i] for i in range(len(dataset))]
         t0 = time.perf_counter()
         with torch.enable_grad():

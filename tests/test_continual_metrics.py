@@ -6,7 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from cl_graft.continual_metrics import average_accuracy, bwt, final_accuracy, forgetting, forgetting_per_task, summarize
+from cl_graft.continual_metrics import (
+    average_accuracy,
+    bwt,
+    final_accuracy,
+    forgetting,
+    forgetting_per_task,
+    summarize,
+)
 from cl_graft.errors import UserError
 
 R = np.array([[0.9, 0.1, 0.2],

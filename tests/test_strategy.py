@@ -6,8 +6,8 @@ import random
 
 import pytest
 import torch
-
 from conftest import SENTIMENT, tiny_bert
+
 from cl_graft.errors import UserError
 from cl_graft.finetune import FinetuneConfig
 from cl_graft.localize import LocalizeConfig
@@ -17,15 +17,19 @@ from cl_graft.task import TaskSpec
 
 avalanche = pytest.importorskip("avalanche")
 
-from avalanche.evaluation.metrics import accuracy_metrics  # noqa: E402
-from avalanche.core import SupervisedPlugin  # noqa: E402
-from avalanche.training import Naive  # noqa: E402
-from avalanche.training.plugins import EvaluationPlugin  # noqa: E402
-from avalanche.training.templates import SupervisedTemplate  # noqa: E402
-
-from cl_graft.benchmarks.streams import StreamTask, make_benchmark  # noqa: E402
-from cl_graft.strategies import (  # noqa: E402
-    GraftPlugin, GraftStrategy, LocalizeFinder, OwnerMap, TaskAdapter, independent_regions,
+from avalanche.core import SupervisedPlugin
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.training import Naive
+from avalanche.training.plugins import EvaluationPlugin
+from avalanche.training.templates import SupervisedTemplate
+from cl_graft.benchmarks.streams import StreamTask, make_benchmark
+from cl_graft.strategies import (
+    GraftPlugin,
+    GraftStrategy,
+    LocalizeFinder,
+    OwnerMap,
+    TaskAdapter,
+    independent_regions,
 )
 
 FLIP = TaskSpec("flip", ("positive", "negative"))                # conflicts with SENTIMENT: labels swapped
@@ -54,11 +58,16 @@ def build_model():
     return model
 
 
-@pytest.fixture(scope="module")
-def bm():
+def make_stream():
+    """The two-task conflicting stream: sentiment, then sentiment with swapped labels."""
     tasks = [StreamTask(SENTIMENT, _rows(64, 1, False), _rows(48, 2, False)),
              StreamTask(FLIP, _rows(64, 3, True), _rows(48, 4, True))]
     return make_benchmark(tasks, build_model())
+
+
+@pytest.fixture(scope="module")
+def bm():
+    return make_stream()
 
 
 class LrPerExperience(SupervisedPlugin):
@@ -105,9 +114,9 @@ def run_graft(bm, *, opt="adamw", guard=True, plugins=(), owners=None, start=0, 
     adapter = TaskAdapter(model, TASKS)
     probe = Probe()
     lr = [LrPerExperience()] if opt == "adamw" else []
-    strategy = GraftStrategy(model=adapter, optimizer=make_opt(adapter, opt), train_mb_size=16, train_epochs=10,
-                             eval_mb_size=16, evaluator=evaluator(), plugins=[probe, *plugins, *lr], finder=FINDER,
-                             guard=guard, owners=owners, **kw)
+    strategy = GraftStrategy(model=adapter, optimizer=make_opt(adapter, opt), train_mb_size=16,
+                             train_epochs=10, eval_mb_size=16, evaluator=evaluator(),
+                             plugins=[probe, *plugins, *lr], finder=FINDER, guard=guard, owners=owners, **kw)
     results = []
     for i, exp in enumerate(bm.train_stream):
         if start <= i < (stop or len(TASKS)):
@@ -151,7 +160,7 @@ def test_earlier_region_and_head_bit_identical(bm, opt, guard):
 
 
 def test_zero_forgetting_and_region_sizes(graft_run):
-    strategy, probe, results = graft_run
+    strategy, _, results = graft_run
     assert acc(results[1], 0) == acc(results[0], 0)
     assert acc(results[0], 0) >= 0.7                                  # well above chance (0.5)
     owners = strategy.graft.owners
@@ -166,9 +175,9 @@ def test_zero_forgetting_logits_across_experiences(bm):
     model = build_model()
     adapter = TaskAdapter(model, TASKS)
     probe = Probe()
-    strategy = GraftStrategy(model=adapter, optimizer=make_opt(adapter, "adamw"), train_mb_size=16, train_epochs=10,
-                             eval_mb_size=16, evaluator=evaluator(), plugins=[probe, LrPerExperience()],
-                             finder=FINDER)
+    strategy = GraftStrategy(model=adapter, optimizer=make_opt(adapter, "adamw"), train_mb_size=16,
+                             train_epochs=10, eval_mb_size=16, evaluator=evaluator(),
+                             plugins=[probe, LrPerExperience()], finder=FINDER)
     torch.manual_seed(0)
     strategy.train(bm.train_stream[0])
     strategy.eval(bm.test_stream[:1])
@@ -201,7 +210,8 @@ def test_minibatch_and_experience_reconstruction_identical(bm, graft_run):
         by_mode[mode] = {k: [t.clone() for t in v] for k, v in probe.logits.items()}
     plugin.reconstruct = "experience"
     for k in by_mode["experience"]:
-        assert all(torch.equal(a, b) for a, b in zip(by_mode["experience"][k], by_mode["minibatch"][k], strict=True))
+        pairs = zip(by_mode["experience"][k], by_mode["minibatch"][k], strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)
     assert strategy.model.param_view is None                      # nothing left behind
 
 
@@ -262,7 +272,8 @@ def test_plugin_order_in_a_plain_template_does_not_change_results(bm, graft_run)
     for order in ("graft-first", "graft-last"):
         model = TaskAdapter(build_model(), TASKS)
         graft, probe = GraftPlugin(finder=FINDER), Probe()
-        plugins = [graft, probe, LrPerExperience()] if order == "graft-first" else [probe, LrPerExperience(), graft]
+        lr = LrPerExperience()
+        plugins = [graft, probe, lr] if order == "graft-first" else [probe, lr, graft]
         template = SupervisedTemplate(model=model, optimizer=make_opt(model, "adamw"), train_mb_size=16,
                                       train_epochs=10, eval_mb_size=16, evaluator=evaluator(), plugins=plugins)
         results = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from cl_graft.strategies.freeze import ElementFreeze
 
 OPTIMIZERS = {

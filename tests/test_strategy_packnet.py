@@ -3,15 +3,27 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from test_strategy import TASKS, LrPerExperience, Probe, acc, bits, bm, build_model, evaluator, make_opt  # noqa: F401
-
-from avalanche.training.templates import SupervisedTemplate  # noqa: E402
-
-from cl_graft.strategies import StepLimit, TaskAdapter  # noqa: E402
-from cl_graft.strategies.packnet import PackNetPlugin  # noqa: E402
+from avalanche.training.templates import SupervisedTemplate
+from cl_graft.strategies import StepLimit, TaskAdapter
+from cl_graft.strategies.packnet import PackNetPlugin
+from test_strategy import (
+    TASKS,
+    LrPerExperience,
+    Probe,
+    acc,
+    bits,
+    build_model,
+    evaluator,
+    make_opt,
+    make_stream,
+)
 
 STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def bm():
+    return make_stream()
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,15 @@ import sys
 
 import pytest
 import torch
-
-from conftest import PAIR, SENTIMENT, tiny_bert
 from cl_graft.benchmarks.streams import StreamTask, TextCollate, experience_rows, make_benchmark, parse_stream
+from conftest import PAIR, SENTIMENT, tiny_bert
+
 from cl_graft.errors import UserError
 
-SINGLE = [{"text": "it was great fun", "label": 1}, {"text": "bad", "label": 0}, {"text": "a dull plot", "label": 0}]
-PAIRS = [{"text_a": "is this a question", "text_b": "yes", "label": 0}, {"text_a": "no", "text_b": "maybe", "label": 1}]
+SINGLE = [{"text": "it was great fun", "label": 1}, {"text": "bad", "label": 0},
+          {"text": "a dull plot", "label": 0}]
+PAIRS = [{"text_a": "is this a question", "text_b": "yes", "label": 0},
+         {"text_a": "no", "text_b": "maybe", "label": 1}]
 
 
 def test_parse_stream():
@@ -27,8 +29,8 @@ def test_benchmark_has_one_task_labelled_experience_per_task():
     model = tiny_bert()
     model.add_task(SENTIMENT)
     model.add_task(PAIR)
-    bm = make_benchmark([StreamTask(SENTIMENT, SINGLE, SINGLE[:2], SINGLE[:1]), StreamTask(PAIR, PAIRS, PAIRS, PAIRS)],
-                        model)
+    bm = make_benchmark([StreamTask(SENTIMENT, SINGLE, SINGLE[:2], SINGLE[:1]),
+                         StreamTask(PAIR, PAIRS, PAIRS, PAIRS)], model)
     assert [e.task_labels for e in bm.train_stream] == [[0], [1]]
     assert [len(e.dataset) for e in bm.test_stream] == [2, 2] and len(bm.valid_stream) == 2
     assert set(bm.train_stream[0].classes_in_this_experience) == {0, 1}

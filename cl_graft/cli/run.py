@@ -12,7 +12,7 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 
 
 @click.command()
-@click.option("--stream", required=True, help="Comma-separated tasks, one experience each, e.g. qnli,agnews,sst2.")
+@click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2.")
 @click.option("--strategies", default="graft,naive,ewc,lwf,replay,joint", show_default=True,
               help="Comma-separated: graft, graft-paper, packnet, naive, ewc, lwf, replay, joint, single.")
 @click.option("--method", default=None, help="Region method of graft (default: graft = learned, Eq. 3).")
