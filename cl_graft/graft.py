@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 

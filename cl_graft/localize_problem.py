@@ -21,7 +21,7 @@ from .region import Region, fingerprint, graftable_names
 
 def budget_for(sparsity: float, numel: int) -> int:
     """⌊sparsity · N⌋, robust to float rounding (0.29 · 100 = 28.999… counts as 29)."""
-    return int(math.floor(sparsity * numel + 1e-6))
+    return math.floor(sparsity * numel + 1e-6)
 
 
 def resolve_budget(cfg, numel: int) -> int:

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import UserError
 from .evaluate import evaluate
 from .graft import check_region, graft_model
-from .errors import UserError
 from .localize import LocalizeConfig
 from .metrics import agreement
 from .models import TextClassifier
-from .task import TaskSpec
 from .plotting import plot_anatomy
 from .region import Region, fingerprint, layer_index, param_type
 from .region_methods import find_region
+from .task import TaskSpec
 
 REGIONS_DIR = "regions"
 

@@ -52,7 +52,7 @@ def _run(args):
 
 
 def test_end_to_end_writes_table_regions_and_png(setup):
-    root, _, out, output = setup
+    _, _, out, output = setup
     results = json.loads((out / "results.json").read_text())
     names = [r["name"] for r in results["rows"]]
     assert names == ["FT", "graft-0.01", "topk-0.01", "random-0.01", "graft-0.05", "topk-0.05", "random-0.05"]
@@ -134,7 +134,7 @@ def test_bad_input_one_line_exit_2_nothing_written(setup, args, message):
 
 
 def test_existing_results_are_not_overwritten(setup):
-    root, base, out, _ = setup
+    _, base, out, _ = setup
     before = (out / "results.json").read_bytes()
     res = _run(["--task", "toy", "--sparsity", "0.01", "--methods", "topk", *base, "--out", str(out)])
     assert res.exit_code == 2 and "already holds" in res.output

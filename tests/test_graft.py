@@ -183,7 +183,7 @@ def test_patch_touches_only_region_elements(pair):
 
 
 def test_patch_mismatch(pair):
-    pre, ft = pair
+    _, ft = pair
     patch = SkillPatch.from_model(ft, _region(ft, 20))
     other = tiny_bert("mlm")
     other.add_task(SENTIMENT)

@@ -72,7 +72,14 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
     """
     import torch
 
-    from ..artifacts import RUN_CONFIG, load_classifier, prepare_out_dir, run_record, save_classifier, write_json
+    from ..artifacts import (
+        RUN_CONFIG,
+        load_classifier,
+        prepare_out_dir,
+        run_record,
+        save_classifier,
+        write_json,
+    )
     from ..benchmarks import cap, get_task, load_task
     from ..finetune import finetune_
     from ..localize import LocalizeConfig
