@@ -100,7 +100,8 @@ def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *
     plt = _plt()
     series = list(values)
     width = 0.8 / max(len(series), 1)
-    fig, ax = plt.subplots(figsize=(min(2.0 + 0.25 * len(labels) * max(len(series), 2), 12.0), 3.6), dpi=120)
+    wide = min(max(2.0 + 0.25 * len(labels) * max(len(series), 2), 5.0), 12.0)
+    fig, ax = plt.subplots(figsize=(wide, 3.6), dpi=120)
     for s, name in enumerate(series):
         ys = np.asarray(values[name], dtype=float)
         xs = np.arange(len(labels)) + (s - (len(series) - 1) / 2) * width
@@ -110,6 +111,6 @@ def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *
     ax.set_xticks(range(len(labels)), labels, rotation=45 if tilt else 0, ha="right" if tilt else "center")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.legend(fontsize=7, ncol=min(len(series), 4), frameon=False)
+    ax.legend(fontsize=7, ncol=min(len(series), 4 if wide > 6 else 2), frameon=False)
     fig.tight_layout()
     return _save(fig, path)
