@@ -102,8 +102,9 @@ class SkillmapPreset:
 
 # Regions grow from empty (base_fraction=0): with the usual top-|Δ| base, every task starts from the same
 # elements of θ_mt − θ_pre and keeps most of them (measured on MiniLM, 4 tasks: pairwise IoU 0.90–0.98),
-# so the overlaps would measure the shared base rather than the tasks. 0.5% of the graftable set recovers most of the
-# gain where 0.1% did not (MiniLM, sst2: 90% vs 83% of it; cr: 66% vs below θ_pre).
+# so the overlaps would measure the shared base rather than the tasks. 0.5% of the graftable set recovers most
+# of the gain where 0.1% did not (MiniLM, sst2: 90% vs 83% of it; cr: 66% vs below θ_pre). Results and
+# costs: benchmarks/results/multitask.md.
 SKILLMAP_PRESETS: dict[str, SkillmapPreset] = {
     "smoke": SkillmapPreset(steps_per_task=8, single_steps=8, eval_cap=48, localize=LocalizeConfig(
         sparsity=5e-3, steps=4, lr=3.0, batch_size=8, n_batches=1, select_rows=16, eval_every=2,
