@@ -1,6 +1,4 @@
-"""(Engineers working in this tree right now: read /tmp/team_notes.md first — CPU lock, git rules, APIs.)
-
-The ``cl-graft`` command line: the one place that wires the core, ``benchmarks`` and ``strategies``.
+"""The ``cl-graft`` command line: the one place that wires the core, ``benchmarks`` and ``strategies``.
 
 Each command lives in its own module and imports heavy things (torch models, Avalanche) only when run.
 A :class:`~cl_graft.errors.UserError` becomes a one-line ``error: ...`` on stderr and exit code 2.
