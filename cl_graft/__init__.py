@@ -7,13 +7,17 @@ and the data/stream code in ``cl_graft.benchmarks``, imported only when used.
 from .errors import DataError, UserError
 from .evaluate import evaluate, predict_logits
 from .finetune import FinetuneConfig, finetune_
+from .graft import SkillPatch, graft_model, patch_, restore_
+from .localize import LocalizeConfig, LocalizeResult, learn_region
 from .models import TextClassifier, build_classifier
 from .region import Region, graftable_names
+from .region_methods import find_region
 from .task import TaskSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DataError", "FinetuneConfig", "Region", "TaskSpec", "TextClassifier", "UserError", "build_classifier",
-    "evaluate", "finetune_", "graftable_names", "predict_logits",
+    "DataError", "FinetuneConfig", "LocalizeConfig", "LocalizeResult", "Region", "SkillPatch", "TaskSpec",
+    "TextClassifier", "UserError", "build_classifier", "evaluate", "find_region", "finetune_", "graft_model",
+    "graftable_names", "learn_region", "patch_", "predict_logits", "restore_",
 ]  # fmt: skip
