@@ -63,7 +63,7 @@ def summarize(logits: np.ndarray, labels: np.ndarray, *, metric: str = "accuracy
     """Accuracy, F1 (binary tasks), ECE and the task's headline ``score`` from (N, C) logits."""
     probs = softmax(np.asarray(logits, dtype=np.float64))
     pred = probs.argmax(axis=1)
-    out = {"n": int(len(labels)), "accuracy": accuracy(pred, labels), "ece": ece(probs, labels, n_bins)}
+    out = {"n": len(labels), "accuracy": accuracy(pred, labels), "ece": ece(probs, labels, n_bins)}
     if probs.shape[1] == 2:
         out["f1"] = f1(pred, labels)
     out["score"] = out["f1"] if metric == "f1" else out["accuracy"]

@@ -73,7 +73,7 @@ class TaskSpec:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TaskSpec":
+    def from_json(cls, d: dict[str, Any]) -> TaskSpec:
         d = dict(d)
         d["labels"] = tuple(d["labels"])
         d["label_words"] = tuple(d.get("label_words", ()))

@@ -10,6 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from cl_graft.cli import main
 from cl_graft.region import MASKS_NAME, Region
+
 from conftest import shared_data_dir, tiny_bert
 
 POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]

@@ -5,10 +5,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import shared_data_dir, tiny_bert
 from test_strategy import _rows
 
 from cl_graft.cli import main
+
+from conftest import shared_data_dir, tiny_bert
 
 ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
 

@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from cl_graft.benchmarks import TASKS, TaskData, cap, get_task, kshot, load_task, resolve_data_dir
 from cl_graft.benchmarks.data import hub_rows
 from cl_graft.benchmarks.tasks import ENV_DATA, HUB
+
 from cl_graft.errors import DataError, UserError
 
 SHARED = Path(os.environ.get(ENV_DATA) or Path(__file__).resolve().parents[1].parent / "shared" / "data")

@@ -13,6 +13,7 @@ from cl_graft.evaluate import predict_logits
 from cl_graft.graft import SkillPatch, clone_model, graft_model, patch_, restore_, wise
 from cl_graft.region import Region, fingerprint, graftable_names
 from cl_graft.skill_patch_io import PATCH_CONFIG, PATCH_TENSORS
+
 from conftest import SENTIMENT, tiny_bert
 
 

@@ -13,6 +13,7 @@ from cl_graft.graft import clone_model, graft_model
 from cl_graft.localize import LocalizeConfig, learn_region
 from cl_graft.region import Region, graftable_names
 from cl_graft.region_methods import REGION_METHODS, find_region
+
 from conftest import SENTIMENT, tiny_bert
 
 POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]

@@ -15,6 +15,7 @@ from cl_graft.finetune import FinetuneConfig
 from cl_graft.multitask import finetune_multitask_, task_schedule
 from cl_graft.region import Region, graftable_names, load_heads
 from cl_graft.skillmap_io import summary
+
 from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
 
 GOOD = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]

@@ -13,10 +13,11 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from test_multitask import tiny_skillmap_config, tiny_splits
 
 from cl_graft.skillmap import run_skillmap
+
 from conftest import tiny_bert
-from test_multitask import tiny_skillmap_config, tiny_splits
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = ("01_quickstart.ipynb", "02_region_overlap.ipynb")

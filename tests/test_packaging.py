@@ -22,5 +22,5 @@ def test_wheel_contains_mapped_subpackages(tmp_path):
 
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
-    command = re.search(r"^TEST_COMMAND='(.+)'$", ci, re.M).group(1)
+    command = re.search(r"^TEST_COMMAND='(.+)'$", ci, re.MULTILINE).group(1)
     assert command in (ROOT / "README.md").read_text()

@@ -6,7 +6,6 @@ import random
 
 import pytest
 import torch
-from conftest import SENTIMENT, tiny_bert
 
 from cl_graft.errors import UserError
 from cl_graft.finetune import FinetuneConfig
@@ -14,6 +13,8 @@ from cl_graft.localize import LocalizeConfig
 from cl_graft.ops import random_mask
 from cl_graft.region import Region
 from cl_graft.task import TaskSpec
+
+from conftest import SENTIMENT, tiny_bert
 
 avalanche = pytest.importorskip("avalanche")
 

@@ -7,9 +7,10 @@ import sys
 import pytest
 import torch
 from cl_graft.benchmarks.streams import StreamTask, TextCollate, experience_rows, make_benchmark, parse_stream
-from conftest import PAIR, SENTIMENT, tiny_bert
 
 from cl_graft.errors import UserError
+
+from conftest import PAIR, SENTIMENT, tiny_bert
 
 SINGLE = [{"text": "it was great fun", "label": 1}, {"text": "bad", "label": 0},
           {"text": "a dull plot", "label": 0}]
