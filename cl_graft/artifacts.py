@@ -63,7 +63,7 @@ def prepare_out_dir(out: str | Path, *, overwrite: bool = False, owns: tuple[str
 def git_revision() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=5).stdout.strip() or "unknown"
+                              text=True, timeout=5, check=False).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -90,8 +90,8 @@ def save_classifier(model: TextClassifier, out: str | Path) -> None:
         "tasks": [spec.to_json() for spec in model.tasks.values()], "cl_graft_version": version("cl-graft")})
 
 
-def load_classifier(path: str | Path) -> TextClassifier:
-    """Inverse of :func:`save_classifier`."""
+def load_classifier(path: str | Path, *, device: str | torch.device = "cpu") -> TextClassifier:
+    """Inverse of :func:`save_classifier`, onto ``device``."""
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     path = Path(path)
@@ -109,4 +109,4 @@ def load_classifier(path: str | Path) -> TextClassifier:
     if missing or unexpected:
         raise UserError(f"{path / MODEL_FILE}: does not match its config ({len(missing)} missing, "
                         f"{len(unexpected)} unexpected tensors)")
-    return model.eval()
+    return model.to(device).eval()

@@ -182,9 +182,28 @@ def mlm_transform(backbone: nn.Module) -> nn.Module:
     raise UserError(f"unsupported masked-LM head on {type(backbone).__name__}; use --head linear")
 
 
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto`` = the first CUDA GPU if torch sees one, else the CPU; otherwise any torch device string
+    (``cpu``, ``cuda``, ``cuda:1``, ``mps``) that this machine has."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise UserError(f"device {name!r} is not available on this machine (torch sees "
+                        f"{torch.cuda.device_count()} CUDA devices)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError("device 'mps' is not available on this machine")
+    return device
+
+
 def build_classifier(model: str = DEFAULT_MODEL, *, head: str = "linear", pooling: str = "mean",
-                     max_length: int = 128, backbone: nn.Module | None = None, tokenizer=None) -> TextClassifier:
-    """Load a backbone for ``head`` from a hub id, a local path or ``minilm``.
+                     max_length: int = 128, backbone: nn.Module | None = None, tokenizer=None,
+                     device: str | torch.device = "cpu") -> TextClassifier:
+    """Load a backbone for ``head`` from a hub id, a local path or ``minilm``, onto ``device``; task heads
+    added later land on the same device.
 
     ``backbone``/``tokenizer`` may be passed directly (tests build tiny random models this way).
     """
@@ -202,5 +221,5 @@ def build_classifier(model: str = DEFAULT_MODEL, *, head: str = "linear", poolin
         tokenizer.pad_token = tokenizer.eos_token
     if head == "mlm" and tokenizer.mask_token_id is None:
         raise UserError(f"model {source!r} has no mask token; use --head linear or causal")
-    return TextClassifier(backbone.eval(), tokenizer, head=head, pooling=pooling, source=source,
+    return TextClassifier(backbone.to(device).eval(), tokenizer, head=head, pooling=pooling, source=source,
                           max_length=max_length)

@@ -108,6 +108,7 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *,
     from avalanche.training.templates import SupervisedTemplate
 
     common = {"model": adapter, "optimizer": recipe_optimizer(adapter, cfg.recipe),
+              "device": next(adapter.parameters()).device,
               "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
               "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps)]

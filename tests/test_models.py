@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from cl_graft.errors import UserError
-from cl_graft.models import build_classifier, resolve_model_path
+from cl_graft.models import build_classifier, resolve_device, resolve_model_path
+
 from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
 
 
@@ -80,3 +81,19 @@ def test_unknown_model_and_head():
     with pytest.raises(UserError, match="unknown head"):
         build_classifier("minilm", head="seq2seq")
     assert resolve_model_path("some/hub-id") == "some/hub-id"
+
+
+def test_resolve_device():
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(UserError, match="unknown device 'gpu0'"):
+        resolve_device("gpu0")
+    with pytest.raises(UserError, match="not available"):
+        resolve_device(f"cuda:{torch.cuda.device_count()}")            # one past the last GPU
+
+
+def test_build_classifier_places_backbone_and_later_heads_on_device():
+    clf = build_classifier("tiny", backbone=tiny_bert().backbone, tokenizer=tiny_bert().tokenizer,
+                           device=torch.device("cpu"))
+    clf.add_task(SENTIMENT)
+    assert {p.device.type for p in clf.parameters()} == {"cpu"}

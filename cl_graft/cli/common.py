@@ -12,7 +12,7 @@ from ..task import TaskSpec
 
 
 def common_options(f):
-    """--model/--head/--preset/--data-dir/--seed/--out/--overwrite, in that order in --help."""
+    """--model/--head/--preset/--data-dir/--seed/--device/--out/--overwrite, in that order in --help."""
     opts = [
         click.option("--model", default="minilm", show_default=True,
                      help="Hub id or local path of the pre-trained model; 'minilm' = the bundled all-MiniLM-L6-v2."),
@@ -22,6 +22,8 @@ def common_options(f):
         click.option("--data-dir", type=click.Path(file_okay=False), default=None,
                      help="Folder of <task>/{train,test}.jsonl (default: $CL_GRAFT_DATA, else the HF Hub)."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling and training."),
+        click.option("--device", default="auto", show_default=True,
+                     help="Where models run: auto (a CUDA GPU if torch sees one, else the CPU), cpu, cuda, cuda:N."),
         click.option("--out", type=click.Path(file_okay=False), required=True, help="Output folder."),
         click.option("--overwrite", is_flag=True, help="Replace results already in --out."),
     ]

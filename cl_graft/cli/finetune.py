@@ -17,21 +17,22 @@ from .common import common_options, data_source, load_splits, resolve_preset
 @click.option("--lr", type=float, default=None,
               help="Learning rate (default: the preset's for sgd, 5e-5 for adamw).")
 @common_options
-def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed, out, overwrite):
+def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed, device, out, overwrite):
     """Fine-tune MODEL on TASK; writes model.safetensors, metrics.json and config.json under --out."""
     import torch
 
     from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, save_classifier, write_json
     from ..evaluate import evaluate
     from ..finetune import finetune_
-    from ..models import build_classifier
+    from ..models import build_classifier, resolve_device
 
+    device = resolve_device(device)
     if optimizer == "adamw" and lr is None:
         lr = 5e-5
     cfg = resolve_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
     splits = load_splits(task, data_dir, cfg, seed)
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=cfg.max_length)
+    clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device)
     clf.add_task(splits.spec, seed=seed)
     out = prepare_out_dir(out, overwrite=overwrite, owns=("metrics.json", "model.safetensors"))
     t0 = time.perf_counter()

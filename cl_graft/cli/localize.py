@@ -63,8 +63,8 @@ def localize_config_options(f):
               help="A saved region folder to score as well (repeatable).")
 @localize_config_options
 @common_options
-def localize(task, finetuned, sparsities, methods, ood, regions, model, head, preset, data_dir, seed, out, overwrite,
-             **settings):
+def localize(task, finetuned, sparsities, methods, ood, regions, model, head, preset, data_dir, seed, device, out,
+             overwrite, **settings):
     """Localize TASK's skill in a fine-tuned model: regions, grafted accuracy/ECE/agreement/OOD, anatomy PNGs.
 
     Writes results.json, table.md, config.json and regions/<method>-<sparsity>/ (region + anatomy.png) under
@@ -85,10 +85,11 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
     from ..localize import LocalizeConfig
     from ..localize_problem import resolve_budget
     from ..localize_report import REGIONS_DIR, format_table, load_given_regions, localize_table, ood_rows
-    from ..models import build_classifier
+    from ..models import build_classifier, resolve_device
     from ..region import graftable_names
     from ..region_methods import REGION_METHODS
 
+    device = resolve_device(device)
     levels = parse_sparsities(sparsities)
     cfgs = [LocalizeConfig(sparsity=s, seed=seed, **settings) for s in levels]
     names = _split(methods, "methods")
@@ -97,7 +98,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
         raise UserError(f"unknown region method {unknown[0]!r}; choose from {', '.join(REGION_METHODS)}")
     ood_specs = [get_task(t, data_dir) for t in (_split(ood, "ood") if ood else [])]
     cfg = resolve_preset(preset, seed=seed)
-    ft = load_classifier(finetuned) if finetuned else None
+    ft = load_classifier(finetuned, device=device) if finetuned else None
     if ft is not None and task not in ft.tasks:
         raise UserError(f"--finetuned {finetuned} has tasks {sorted(ft.tasks)}, not {task!r}")
     splits = load_splits(task, data_dir, cfg, seed)
@@ -105,7 +106,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
                 for s in ood_specs}
     source = ft.source if ft is not None else model
     pre = build_classifier(source, head=ft.head_kind if ft else head, pooling=ft.pooling if ft else "mean",
-                           max_length=cfg.max_length)
+                           max_length=cfg.max_length, device=device)
     pre_params = dict(pre.named_parameters())
     numel = sum(pre_params[n].numel() for n in graftable_names(pre_params.items()))
     for c in cfgs:
@@ -118,7 +119,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
     write_json(out / RUN_CONFIG, record)
     if ft is None:
         torch.manual_seed(seed)
-        ft = build_classifier(source, head=head, max_length=cfg.max_length)
+        ft = build_classifier(source, head=head, max_length=cfg.max_length, device=device)
         ft.add_task(splits.spec, seed=seed)
         finetune_(ft, splits.train, splits.dev, cfg.finetune)
         save_classifier(ft, out / FINETUNED_DIR)

@@ -45,7 +45,7 @@ def parse_groups(text: str | None) -> dict[str, tuple[str, ...]] | None:
 @click.option("--sparsity", type=float, default=None, help="Region budget per task, a fraction of the "
               "graftable parameters (default: the preset's).")
 @common_options
-def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, seed, out, overwrite):
+def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, seed, device, out, overwrite):
     """Train one model on TASKS, localize each task's skill in it and map overlap, transfer and composition.
 
     Writes skillmap.json, regions/<task>/ and figures/*.png under --out (redraw with `cl-graft plot`).
@@ -57,10 +57,11 @@ def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, se
 
     from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, write_json
     from ..benchmarks import get_task
-    from ..models import build_classifier
+    from ..models import build_classifier, resolve_device
     from ..skillmap import TaskSplit, resolve_groups, run_skillmap, skillmap_setup
     from ..skillmap_io import FIGURES_DIR, REGIONS_DIR, RESULTS_FILE, summary
 
+    device = resolve_device(device)
     names = parse_tasks(tasks)
     for t in names:                                                   # every name known before any data loads
         get_task(t, data_dir)
@@ -71,7 +72,7 @@ def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, se
     splits = {t: TaskSplit(s.spec, s.train, s.dev, s.test)
               for t, s in ((t, load_splits(t, data_dir, data, seed)) for t in names)}
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=data.max_length)
+    clf = build_classifier(model, head=head, max_length=data.max_length, device=device)
     out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, REGIONS_DIR))
     for stale in (REGIONS_DIR, FIGURES_DIR):                          # only reached with --overwrite
         shutil.rmtree(out / stale, ignore_errors=True)

@@ -22,8 +22,8 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out (same stream, model, preset).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, head, preset, data_dir, seed, out,
-        overwrite):
+def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, head, preset, data_dir, seed, device,
+        out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     from dataclasses import replace
@@ -32,9 +32,10 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
 
     from ..artifacts import RUN_CONFIG, prepare_out_dir, read_json, run_record, write_json
     from ..benchmarks.streams import StreamTask, make_benchmark, parse_stream
-    from ..models import build_classifier
+    from ..models import build_classifier, resolve_device
     from ..strategies.continual_config import continual_preset, parse_strategies
 
+    device = resolve_device(device)
     tasks = parse_stream(stream, data_dir)
     names = parse_strategies(strategies)
     p = continual_preset(preset, seed=seed, steps=steps, sparsity=sparsity, method=method)
@@ -49,7 +50,7 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
         _check_resume(Path(out), record)
     splits = [load_splits(t, data_dir, p.data, seed) for t in tasks]
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=p.data.max_length)
+    clf = build_classifier(model, head=head, max_length=p.data.max_length, device=device)
     for i, s in enumerate(splits):
         clf.add_task(s.spec, seed=seed + i)
     out = Path(out) if resume else prepare_out_dir(out, overwrite=overwrite, owns=(RUN_CONFIG, "results.json"))
