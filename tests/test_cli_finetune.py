@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from cl_graft.cli import main
@@ -85,6 +86,7 @@ def test_real_minilm_finetune_on_real_sst2(tmp_path):
     assert (out / "model.safetensors").stat().st_size > 50e6
     config = json.loads((out / "config.json").read_text())
     assert config["seed"] == 0 and config["torch"] and config["finetune"]["steps"] == 6
+    assert config["device"] == ("cuda" if torch.cuda.is_available() else "cpu")          # --device auto
     before = (out / "metrics.json").read_bytes()
     res = _run([*args, "--data-dir", str(data)])                 # a second run must not overwrite
     assert res.exit_code == 2 and "already holds" in res.output

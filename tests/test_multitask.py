@@ -227,6 +227,7 @@ def test_cli_multitask_smoke_end_to_end(cli_run):
     assert "most similar regions" in output and "union one (toy)" in output
     config = json.loads((out / "config.json").read_text())
     assert config["command"] == "multitask" and config["tasks"] == ["toy", "toypair"]
+    assert config["device"] in ("cpu", "cuda")
     assert (out / "skillmap.json").is_file() and (out / "regions/toypair/region_config.json").is_file()
     assert len(list((out / "figures").glob("*.png"))) == 9
 

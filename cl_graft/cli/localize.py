@@ -113,7 +113,8 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
         resolve_budget(c, numel)
     given = load_given_regions(regions, pre, ft, budget=settings["budget"])
     out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, TABLE_FILE, REGIONS_DIR, FINETUNED_DIR))
-    record = run_record(command="localize", task=task, finetuned=finetuned, model=source, preset=cfg.name, seed=seed,
+    record = run_record(command="localize", device=str(device),
+                        task=task, finetuned=finetuned, model=source, preset=cfg.name, seed=seed,
                         k=cfg.k, dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir),
                         localize=cfgs[0].to_json(), sparsities=levels, methods=names, regions=list(regions))
     write_json(out / RUN_CONFIG, record)

@@ -76,7 +76,8 @@ def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, se
     out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, REGIONS_DIR))
     for stale in (REGIONS_DIR, FIGURES_DIR):                          # only reached with --overwrite
         shutil.rmtree(out / stale, ignore_errors=True)
-    record = run_record(command="multitask", tasks=names, model=model, head=head, preset=data.name, seed=seed,
+    record = run_record(command="multitask", device=str(device),
+                        tasks=names, model=model, head=head, preset=data.name, seed=seed,
                         k=data.k, dev_k=data.dev_k, eval_cap=data.eval_cap, max_length=data.max_length,
                         data=data_source(data_dir), skillmap=cfg.to_json())
     write_json(out / RUN_CONFIG, record)

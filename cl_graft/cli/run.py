@@ -43,7 +43,8 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
         if k < 1:
             raise UserError(f"--k must be >= 1, got {k}")
         p = replace(p, data=replace(p.data, k=k))
-    record = {"command": "run", "stream": tasks, "strategies": names, "model": model, "head": head,
+    record = {"command": "run", "device": str(device),
+              "stream": tasks, "strategies": names, "model": model, "head": head,
               "preset": preset, "seed": seed, "k": p.data.k, "config": p.config.to_json(),
               "data": data_source(data_dir)}
     if resume:
