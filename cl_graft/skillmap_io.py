@@ -207,6 +207,13 @@ def load_skillmap(folder: str | Path) -> SkillMap:
 # ----- figures and text --------------------------------------------------------------------------------
 
 
+def _off_diagonal(matrix: np.ndarray) -> np.ndarray:
+    """A copy of a square (T, T) matrix with NaN on the diagonal, so colours spread over the off-diagonal range."""
+    m = np.array(matrix, dtype=float)
+    np.fill_diagonal(m, np.nan)
+    return m
+
+
 def draw_figures(sm: SkillMap, fig_dir: str | Path) -> list[Path]:
     """Every figure of a run as PNG under ``fig_dir``, from the numbers in ``sm`` alone."""
     from . import plotting
@@ -217,9 +224,10 @@ def draw_figures(sm: SkillMap, fig_dir: str | Path) -> list[Path]:
     paths = [
         plotting.plot_grouped_bars(acc, fig_dir / "accuracy.png", labels=tasks, ylabel="accuracy",
                                    title="Accuracy per task"),
-        plotting.plot_matrix(sm.overlap, fig_dir / "overlap.png", rows=tasks, vmin=0, vmax=1,
-                             title="Overlap |γi∩γj| / |γj|", xlabel="j", ylabel="i"),
-        plotting.plot_matrix(sm.iou, fig_dir / "iou.png", rows=tasks, vmin=0, vmax=1, title="IoU of regions"),
+        plotting.plot_matrix(_off_diagonal(sm.overlap), fig_dir / "overlap.png", rows=tasks, vmin=0,
+                             title="Overlap |γi∩γj| / |γj| (diagonal 1 left blank)", xlabel="j", ylabel="i"),
+        plotting.plot_matrix(_off_diagonal(sm.iou), fig_dir / "iou.png", rows=tasks, vmin=0,
+                             title="IoU of regions (diagonal 1 left blank)"),
         plotting.plot_matrix(sm.transfer, fig_dir / "transfer.png", rows=tasks, cmap="RdBu", vmin=-1, vmax=1,
                              title="Relative gain of region γi on task j", xlabel="evaluated on task j",
                              ylabel="region of task i"),
