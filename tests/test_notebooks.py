@@ -73,3 +73,12 @@ def test_notebook_executes(name, kernel_env, results):
     assert "most similar regions" in text and "toypair" in text
     assert images >= (1 if name.startswith("01") else 6)
     assert (kernel_env / "figures" / "overlap.png").is_file()
+
+
+def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, monkeypatch):
+    monkeypatch.delenv("CL_GRAFT_RESULTS")
+    nb = nbformat.read(NOTEBOOKS / "02_region_overlap.ipynb", as_version=4)
+    NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "sst2 ~ cr" in text and "agnews" in text                     # the measured top IoU pair
+    assert (kernel_env / "figures" / "iou.png").is_file()              # figures go to CL_GRAFT_FIGURES
