@@ -41,8 +41,9 @@ def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed,
     metrics, _ = evaluate(clf, splits.test, progress=True)
     save_classifier(clf, out)
     write_json(out / RUN_CONFIG, run_record(
-        command="finetune", device=str(device), task=task, model=model, head=head, preset=cfg.name, seed=seed, k=cfg.k,
-        dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir), finetune=cfg.finetune.to_json()))
+        command="finetune", device=str(device), task=task, model=model, head=head, preset=cfg.name, seed=seed,
+        k=cfg.k, dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir),
+        finetune=cfg.finetune.to_json()))
     write_json(out / "metrics.json", {"task": task, "test": metrics, "best_step": result.best_step,
                                       "best_dev": result.best_dev, "history": result.history,
                                       "train_seconds": round(train_s, 1),
