@@ -17,6 +17,9 @@ training phase (an experience):
    zero gradient and zero state.
 
 Tensors with ``requires_grad=False`` get no gradient, so optimizers never touch them; they are left alone.
+A partly trainable tensor with few frozen elements (at most :data:`SPARSE_SHARE` of it, as in stream-mode
+grafting, where earlier regions hold ~1% per task) is handled through the flat indices of its frozen elements,
+so the per-step work grows with the frozen elements, not the tensor; a mostly frozen one keeps a dense mask.
 """
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ from collections.abc import Mapping
 
 import torch
 from torch import Tensor, nn
+
+SPARSE_SHARE = 0.5
+"""Largest frozen share of a tensor handled by frozen-element indices rather than a dense mask."""
 
 
 class ElementFreeze:
@@ -33,8 +39,8 @@ class ElementFreeze:
         params: name → parameter of the model being trained.
         trainable: name → bool mask of the parameter's shape (only those elements move) or ``None`` (the
             whole tensor moves). Names not listed are frozen whole.
-        guard: restore frozen elements from a snapshot after each step (cost: one copy of the tensors that
-            hold frozen elements).
+        guard: restore frozen elements from a snapshot after each step (cost: a copy of the frozen elements,
+            of whole tensors where a dense mask is kept).
 
     Use :meth:`begin_` before the phase, :meth:`before_update_` between ``backward`` and ``optimizer.step``,
     :meth:`after_update_` after the step and :meth:`end_` at the end.
@@ -46,12 +52,22 @@ class ElementFreeze:
         if unknown:
             raise KeyError(f"no parameter named {unknown[0]!r}")
         self.params = dict(params)
-        self.masks = {n: m.to(self.params[n].device) for n, m in trainable.items() if m is not None}
-        self.whole = {n for n, m in trainable.items() if m is None}
+        self.whole = {n for n, m in trainable.items() if m is None or bool(m.all())}
+        self.masks: dict[str, Tensor] = {}                          # name → bool mask (mostly frozen tensors)
+        self.frozen_idx: dict[str, Tensor] = {}                     # name → flat indices of frozen elements
+        for n, m in trainable.items():
+            if n in self.whole or not bool(m.any()):                 # all-False masks: frozen whole
+                continue
+            m = m.to(self.params[n].device)
+            frozen = ~m.reshape(-1)
+            if int(frozen.sum()) <= SPARSE_SHARE * m.numel():
+                self.frozen_idx[n] = frozen.nonzero().squeeze(1)
+            else:
+                self.masks[n] = m
         self.frozen = [n for n, p in self.params.items() if p.requires_grad and n not in self.whole
-                       and n not in self.masks]
+                       and n not in self.masks and n not in self.frozen_idx]
         self.guard = guard
-        self._snapshot: dict[str, Tensor] = {}
+        self._snapshot: dict[str, Tensor] = {}                      # name → whole tensor, or frozen values
         self._decay: list[tuple[str, float, dict, bool]] = []        # (name, wd, param group, decoupled)
         self._saved_wd: list[float] = []
 
@@ -72,10 +88,11 @@ class ElementFreeze:
             decoupled = bool(group.get("decoupled_weight_decay", isinstance(optimizer, torch.optim.AdamW)))
             for p in group["params"]:
                 n = by_id.get(id(p))
-                if n is not None and (n in self.masks or n in self.whole):
+                if n is not None and (n in self.masks or n in self.frozen_idx or n in self.whole):
                     self._decay.append((n, wd, group, decoupled))
         if self.guard:
             self._snapshot = {n: self.params[n].detach().clone() for n in (*self.masks, *self.frozen)}
+            self._snapshot.update({n: self.params[n].view(-1)[idx] for n, idx in self.frozen_idx.items()})
 
     @torch.no_grad()
     def before_update_(self) -> None:
@@ -90,20 +107,31 @@ class ElementFreeze:
             p = self.params[n]
             if p.grad is None:
                 continue
-            mask = self.masks.get(n)
+            mask, idx = self.masks.get(n), self.frozen_idx.get(n)
             if decoupled:                                           # AdamW: p *= 1 - lr·wd (trainable only)
                 factor = 1.0 - float(group["lr"]) * wd
+                kept = p.view(-1)[idx] if idx is not None else None
                 p.mul_(factor if mask is None else torch.where(mask, factor, 1.0).to(p.dtype))
-            else:                                                   # L2: g += wd·p (trainable only)
+                if kept is not None:
+                    p.view(-1).index_copy_(0, idx, kept)
+            else:                                                   # L2: g += wd·p (frozen grads zeroed below)
                 p.grad.add_(p if mask is None else p * mask, alpha=wd)
+        for n, idx in self.frozen_idx.items():
+            g = self.params[n].grad
+            if g is not None:
+                g.view(-1).index_fill_(0, idx, 0.0)
 
     @torch.no_grad()
     def after_update_(self) -> None:
         """Puts frozen elements back from the snapshot (no-op without ``guard``)."""
         for n, snap in self._snapshot.items():
             p = self.params[n]
-            mask = self.masks.get(n)
-            p.copy_(snap if mask is None else torch.where(mask, p, snap))
+            if n in self.frozen_idx:
+                p.view(-1).index_copy_(0, self.frozen_idx[n], snap)
+            elif n in self.masks:
+                p.copy_(torch.where(self.masks[n], p, snap))
+            else:
+                p.copy_(snap)
 
     def end_(self, optimizer: torch.optim.Optimizer) -> None:
         """Gives the param groups their weight decay back and drops the snapshot."""

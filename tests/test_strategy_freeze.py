@@ -43,10 +43,10 @@ def _train(net, opt, steps: int, *, freeze: ElementFreeze | None = None, masks=N
     return snapshot
 
 
-def _masks(net):
-    """Half of the first layer's weight elements are trainable."""
+def _masks(net, share: float = 0.5):
+    """About ``share`` of the first layer's weight elements are trainable."""
     gen = torch.Generator().manual_seed(2)
-    return {"0.weight": torch.rand(net[0].weight.shape, generator=gen) < 0.5}
+    return {"0.weight": torch.rand(net[0].weight.shape, generator=gen) < share}
 
 
 def _bits(t):
@@ -55,12 +55,14 @@ def _bits(t):
 
 @pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
 @pytest.mark.parametrize("guard", [False, True])
-def test_frozen_elements_keep_bits(kind, guard):
+@pytest.mark.parametrize("share, store", [(0.8, "frozen_idx"), (0.2, "masks")])     # few / most frozen
+def test_frozen_elements_keep_bits(kind, guard, share, store):
     net = _net()
-    masks = _masks(net)
+    masks = _masks(net, share)
     trainable = {**masks, "2.weight": None, "2.bias": None}                # 0.bias frozen whole
     opt = OPTIMIZERS[kind](net.parameters())
     freeze = ElementFreeze(dict(net.named_parameters()), trainable, guard=guard)
+    assert list(getattr(freeze, store)) == ["0.weight"]                   # the path under test
     before = _train(net, opt, 5, freeze=freeze)
     w, b = net[0].weight, net[0].bias
     assert torch.equal(_bits(w)[~masks["0.weight"]], _bits(before["0.weight"])[~masks["0.weight"]])
@@ -99,3 +101,11 @@ def test_trainable_elements_follow_the_stock_optimizer(kind):
             opt.step()
         runs.append([p.detach().clone() for p in net.parameters()])
     assert all(torch.equal(_bits(a), _bits(b)) for a, b in zip(*runs, strict=True))
+
+
+def test_all_true_and_all_false_masks_are_whole_tensors():
+    net = _net()
+    trainable = {"0.weight": torch.ones(5, 6, dtype=torch.bool), "0.bias": torch.zeros(5, dtype=torch.bool)}
+    freeze = ElementFreeze(dict(net.named_parameters()), trainable)
+    assert freeze.whole == {"0.weight"} and "0.bias" in freeze.frozen
+    assert not freeze.masks and not freeze.frozen_idx
