@@ -61,13 +61,17 @@ def test_notebook_holds_no_library_logic(name):
                if c.cell_type == "code"), f"{name} is committed with outputs"
 
 
+def _execute(name: str) -> list[dict]:
+    """Runs a notebook in the test kernel from notebooks/ (its working directory); returns its code outputs."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    where = {"metadata": {"path": str(NOTEBOOKS)}}
+    NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources=where).execute()
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name, kernel_env, results):
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    where = {"metadata": {"path": str(NOTEBOOKS)}}                   # the kernel's working directory
-    client = NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources=where)
-    client.execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    outputs = _execute(name)
     text = "".join(o.get("text", "") for o in outputs)
     images = sum("image/png" in o.get("data", {}) for o in outputs)
     assert "most similar regions" in text and "toypair" in text
@@ -77,8 +81,6 @@ def test_notebook_executes(name, kernel_env, results):
 
 def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, monkeypatch):
     monkeypatch.delenv("CL_GRAFT_RESULTS")
-    nb = nbformat.read(NOTEBOOKS / "02_region_overlap.ipynb", as_version=4)
-    NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    text = "".join(o.get("text", "") for o in _execute("02_region_overlap.ipynb"))
     assert "sst2 ~ cr" in text and "agnews" in text                     # the measured top IoU pair
     assert (kernel_env / "figures" / "iou.png").is_file()              # figures go to CL_GRAFT_FIGURES
