@@ -171,7 +171,7 @@ class SkillPatch:
             flat = torch.zeros(math.prod(shape), dtype=torch.bool)
             flat[indices[n]] = True
             masks[n] = flat.reshape(shape)
-        return cls(Region._wrap(masks, meta), values, extra=extra)
+        return cls(Region.adopt(masks, meta), values, extra=extra)
 
     def __repr__(self) -> str:
         return f"SkillPatch({self.region!r}, {len(self.extra)} extra tensor(s), {self.bytes()} bytes)"

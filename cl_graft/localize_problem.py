@@ -140,7 +140,7 @@ class Problem:
                 "numel": self.numel, "density": size / self.numel, "outside": "pre", "config": cfg.to_json(),
                 "candidates": None if bool(self.cand.all()) else int(self.cand.sum()),
                 "fingerprints": dict(self.fingerprints), "model": ft.source, "head": ft.head_kind, **extra}
-        return Region._wrap(masks, meta)
+        return Region.adopt(masks, meta)
 
 
 def hard_region(logit: Tensor, base: Tensor, budget: int) -> tuple[Tensor, Tensor]:

@@ -170,6 +170,10 @@ class TextClassifier(nn.Module):
         lm_prefixes = ("backbone.lm_head.", "backbone.cls.")
         return [n for n, p in self.named_parameters() if id(p) in lm_ids or n.startswith(lm_prefixes)]
 
+    def task_head_names(self, task: str) -> list[str]:
+        """The tensors of ``task``'s own linear head (none for prompt heads, which share the LM head)."""
+        return [n for n, _ in self.named_parameters() if n.startswith(f"heads.{task}.")]
+
 
 def mlm_transform(backbone: nn.Module) -> nn.Module:
     """The part of a masked-LM head before the vocabulary projection (BERT ``cls.predictions.transform``,

@@ -118,10 +118,11 @@ class Region:
         self.meta: dict[str, Any] = copy.deepcopy(dict(meta or {}))
 
     @classmethod
-    def _wrap(cls, masks: dict[str, Tensor], meta: dict[str, Any] | None = None) -> Region:
-        """Takes ownership of freshly made ``masks`` without copying them."""
+    def adopt(cls, masks: dict[str, Tensor], meta: dict[str, Any] | None = None) -> Region:
+        """A region that takes ownership of freshly made bool ``masks`` and ``meta`` without copying them
+        (the constructor copies); the caller must not modify them afterwards."""
         region = cls.__new__(cls)
-        region.masks, region.meta = masks, meta or {}
+        region.masks, region.meta = masks, meta if meta is not None else {}
         return region
 
     @classmethod
@@ -171,7 +172,24 @@ class Region:
         return self.size / total
 
     def to(self, device: str | torch.device) -> Region:
-        return Region._wrap({n: m.to(device) for n, m in self.masks.items()}, copy.deepcopy(self.meta))
+        return Region.adopt({n: m.to(device) for n, m in self.masks.items()}, copy.deepcopy(self.meta))
+
+    def restrict(self, names: Sequence[str]) -> Region:
+        """The region over ``names`` only (each must be covered), on the CPU, with the same ``meta``."""
+        missing = [n for n in names if n not in self.masks]
+        if missing:
+            raise UserError(f"region lacks tensor {missing[0]!r}")
+        return Region.adopt({n: self.masks[n].cpu() for n in names}, copy.deepcopy(self.meta))
+
+    def _combined_meta(self, op: str, other: Region | None = None) -> dict[str, Any]:
+        """``meta`` of a set operation's result: this region's meta, with the operation appended to its
+        ``derived`` list (``{"op": op}``, plus ``"other"``: the other operand's meta without its own history)."""
+        meta = copy.deepcopy(self.meta)
+        step: dict[str, Any] = {"op": op}
+        if other is not None:
+            step["other"] = {k: copy.deepcopy(v) for k, v in other.meta.items() if k != "derived"}
+        meta["derived"] = [*meta.get("derived", []), step]
+        return meta
 
     def _paired(self, other: Region, op: str) -> list[tuple[str, Tensor, Tensor]]:
         if not isinstance(other, Region):
@@ -187,20 +205,24 @@ class Region:
         return [(n, m, other.masks[n].to(m.device)) for n, m in self.masks.items()]
 
     def __or__(self, other: Region) -> Region:
-        return Region._wrap({n: a | b for n, a, b in self._paired(other, "|")})
+        return Region.adopt({n: a | b for n, a, b in self._paired(other, "|")},
+                            self._combined_meta("|", other))
 
     def __and__(self, other: Region) -> Region:
-        return Region._wrap({n: a & b for n, a, b in self._paired(other, "&")})
+        return Region.adopt({n: a & b for n, a, b in self._paired(other, "&")},
+                            self._combined_meta("&", other))
 
     def __sub__(self, other: Region) -> Region:
-        return Region._wrap({n: a & ~b for n, a, b in self._paired(other, "-")})
+        return Region.adopt({n: a & ~b for n, a, b in self._paired(other, "-")},
+                            self._combined_meta("-", other))
 
     def __xor__(self, other: Region) -> Region:
-        return Region._wrap({n: a ^ b for n, a, b in self._paired(other, "^")})
+        return Region.adopt({n: a ^ b for n, a, b in self._paired(other, "^")},
+                            self._combined_meta("^", other))
 
     def __invert__(self) -> Region:
         """The complement: every covered element not in this region."""
-        return Region._wrap({n: ~m for n, m in self.masks.items()})
+        return Region.adopt({n: ~m for n, m in self.masks.items()}, self._combined_meta("~"))
 
     def __eq__(self, other: object) -> bool:
         """Bit-exact equality of the masks (names, shapes, bits); ``meta`` is ignored."""
@@ -294,7 +316,7 @@ class Region:
     def load(cls, directory: str | os.PathLike) -> Region:
         """Reads and verifies a directory written by :meth:`save` (masks on the CPU)."""
         masks, meta = read_region(directory)
-        return cls._wrap(masks, meta)
+        return cls.adopt(masks, meta)
 
     def __repr__(self) -> str:
         size, numel = self.size, self.numel

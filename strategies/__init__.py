@@ -12,7 +12,7 @@ _EXPORTS = {
     "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "freeze", "GraftPlugin": "graft_plugin",
     "GraftStrategy": "graft_strategy", "OwnerMap": "owner_map", "PackNetPlugin": "packnet",
     "ClipGrad": "recipe", "StepLimit": "recipe", "recipe_optimizer": "recipe",
-    "LocalizeFinder": "regions", "RegionFinder": "regions", "independent_regions": "regions",
+    "LocalizeFinder": "finders", "RegionFinder": "finders", "independent_regions": "finders",
     "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
     "run_strategy": "runner",
 }

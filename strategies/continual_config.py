@@ -18,9 +18,6 @@ from cl_graft.localize import LocalizeConfig
 from cl_graft.presets import PRESETS, Preset
 from cl_graft.region_methods import REGION_METHODS
 
-STRATEGIES = ("graft", "graft-paper", "packnet", "naive", "ewc", "lwf", "replay", "joint", "single")
-DEFAULT_STRATEGIES = ("graft", "naive", "ewc", "lwf", "replay", "joint")
-
 
 @dataclass(frozen=True)
 class ContinualConfig:
@@ -92,16 +89,3 @@ def continual_preset(name: str, *, seed: int, steps: int | None = None, sparsity
     localize = replace(cfg.localize, seed=seed, **({"sparsity": sparsity} if sparsity is not None else {}))
     cfg = replace(cfg, recipe=recipe, localize=localize, **({"method": method} if method is not None else {}))
     return ContinualPreset(replace(p.data, finetune=recipe), cfg)
-
-
-def parse_strategies(text: str) -> list[str]:
-    """Validated strategy names from ``"graft,naive,..."`` (no repeats, at least one)."""
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise UserError("--strategies is empty; choose from " + ", ".join(STRATEGIES))
-    for n in names:
-        if n not in STRATEGIES:
-            raise UserError(f"unknown strategy {n!r}; choose from {', '.join(STRATEGIES)}")
-    if len(set(names)) != len(names):
-        raise UserError(f"a strategy appears twice in --strategies: {text!r}")
-    return names

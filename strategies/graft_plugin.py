@@ -11,7 +11,7 @@ Two modes:
   head; afterwards the finder localizes γ_t among the free elements (θ_pre := the model at the start of the
   experience, θ_ft := the trained model); trained values are kept inside γ_t, every other free element is
   reset to θ_pre.
-- ``"paper"``: regions are given up front (e.g. by :func:`~cl_graft.strategies.regions.independent_regions`);
+- ``"paper"``: regions are given up front (e.g. by :func:`~cl_graft.strategies.finders.independent_regions`);
   experience t trains only γ_t minus earlier regions, which becomes task t's region.
 
 Evaluation rebuilds the task's model (``reconstruct``): ``"experience"`` swaps θ_pre onto later tasks' regions
@@ -38,9 +38,9 @@ from cl_graft.graft import clone_model, patch_, restore_
 from cl_graft.region import DEFAULT_GRAFTABLE, Region, graftable_names
 
 from .adapter import TaskAdapter, classifier_of
+from .finders import LocalizeFinder, RegionFinder
 from .freeze import ElementFreeze
 from .owner_map import OwnerMap
-from .regions import LocalizeFinder, RegionFinder
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -99,7 +99,7 @@ class GraftPlugin(SupervisedPlugin):
         if self.mode == "paper":
             free = free & self._paper_region(task)
         trainable: dict = {n: m for n, m in free.masks.items()}
-        trainable.update({n: None for n in _head_names(clf, task)})
+        trainable.update({n: None for n in clf.task_head_names(task)})
         self._freeze = ElementFreeze(dict(clf.named_parameters()), trainable, guard=self.guard)
         self._freeze.begin_(strategy.optimizer)
 
@@ -121,7 +121,7 @@ class GraftPlugin(SupervisedPlugin):
             region = free & self._paper_region(task)
         else:
             region = self._localize(adapter, task, free, strategy.experience.dataset)
-        self.owners.add_(adapter.clf, task, region, head_names=_head_names(adapter.clf, task))
+        self.owners.add_(adapter.clf, task, region, head_names=adapter.clf.task_head_names(task))
         strategy.model.zero_grad(set_to_none=True)
 
     @torch.no_grad()
@@ -140,7 +140,7 @@ class GraftPlugin(SupervisedPlugin):
             region = self.finder(pre, clf, rows, self.dev_rows.get(task, []), task=task, names=owners.names,
                                  candidates=free)
         self.localize_seconds.append(round(time.perf_counter() - t0, 1))
-        region = Region._wrap({n: region.masks[n].cpu() for n in owners.names}, region.meta) & free
+        region = region.restrict(owners.names) & free
         for n, m in (free - region).masks.items():
             params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))
         adapter.train(was_training)
@@ -153,7 +153,7 @@ class GraftPlugin(SupervisedPlugin):
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:
             raise UserError(f"paper mode has no region for task {task!r}")
-        return Region._wrap({n: self.regions[task].masks[n].cpu() for n in self.owners.names})
+        return self.regions[task].restrict(self.owners.names)
 
     # ----- evaluation ----------------------------------------------------------------------------
     def before_eval(self, strategy, **kwargs) -> None:
@@ -205,7 +205,3 @@ class GraftPlugin(SupervisedPlugin):
         if len(labels) != 1:
             raise UserError(f"grafting trains one task per experience, this one has task labels {labels}")
         return adapter.task_names[labels[0]]
-
-
-def _head_names(clf, task: str) -> list[str]:
-    return [n for n in clf.head_parameter_names() if n.startswith(f"heads.{task}.")]

@@ -17,9 +17,9 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.region import DEFAULT_GRAFTABLE, Region
 
 from .adapter import TaskAdapter
+from .finders import RegionFinder
 from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
-from .regions import RegionFinder
 
 
 class GraftStrategy(SupervisedTemplate):

@@ -69,7 +69,7 @@ class OwnerMap:
 
     def free(self) -> Region:
         """Elements no task owns yet."""
-        return Region._wrap({n: o == 0 for n, o in self.owner.items()})
+        return Region.adopt({n: o == 0 for n, o in self.owner.items()}, {"method": "free elements"})
 
     def owned_after(self, k: int) -> dict[str, Tensor]:
         """name → bool mask of elements owned by tasks learned after the ``k``-th (only non-empty tensors)."""
@@ -89,7 +89,7 @@ class OwnerMap:
             return None
         masks = {n: later.get(n, torch.zeros_like(o, dtype=torch.bool)) for n, o in self.owner.items()}
         values = {n: self.pre[n].reshape(-1)[m.reshape(-1)] for n, m in masks.items()}
-        return SkillPatch(Region._wrap(masks), values)
+        return SkillPatch(Region.adopt(masks, {"method": "rollback"}), values)
 
     def bytes(self) -> dict[str, int]:
         """Stored bytes beyond the base model: owned elements (the cheaper of int32 index + value per element
@@ -111,8 +111,8 @@ class OwnerMap:
                 overlaps a region learned earlier.
         """
         region = self._claim(task, region)
-        patch = SkillPatch.from_model(model, Region._wrap(region.masks, {**region.meta, "task": task}),
-                                      extra_names=head_names)
+        region.meta["task"] = task
+        patch = SkillPatch.from_model(model, region, extra_names=head_names)
         self.patches.append(patch)
         return patch
 
@@ -122,10 +122,7 @@ class OwnerMap:
             raise UserError(f"task {task!r} already has a skill in this map")
         if len(self.tasks) >= MAX_TASKS:
             raise UserError(f"a owner map holds at most {MAX_TASKS} tasks")
-        missing = [n for n in self.pre if n not in region.masks]
-        if missing:
-            raise UserError(f"region of task {task!r} lacks tensor {missing[0]!r}")
-        region = Region._wrap({n: region.masks[n].cpu() for n in self.pre}, region.meta)
+        region = region.restrict(list(self.pre))
         if not (region & ~self.free()).is_empty:
             raise UserError(f"region of task {task!r} overlaps an earlier task's region")
         self.tasks.append(task)

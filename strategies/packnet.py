@@ -26,7 +26,7 @@ from cl_graft.region import DEFAULT_GRAFTABLE, Region, graftable_names
 
 from .adapter import classifier_of
 from .freeze import ElementFreeze
-from .graft_plugin import GraftPlugin, _head_names
+from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
 
 
@@ -70,7 +70,7 @@ class PackNetPlugin(GraftPlugin):
         self._freeze = None
         adapter = classifier_of(strategy.model)
         task = self._task(adapter, strategy.experience)
-        self.owners.add_(adapter.clf, task, self._kept, head_names=_head_names(adapter.clf, task))
+        self.owners.add_(adapter.clf, task, self._kept, head_names=adapter.clf.task_head_names(task))
         strategy.model.zero_grad(set_to_none=True)
 
     @torch.no_grad()
@@ -83,12 +83,12 @@ class PackNetPlugin(GraftPlugin):
         keep = self.keep if self.keep is not None else 1 / max(1, len(adapter.task_names) - len(owners.tasks))
         scores = {n: torch.where(m.to(params[n].device), params[n].abs(), -1.0) for n, m in free.masks.items()}
         kept = ops.topk_mask(scores, round(keep * free.size), absolute=False)
-        self._kept = Region._wrap({n: m.cpu() for n, m in kept.items()}) & free
+        self._kept = Region.adopt({n: m.cpu() for n, m in kept.items()}, {"method": "packnet", "keep": keep}) & free
         for n, m in (free - self._kept).masks.items():
             params[n].masked_fill_(m.to(params[n].device), 0.0)
         task = self._task(adapter, strategy.experience)
         self._freeze.end_(strategy.optimizer)
         trainable: dict = dict(self._kept.masks)
-        trainable.update({n: None for n in _head_names(clf, task)})
+        trainable.update({n: None for n in clf.task_head_names(task)})
         self._freeze = ElementFreeze(params, trainable, guard=self.guard)
         self._freeze.begin_(strategy.optimizer)

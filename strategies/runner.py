@@ -3,14 +3,8 @@
 Every strategy starts from a copy of the same pre-trained classifier (same seeded heads), trains each
 experience with the same recipe (:mod:`.recipe`: optimizer, clipping, exactly ``steps`` optimizer steps,
 seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test stream after every
-experience with Avalanche's own ``EvaluationPlugin``. Strategies (see :data:`.continual_config.STRATEGIES`):
-
-- ``graft`` — :class:`~.graft_strategy.GraftStrategy`, stream mode (resumable after any experience);
-- ``graft-paper`` — the paper's mode: regions from independent fine-tuning + localization of each task;
-- ``packnet`` — :class:`~.packnet.PackNetPlugin` on the transformer;
-- ``naive``, ``ewc``, ``lwf``, ``replay`` — Avalanche's stock strategies, unchanged;
-- ``joint`` — Avalanche's ``JointTraining`` on the whole stream (steps × T steps; one result row);
-- ``single`` — each task fine-tuned alone from θ_pre (the reference for "% of single-task fine-tuning").
+experience with Avalanche's own ``EvaluationPlugin``. The strategies, how each is built, walks the stream
+and is stored, are the entries of :data:`.registry.STRATEGIES`.
 """
 from __future__ import annotations
 
@@ -27,17 +21,14 @@ import torch
 from cl_graft.artifacts import read_json, write_json
 from cl_graft.continual_metrics import summarize
 from cl_graft.errors import UserError
-from cl_graft.finetune import trainable_names
 from cl_graft.graft import clone_model
 from cl_graft.models import TextClassifier
 
 from .adapter import TaskAdapter
 from .continual_config import ContinualConfig
-from .graft_strategy import GraftStrategy
 from .owner_map import OwnerMap
-from .packnet import PackNetPlugin
 from .recipe import ClipGrad, StepLimit, recipe_optimizer
-from .regions import LocalizeFinder, independent_regions
+from .registry import STRATEGIES, BuildContext, owner_plugin
 
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
@@ -97,35 +88,16 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
     return [_accuracy(metrics, j) for j in range(n_tasks)]
 
 
-def _model_bytes(clf: TextClassifier) -> int:
-    names = set(trainable_names(clf))
-    return sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
-
-
-def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *, dev_rows: dict,
-           owners: OwnerMap | None, regions: dict | None, progress: bool):
-    from avalanche.training import EWC, JointTraining, LwF, Naive, Replay
-    from avalanche.training.templates import SupervisedTemplate
-
-    common = {"model": adapter, "optimizer": recipe_optimizer(adapter, cfg.recipe),
-              "device": next(adapter.parameters()).device,
-              "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
-              "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
+def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *, bm, tasks: list[str],
+           dev_rows: dict, owners: OwnerMap | None, progress: bool):
+    """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``)."""
+    template = {"model": adapter, "optimizer": recipe_optimizer(adapter, cfg.recipe),
+                "device": next(adapter.parameters()).device,
+                "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
+                "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps)]
-    if name in ("graft", "graft-paper"):
-        finder = LocalizeFinder(cfg.method, cfg.localize, progress=progress)
-        return GraftStrategy(**common, plugins=plugins, mode="stream" if name == "graft" else "paper",
-                             finder=finder, regions=regions, reconstruct=cfg.reconstruct, dev_rows=dev_rows,
-                             owners=owners)
-    if name == "packnet":
-        packnet = PackNetPlugin(steps=steps, prune_at=cfg.packnet_prune_at, reconstruct=cfg.reconstruct)
-        return SupervisedTemplate(**common, plugins=[packnet, *plugins])
-    extra = {"ewc": {"ewc_lambda": cfg.ewc_lambda, "mode": "separate"},
-             "lwf": {"alpha": cfg.lwf_alpha, "temperature": cfg.lwf_temperature},
-             "replay": {"mem_size": cfg.replay_mem}}.get(name, {})
-    cls = {"naive": Naive, "single": Naive, "ewc": EWC, "lwf": LwF, "replay": Replay,
-           "joint": JointTraining}[name]
-    return cls(**common, plugins=plugins, **extra)
+    return STRATEGIES[name].build(BuildContext(adapter, cfg, template, plugins, tasks, bm, dev_rows, owners,
+                                               progress))
 
 
 def _train(strategy, experience, seed: int) -> None:
@@ -141,70 +113,53 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
     """Runs one strategy on ``bm`` from a copy of ``base`` (never modified).
 
     Args:
-        name: a strategy of :data:`~.continual_config.STRATEGIES`.
+        name: a strategy of :data:`~.registry.STRATEGIES`.
         base: the pre-trained classifier with every task of the stream registered (same heads for all).
         bm: the benchmark (``cl_graft.benchmarks.streams.make_benchmark``); experience ``i`` = ``tasks[i]``.
         tasks: task names in stream order.
         cfg: the comparison's settings.
         dev_rows: task → dev rows for region selection (graft).
-        state_dir: where ``graft`` saves its state after every experience and resumes from.
+        state_dir: where a resumable strategy saves its state after every experience and resumes from.
         progress: Avalanche's interactive logger (progress bars and metrics).
     """
     t0, c0 = time.perf_counter(), time.process_time()
+    entry = STRATEGIES[name]
     dev_rows = dev_rows or {}
     n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
-    if name == "single":
+    build = {"bm": bm, "tasks": tasks, "dev_rows": dev_rows, "progress": progress}
+    if entry.fit == "separate":
         row = []
         for i, exp in enumerate(bm.train_stream):
-            strategy = _build(name, TaskAdapter(clone_model(base), tasks), cfg, steps, dev_rows=dev_rows,
-                              owners=None, regions=None, progress=progress)
+            adapter = TaskAdapter(clone_model(base), tasks)
+            strategy = _build(name, adapter, cfg, steps, owners=None, **build)
             _train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
-        return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), n * _model_bytes(base),
+        size = n * entry.storage(strategy, adapter)[0]
+        return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
                               {"cpu_seconds": round(time.process_time() - c0, 1)})
     adapter = TaskAdapter(clone_model(base), tasks)
     rows, owners, before = [], None, 0.0
-    if name == "graft" and state_dir is not None and (state_dir / PROGRESS_FILE).exists():
+    resumable = entry.resumable and state_dir is not None
+    if resumable and (state_dir / PROGRESS_FILE).exists():
         owners, rows, before = _resume(state_dir, adapter.clf, tasks, cfg)
-    regions = None
-    if name == "graft-paper":
-        data = {t: ([e for e in exp.dataset], dev_rows.get(t, [])) for t, exp in zip(tasks, bm.train_stream)}
-        finder = LocalizeFinder(cfg.method, cfg.localize, progress=progress)
-        regions = independent_regions(adapter.clf, data, cfg.recipe, finder, progress=progress)
-    strategy = _build(name, adapter, cfg, steps * (n if name == "joint" else 1), dev_rows=dev_rows,
-                      owners=owners, regions=regions, progress=progress)
-    if name == "joint":
+    strategy = _build(name, adapter, cfg, steps * (n if entry.fit == "joint" else 1), owners=owners, **build)
+    if entry.fit == "joint":
         _train(strategy, bm.train_stream, 1000 * seed)
         rows = [_row(strategy.eval(bm.test_stream), n)]
-    if owners is not None and len(owners.tasks) == len(rows) + 1:      # saved skills, not their eval row
-        rows.append(_row(strategy.eval(bm.test_stream), n))
-    for i, exp in enumerate(bm.train_stream):
-        if name == "joint" or i < len(rows):
-            continue
-        _train(strategy, exp, 1000 * seed + i)
-        rows.append(_row(strategy.eval(bm.test_stream), n))
-        if name == "graft" and state_dir is not None:
-            seconds = before + time.perf_counter() - t0
-            _save_progress(state_dir, strategy.graft.owners, tasks, cfg, rows, seconds)
-    size, info = _storage(name, strategy, adapter)
+    else:
+        if owners is not None and len(owners.tasks) == len(rows) + 1:  # saved skills, not their eval row
+            rows.append(_row(strategy.eval(bm.test_stream), n))
+        for i, exp in enumerate(bm.train_stream):
+            if i < len(rows):
+                continue
+            _train(strategy, exp, 1000 * seed + i)
+            rows.append(_row(strategy.eval(bm.test_stream), n))
+            if resumable:
+                seconds = before + time.perf_counter() - t0
+                _save_progress(state_dir, owner_plugin(strategy).owners, tasks, cfg, rows, seconds)
+    size, info = entry.storage(strategy, adapter)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
     return StrategyResult(name, tasks, rows, round(before + time.perf_counter() - t0, 1), size, info)
-
-
-def _storage(name: str, strategy, adapter: TaskAdapter) -> tuple[int, dict]:
-    plugin = next((p for p in strategy.plugins if hasattr(p, "owners")), None)
-    if plugin is not None:
-        sizes = [p.region.size for p in plugin.owners.patches]
-        numel = sum(o.numel() for o in plugin.owners.owner.values())
-        return plugin.owners.bytes()["total"], {"region_sizes": sizes, "graftable": numel,
-                                                "region_density": [s / numel for s in sizes],
-                                                "localize_seconds": plugin.localize_seconds}
-    size = _model_bytes(adapter.clf)
-    if name != "replay":
-        return size, {}
-    buffer = next(p for p in strategy.plugins if hasattr(p, "storage_policy")).storage_policy.buffer
-    tokens = sum(len(buffer[i]["input_ids"]) for i in range(len(buffer)))
-    return size + 4 * tokens, {"memory_rows": len(buffer)}
 
 
 def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: ContinualConfig, rows: list,
@@ -234,8 +189,8 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
 
-    With ``resume``, finished strategies are read back and ``graft`` continues from its last saved
-    experience (``out/graft/state``); other unfinished strategies start over. ``on_result`` is called with
+    With ``resume``, finished strategies are read back and resumable ones (``graft``) continue from their last
+    saved experience (``out/<name>/state``); other unfinished strategies start over. ``on_result`` is called with
     each result as it is ready.
     """
     results = {}
@@ -244,7 +199,7 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
         if resume and path.exists():
             results[name] = StrategyResult.from_json(read_json(path))
         else:
-            state = out / name / "state" if name == "graft" else None
+            state = out / name / "state" if STRATEGIES[name].resumable else None
             if state is not None and not resume and state.exists():
                 shutil.rmtree(state)                                  # an overwritten run's stale state
             (out / name).mkdir(parents=True, exist_ok=True)

@@ -149,6 +149,20 @@ def test_set_algebra_laws():
     assert all(torch.equal(a.masks[n], a_bits[n]) for n in SHAPES)  # operands untouched
 
 
+def test_set_operations_keep_and_record_meta():
+    a = Region(_random(15, 1).masks, {"method": "graft", "config": {"sparsity": 0.1}, "task": "sst2"})
+    b = Region(_random(20, 2).masks, {"method": "free elements", "derived": [{"op": "~"}]})
+    for result, op in ((a & b, "&"), (a | b, "|"), (a - b, "-"), (a ^ b, "^")):
+        assert result.meta["method"] == "graft" and result.meta["config"] == {"sparsity": 0.1}
+        assert result.meta["derived"] == [{"op": op, "other": {"method": "free elements"}}]
+    assert ((a & b) - b).meta["derived"][1]["op"] == "-"
+    assert (~a).meta["derived"] == [{"op": "~"}] and "derived" not in a.meta   # operands untouched
+    kept = a.restrict(["enc.layer.0.b"])
+    assert kept.names == ["enc.layer.0.b"] and kept.meta == a.meta and kept.meta is not a.meta
+    with pytest.raises(UserError, match="lacks tensor 'nope'"):
+        a.restrict(["nope"])
+
+
 def test_set_algebra_rejects_mismatched_regions():
     a = _random(3, 0)
     with pytest.raises(UserError, match="different tensors"):

@@ -323,6 +323,11 @@ def test_owner_map_round_trip_and_wrong_model(graft_run, tmp_path):
     owners.save(tmp_path / "skills")
     loaded = OwnerMap.load(tmp_path / "skills", build_model())
     assert loaded.tasks == owners.tasks and loaded.bytes() == owners.bytes()
+    for task, patch in zip(TASKS, loaded.patches):              # a saved skill says how it was found
+        meta = patch.region.meta
+        assert meta["task"] == task and meta["method"] == "graft"
+        assert meta["config"] == FINDER.config.to_json()
+        assert meta["derived"] == [{"op": "&", "other": {"method": "free elements"}}]
     assert all(torch.equal(loaded.owner[n], owners.owner[n]) for n in owners.names)
     other = build_model()
     with torch.no_grad():

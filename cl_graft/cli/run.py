@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
+from ..strategies.registry import DEFAULT_STRATEGIES, STRATEGIES
 from .common import common_options, data_source, load_splits
 
 _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
@@ -13,8 +14,8 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 
 @click.command()
 @click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2.")
-@click.option("--strategies", default="graft,naive,ewc,lwf,replay,joint", show_default=True,
-              help="Comma-separated: graft, graft-paper, packnet, naive, ewc, lwf, replay, joint, single.")
+@click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
+              help=f"Comma-separated: {', '.join(STRATEGIES)}.")
 @click.option("--method", default=None, help="Region method of graft (default: graft = learned, Eq. 3).")
 @click.option("--sparsity", type=float, default=None, help="Per-task region budget, fraction of graftable params.")
 @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
@@ -33,7 +34,8 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
     from ..artifacts import RUN_CONFIG, prepare_out_dir, read_json, run_record, write_json
     from ..benchmarks.streams import StreamTask, make_benchmark, parse_stream
     from ..models import build_classifier, resolve_device
-    from ..strategies.continual_config import continual_preset, parse_strategies
+    from ..strategies.continual_config import continual_preset
+    from ..strategies.registry import parse_strategies
 
     device = resolve_device(device)
     tasks = parse_stream(stream, data_dir)

@@ -1,0 +1,201 @@
+"""One registry of the continual-learning strategies that ``cl-graft run`` compares.
+
+A strategy is one :class:`StrategyEntry`: how to build its Avalanche template from a :class:`BuildContext`,
+how it walks the stream (``fit``), what it must store to serve every task (``storage``) and whether it can
+resume after an interrupted experience. The runner (:mod:`.runner`) and the CLI read only this table, so a new
+baseline is one entry here plus its class. Avalanche is imported only when a strategy is built.
+
+- ``graft`` — :class:`~.graft_strategy.GraftStrategy`, stream mode (Panigrahi et al. 2023, §5.2);
+- ``graft-paper`` — the paper's mode: regions from independent fine-tuning + localization of each task;
+- ``packnet`` — :class:`~.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik 2018);
+- ``naive``, ``ewc``, ``lwf``, ``replay`` — Avalanche's stock strategies, unchanged;
+- ``joint`` — Avalanche's ``JointTraining`` on the whole stream (steps × T steps; one result row);
+- ``single`` — each task fine-tuned alone from θ_pre (the reference for "% of single-task fine-tuning").
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cl_graft.errors import UserError
+from cl_graft.finetune import trainable_names
+from cl_graft.models import TextClassifier
+
+from .continual_config import ContinualConfig
+from .owner_map import OwnerMap
+
+if TYPE_CHECKING:                                        # adapter.py imports Avalanche
+    from .adapter import TaskAdapter
+
+FITS = ("stream", "joint", "separate")
+
+
+@dataclass
+class BuildContext:
+    """What a strategy's builder gets.
+
+    Attributes:
+        adapter: the model to train (a fresh copy of the base classifier for this strategy).
+        cfg: the comparison's settings.
+        template: keyword arguments every Avalanche template gets (model, optimizer, criterion, batch sizes,
+            ``train_epochs`` = the optimizer steps of one ``train`` call, device, evaluator).
+        plugins: the recipe plugins every strategy gets (gradient clipping, step limit).
+        tasks: the stream's tasks, in order.
+        bm: the benchmark (for builders that need every experience up front, e.g. ``graft-paper``).
+        dev_rows: task → dev rows (region selection).
+        owners: a saved owner map to continue from (resumed ``graft``), else None.
+        progress: show progress bars.
+    """
+
+    adapter: TaskAdapter
+    cfg: ContinualConfig
+    template: dict[str, Any]
+    plugins: list
+    tasks: list[str]
+    bm: Any
+    dev_rows: dict
+    owners: OwnerMap | None
+    progress: bool
+
+
+@dataclass(frozen=True)
+class StrategyEntry:
+    """A named strategy of the comparison.
+
+    Attributes:
+        name: what ``--strategies`` calls it.
+        help: one line for ``--help`` and docs.
+        build: ``build(ctx) -> template`` (an Avalanche ``SupervisedTemplate``).
+        storage: ``storage(strategy, adapter) -> (bytes stored beyond θ_pre, extra info)``.
+        fit: ``"stream"`` (one ``train`` per experience, evaluated after each), ``"joint"`` (one ``train`` on
+            the whole stream with T × steps) or ``"separate"`` (a fresh model per task, stored T times).
+        resumable: saves its state after every experience and continues from it with ``--resume``.
+    """
+
+    name: str
+    help: str
+    build: Callable[[BuildContext], Any]
+    storage: Callable[[Any, TaskAdapter], tuple[int, dict]]
+    fit: str = "stream"
+    resumable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fit not in FITS:
+            raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
+
+
+def model_bytes(clf: TextClassifier) -> int:
+    """Bytes of every tensor fine-tuning moves (what a trained copy of the model adds to θ_pre)."""
+    names = set(trainable_names(clf))
+    return sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
+
+
+# ----- builders ------------------------------------------------------------------------------------
+def _finder(ctx: BuildContext):
+    from .finders import LocalizeFinder
+
+    return LocalizeFinder(ctx.cfg.method, ctx.cfg.localize, progress=ctx.progress)
+
+
+def _graft(ctx: BuildContext):
+    from .graft_strategy import GraftStrategy
+
+    return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
+                         reconstruct=ctx.cfg.reconstruct, dev_rows=ctx.dev_rows, owners=ctx.owners)
+
+
+def _graft_paper(ctx: BuildContext):
+    from .finders import independent_regions
+    from .graft_strategy import GraftStrategy
+
+    data = {t: ([e for e in exp.dataset], ctx.dev_rows.get(t, [])) for t, exp in zip(ctx.tasks, ctx.bm.train_stream)}
+    regions = independent_regions(ctx.adapter.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
+    return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="paper", finder=_finder(ctx), regions=regions,
+                         reconstruct=ctx.cfg.reconstruct, dev_rows=ctx.dev_rows, owners=ctx.owners)
+
+
+def _packnet(ctx: BuildContext):
+    from avalanche.training.templates import SupervisedTemplate
+
+    from .packnet import PackNetPlugin
+
+    packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.cfg.packnet_prune_at,
+                            reconstruct=ctx.cfg.reconstruct)
+    return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
+
+
+def _avalanche(cls_name: str, fixed: Mapping[str, Any] | None = None, **settings: str) -> Callable[[BuildContext], Any]:
+    """A builder of Avalanche's stock strategy ``cls_name`` (in ``avalanche.training``) with the keyword
+    arguments ``fixed`` and, from the config, ``settings`` (argument → :class:`ContinualConfig` field)."""
+    def build(ctx: BuildContext):
+        import avalanche.training
+
+        kwargs = {**(fixed or {}), **{arg: getattr(ctx.cfg, field) for arg, field in settings.items()}}
+        return getattr(avalanche.training, cls_name)(**ctx.template, plugins=ctx.plugins, **kwargs)
+
+    return build
+
+
+# ----- storage -------------------------------------------------------------------------------------
+def owner_plugin(strategy):
+    """The strategy's plugin that keeps an :class:`OwnerMap` (graft, packnet)."""
+    return next(p for p in strategy.plugins if isinstance(getattr(p, "owners", None), OwnerMap))
+
+
+def _region_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
+    """Regions + heads of the owner map (graft, packnet)."""
+    plugin = owner_plugin(strategy)
+    owners = plugin.owners
+    sizes = [p.region.size for p in owners.patches]
+    numel = sum(o.numel() for o in owners.owner.values())
+    return owners.bytes()["total"], {"region_sizes": sizes, "graftable": numel,
+                                     "region_density": [s / numel for s in sizes],
+                                     "localize_seconds": plugin.localize_seconds}
+
+
+def _model_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
+    return model_bytes(adapter.clf), {}
+
+
+def _replay_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
+    """The model plus the replay memory's token ids (4 bytes each)."""
+    buffer = next(p for p in strategy.plugins if hasattr(p, "storage_policy")).storage_policy.buffer
+    tokens = sum(len(buffer[i]["input_ids"]) for i in range(len(buffer)))
+    return model_bytes(adapter.clf) + 4 * tokens, {"memory_rows": len(buffer)}
+
+
+STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
+    StrategyEntry("graft", "GraftStrategy, stream mode: train outside earlier regions, keep the learned region",
+                  _graft, _region_storage, resumable=True),
+    StrategyEntry("graft-paper", "GraftStrategy, paper mode: regions from independent fine-tuning of each task",
+                  _graft_paper, _region_storage),
+    StrategyEntry("packnet", "PackNet on the transformer: keep the largest free weights per task",
+                  _packnet, _region_storage),
+    StrategyEntry("naive", "Avalanche Naive: plain fine-tuning on each experience", _avalanche("Naive"),
+                  _model_storage),
+    StrategyEntry("ewc", "Avalanche EWC (separate penalties per task)",
+                  _avalanche("EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"), _model_storage),
+    StrategyEntry("lwf", "Avalanche LwF (distillation from the previous model)",
+                  _avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), _model_storage),
+    StrategyEntry("replay", "Avalanche Replay (reservoir memory of earlier rows)",
+                  _avalanche("Replay", mem_size="replay_mem"), _replay_storage),
+    StrategyEntry("joint", "Avalanche JointTraining on the whole stream (upper reference)",
+                  _avalanche("JointTraining"), _model_storage, fit="joint"),
+    StrategyEntry("single", "one model per task, each fine-tuned alone from θ_pre",
+                  _avalanche("Naive"), _model_storage, fit="separate"),
+)}
+DEFAULT_STRATEGIES = ("graft", "naive", "ewc", "lwf", "replay", "joint")
+
+
+def parse_strategies(text: str) -> list[str]:
+    """Validated strategy names from ``"graft,naive,..."`` (no repeats, at least one)."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise UserError("--strategies is empty; choose from " + ", ".join(STRATEGIES))
+    for n in names:
+        if n not in STRATEGIES:
+            raise UserError(f"unknown strategy {n!r}; choose from {', '.join(STRATEGIES)}")
+    if len(set(names)) != len(names):
+        raise UserError(f"a strategy appears twice in --strategies: {text!r}")
+    return names

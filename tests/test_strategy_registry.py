@@ -1,0 +1,45 @@
+"""The strategy registry: a new baseline is one entry; the runner and the CLI read only the registry."""
+from __future__ import annotations
+
+import pytest
+
+from cl_graft.errors import UserError
+
+avalanche = pytest.importorskip("avalanche")
+
+from avalanche.training import Naive
+from cl_graft.strategies.continual_config import continual_preset
+from cl_graft.strategies.registry import STRATEGIES, StrategyEntry, parse_strategies
+from cl_graft.strategies.runner import run_strategy
+from test_strategy import TASKS, build_model, make_stream
+
+
+def test_a_new_baseline_is_one_registry_entry(monkeypatch):
+    built = []
+
+    def build(ctx):
+        built.append(ctx.template["train_epochs"])
+        return Naive(**ctx.template, plugins=ctx.plugins)
+
+    entry = StrategyEntry("mine", "plain fine-tuning, registered by a test", build, lambda s, a: (123, {"x": 1}))
+    monkeypatch.setitem(STRATEGIES, "mine", entry)
+    assert parse_strategies("graft,mine") == ["graft", "mine"]
+    cfg = continual_preset("smoke", seed=0).config
+    result = run_strategy("mine", build_model(), make_stream(), TASKS, cfg, progress=False)
+    assert built == [cfg.recipe.steps] and len(result.matrix) == len(TASKS)
+    assert result.bytes == 123 and result.info["x"] == 1
+
+
+def test_every_entry_is_consistent():
+    for name, entry in STRATEGIES.items():
+        assert entry.name == name and entry.help and entry.fit in ("stream", "joint", "separate")
+    assert [n for n, e in STRATEGIES.items() if e.resumable] == ["graft"]
+    with pytest.raises(ValueError, match="fit must be"):
+        StrategyEntry("x", "y", print, print, fit="sometimes")
+
+
+@pytest.mark.parametrize("text,message", [("", "empty"), ("graft,nope", "unknown strategy 'nope'"),
+                                          ("naive,naive", "appears twice")])
+def test_parse_strategies_errors(text, message):
+    with pytest.raises(UserError, match=message):
+        parse_strategies(text)
