@@ -1,9 +1,11 @@
-"""Tasks and data for cl-graft (installed as ``cl_graft.benchmarks``).
+"""Tasks, data and streams for cl-graft (installed as ``cl_graft.benchmarks``), like ``avalanche.benchmarks``.
 
-The registry and loaders here need only the standard library (``datasets`` is imported lazily, and only for
-Hub loading); Avalanche-based stream builders live in separate modules imported on demand.
+Library: the task registry (:mod:`.tasks`), row loading and sampling (:mod:`.data`) and Avalanche streams
+(:mod:`.streams`, imported on demand: Avalanche takes seconds to import). The registry and loaders need only
+the standard library (``datasets`` is imported lazily, and only for Hub loading). Experiment scripts live in
+:mod:`.experiments` and write under ``benchmarks/results/``.
 """
-from .data import TaskData, cap, kshot, load_task
+from .data import TaskData, cap, kshot, load_rows, load_task
 from .tasks import TASKS, get_task, resolve_data_dir
 
-__all__ = ["TASKS", "TaskData", "cap", "get_task", "kshot", "load_task", "resolve_data_dir"]
+__all__ = ["TASKS", "TaskData", "cap", "get_task", "kshot", "load_rows", "load_task", "resolve_data_dir"]

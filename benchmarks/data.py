@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from cl_graft.errors import DataError, UserError
-from cl_graft.task import TaskSpec
+from cl_graft.presets import Preset
+from cl_graft.task import TaskRows, TaskSpec
 
 from .tasks import HUB, HubSource, get_task, resolve_data_dir
 
@@ -223,3 +224,11 @@ def cap(rows: list[Row], n: int | None, *, seed: int) -> list[Row]:
         return list(rows)
     keep = sorted(random.Random(seed).sample(range(len(rows)), n))
     return [rows[i] for i in keep]
+
+
+def load_rows(name: str, data_dir: str | Path | None, preset: Preset, *, seed: int) -> TaskRows:
+    """A task's rows sized by ``preset``: ``k`` per class for train, ``dev_k`` per class for dev (from the
+    rest of train), test capped at ``eval_cap`` (seeded)."""
+    data = load_task(name, data_dir)
+    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k)
+    return TaskRows(data.spec, train, dev, cap(data.test, preset.eval_cap, seed=seed))

@@ -14,14 +14,13 @@ Avalanche adds), so code that needs the rows back (region finding) reads them wi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 from torch.utils.data import Dataset
 
 from cl_graft.errors import UserError
-from cl_graft.models import TextClassifier
-from cl_graft.task import TaskSpec
+from cl_graft.task import TaskRows
+from cl_graft.training.models import TextClassifier
 
 from .tasks import get_task
 
@@ -47,16 +46,6 @@ def parse_stream(stream: str | Sequence[str], data_dir=None) -> list[str]:
     if len(names) > 254:
         raise UserError(f"a stream holds at most 254 tasks, got {len(names)}")
     return names
-
-
-@dataclass(frozen=True)
-class StreamTask:
-    """One experience's data: the task, its training rows, test rows and (optional) dev rows."""
-
-    spec: TaskSpec
-    train: list[dict]
-    test: list[dict]
-    dev: list[dict] = field(default_factory=list)
 
 
 class _Rows(Dataset):
@@ -115,7 +104,7 @@ def _dataset(rows: list[dict], task_label: int, collate: TextCollate):
         collate_fn=collate)
 
 
-def make_benchmark(tasks: Sequence[StreamTask], model: TextClassifier):
+def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier):
     """A task-incremental Avalanche benchmark: experience ``i`` = task ``i`` with task label ``i``.
 
     Args:

@@ -5,14 +5,15 @@ The core needs only torch, transformers and numpy; the Avalanche strategies live
 and the data/stream code in ``cl_graft.benchmarks``, imported only when used.
 """
 from .errors import DataError, UserError
-from .evaluate import evaluate, predict_logits
-from .finetune import FinetuneConfig, finetune_
-from .graft import SkillPatch, graft_model, patch_, restore_
-from .localize import LocalizeConfig, LocalizeResult, learn_region
-from .models import TextClassifier, build_classifier
-from .region import Region, graftable_names
-from .region_methods import find_region
+from .grafting.graft import SkillPatch, graft_model, patch_, restore_
+from .regions.config import LocalizeConfig, LocalizeResult
+from .regions.learned import learn_region
+from .regions.methods import find_region
+from .regions.region import Region, graftable_names
 from .task import TaskSpec
+from .training.evaluate import evaluate, predict_logits
+from .training.finetune import FinetuneConfig, finetune_
+from .training.models import TextClassifier, build_classifier
 
 __version__ = "0.1.0"
 

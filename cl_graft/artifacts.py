@@ -14,8 +14,8 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from .errors import UserError
-from .models import TextClassifier
 from .task import TaskSpec
+from .training.models import TextClassifier
 
 MODEL_FILE = "model.safetensors"
 MODEL_CONFIG = "classifier_config.json"

@@ -40,29 +40,6 @@ def _split(flat: Tensor, names: Sequence[str], shapes: Mapping[str, Sequence[int
     return {n: part.reshape(tuple(shapes[n])) for n, part in zip(names, parts, strict=True)}
 
 
-def task_vector(
-    pre: Mapping[str, Tensor], ft: Mapping[str, Tensor], names: Iterable[str] | None = None
-) -> dict[str, Tensor]:
-    """Δ = θ_ft − θ_pre per name.
-
-    Args:
-        pre: name → θ_pre tensor, any shape.
-        ft: name → θ_ft tensor, same shape as in ``pre``.
-        names: names to compute (default: all names of ``pre``).
-
-    Returns:
-        name → Δ, same shape, computed and returned in float32 (float64 if an input is float64).
-    """
-    names = _select(pre, names, "pre-trained weights")
-    _select(ft, names, "fine-tuned weights")
-    out = {}
-    for n in names:
-        _check_same_shape(n, pre[n], ft[n], "fine-tuned tensor")
-        dtype = torch.promote_types(torch.promote_types(pre[n].dtype, ft[n].dtype), torch.float32)
-        out[n] = ft[n].detach().to(dtype) - pre[n].detach().to(dtype)
-    return out
-
-
 def topk_mask(scores: Mapping[str, Tensor], k: int, *, absolute: bool = True) -> dict[str, Tensor]:
     """Global top-k: the ``k`` largest scores over all tensors jointly (one threshold).
 
@@ -201,24 +178,6 @@ def interpolate(a: Mapping[str, Tensor], b: Mapping[str, Tensor], alpha: float) 
         else:
             out[n] = torch.lerp(a[n].detach(), b[n].detach().to(a[n].device), alpha)
     return out
-
-
-def soft_mask(base: Tensor, scores: Tensor, bias: float) -> Tensor:
-    """The paper's sigmoid relaxation γ(S) = γ_base + (1 − 2·γ_base) ⊙ σ(S − b) (Eq. 3).
-
-    σ(S − b) is the probability of flipping the base decision: S − b → −∞ gives γ_base, → +∞ gives
-    1 − γ_base. Differentiable in ``scores``.
-
-    Args:
-        base: γ_base, bool or float tensor of shape ``(*)``.
-        scores: S, float tensor of shape ``(*)``.
-        bias: b (the paper uses 10 with S ~ U[0, 1), so γ ≈ γ_base at the start).
-
-    Returns:
-        Float tensor of shape ``(*)`` with values in [0, 1], dtype of ``scores``.
-    """
-    g = base.to(device=scores.device, dtype=scores.dtype)  # (*)
-    return g + (1 - 2 * g) * torch.sigmoid(scores - bias)  # (*)
 
 
 def mask_size(mask: Mapping[str, Tensor]) -> int:

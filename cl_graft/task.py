@@ -2,7 +2,8 @@
 
 A :class:`TaskSpec` is pure description; where the rows come from (local JSONL or the Hugging Face Hub) is the
 business of ``cl_graft.benchmarks``. Rows are plain dicts: ``{"text": str, "label": int}`` for single-sentence
-tasks, ``{"text_a": str, "text_b": str, "label": int}`` for sentence pairs.
+tasks, ``{"text_a": str, "text_b": str, "label": int}`` for sentence pairs. :class:`TaskRows` is the one
+container of a task's sampled rows that every command, experiment and stream takes.
 """
 from __future__ import annotations
 
@@ -78,3 +79,14 @@ class TaskSpec:
         d["labels"] = tuple(d["labels"])
         d["label_words"] = tuple(d.get("label_words", ()))
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class TaskRows:
+    """A task with its rows: ``train`` (k per class), ``dev`` (checkpoint and region selection, never test
+    rows) and ``test`` (capped)."""
+
+    spec: TaskSpec
+    train: list[dict]
+    dev: list[dict]
+    test: list[dict]

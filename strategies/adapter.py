@@ -1,4 +1,4 @@
-"""A :class:`~cl_graft.models.TextClassifier` as an Avalanche ``MultiTaskModule`` (one linear head per task).
+"""A :class:`~cl_graft.training.models.TextClassifier` as an Avalanche ``MultiTaskModule`` (one linear head per task).
 
 Avalanche's templates, stock strategies (Naive, EWC, LwF, Replay, Cumulative, JointTraining) and metrics pass
 a tensor ``x`` and the per-sample task labels to the model. :class:`TaskAdapter` takes ``x`` = LongTensor
@@ -23,7 +23,7 @@ from avalanche.models import MultiTaskModule
 from torch import Tensor
 
 from cl_graft.errors import UserError
-from cl_graft.models import TextClassifier
+from cl_graft.training.models import TextClassifier
 
 MASK_VALUE = -1000.0
 """Logit of the columns a task does not have (Avalanche's ``MultiHeadClassifier`` uses the same value)."""

@@ -1,22 +1,20 @@
 """Settings of a continual-learning comparison (``cl-graft run``): one recipe for every strategy.
 
 Every strategy trains each experience with the same optimizer recipe
-(:class:`~cl_graft.finetune.FinetuneConfig`: SGD, lr, batch size, ``steps`` optimizer steps per experience,
+(:class:`~cl_graft.training.finetune.FinetuneConfig`: SGD, lr, batch size, ``steps`` optimizer steps per experience,
 weight decay, clipping, frozen embeddings); the baselines' own knobs are Avalanche's defaults unless stated.
-Presets size the data and the steps. Measured with MiniLM on a 2-core CPU, ``quick`` on qnli → agnews → sst2:
-graft 529 s, naive 460 s (graft + naive 16.7 minutes; 14 minutes on a faster machine of the same kind); ``smoke``:
-under 2 minutes. ``quick`` regions hold 5% of the graftable parameters per task: over three seeds that kept 99% of
-single-task accuracy against 97% at 1% (benchmarks/results/continual.md); pass a smaller sparsity for long streams.
+Presets (:data:`cl_graft.presets.PRESETS`, their ``continual`` sizes) size the data and the steps; costs are in
+``benchmarks/results/continual.md``.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
 from cl_graft.errors import UserError
-from cl_graft.finetune import FinetuneConfig
-from cl_graft.localize import LocalizeConfig
-from cl_graft.presets import PRESETS, Preset
-from cl_graft.region_methods import REGION_METHODS
+from cl_graft.presets import Preset, get_preset
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.methods import REGION_METHODS
+from cl_graft.training.finetune import FinetuneConfig
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,7 @@ class ContinualConfig:
 
     recipe: FinetuneConfig = field(metadata={"help": "optimizer recipe; steps = optimizer steps per experience"})
     localize: LocalizeConfig = field(metadata={"help": "region finding after each experience (graft)"})
-    method: str = field(default="graft", metadata={"help": "region method (cl_graft.region_methods)"})
+    method: str = field(default="graft", metadata={"help": "region method (cl_graft.regions.methods)"})
     reconstruct: str = field(default="experience", metadata={"help": "experience, minibatch or all"})
     eval_batch: int = field(default=64, metadata={"help": "evaluation batch size"})
     ewc_lambda: float = field(default=1e4, metadata={"help": "EWC penalty weight (untuned)"})
@@ -52,40 +50,15 @@ class ContinualConfig:
                    **d)
 
 
-@dataclass(frozen=True)
-class ContinualPreset:
-    """Data sizes (a :class:`~cl_graft.presets.Preset` with its own test cap) and the comparison's settings."""
-
-    data: Preset
-    config: ContinualConfig
-
-
-def _preset(name: str, *, eval_cap: int | None, steps: int, batch_size: int, localize: LocalizeConfig,
-            replay_mem: int) -> ContinualPreset:
-    data = replace(PRESETS[name], eval_cap=eval_cap)
-    recipe = replace(data.finetune, steps=steps, batch_size=batch_size, eval_every=steps)
-    return ContinualPreset(data, ContinualConfig(recipe=recipe, localize=localize, replay_mem=replay_mem))
-
-
-CONTINUAL_PRESETS: dict[str, ContinualPreset] = {
-    "smoke": _preset("smoke", eval_cap=64, steps=10, batch_size=8, replay_mem=32, localize=LocalizeConfig(
-        sparsity=0.01, steps=2, batch_size=8, n_batches=1, select_rows=16, eval_every=2)),
-    "quick": _preset("quick", eval_cap=500, steps=200, batch_size=16, replay_mem=256, localize=LocalizeConfig(
-        sparsity=0.05, steps=8, lr=2.0, batch_size=16, n_batches=2, select_rows=64, eval_every=4)),
-    "paper": _preset("paper", eval_cap=None, steps=1000, batch_size=16, replay_mem=1024, localize=LocalizeConfig(
-        sparsity=0.01, steps=20, batch_size=16, n_batches=8, select_rows=256, eval_every=2)),
-}
-
-
-def continual_preset(name: str, *, seed: int, steps: int | None = None, sparsity: float | None = None,
-                     method: str | None = None) -> ContinualPreset:
-    """The named preset with the seed and optional overrides applied (validated)."""
-    if name not in CONTINUAL_PRESETS:
-        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(CONTINUAL_PRESETS)}")
-    p = CONTINUAL_PRESETS[name]
-    cfg = p.config
-    recipe = replace(cfg.recipe, seed=seed,
-                     **({"steps": steps, "eval_every": steps} if steps is not None else {}))
-    localize = replace(cfg.localize, seed=seed, **({"sparsity": sparsity} if sparsity is not None else {}))
-    cfg = replace(cfg, recipe=recipe, localize=localize, **({"method": method} if method is not None else {}))
-    return ContinualPreset(replace(p.data, finetune=recipe), cfg)
+def continual_setup(name: str, *, seed: int, steps: int | None = None, sparsity: float | None = None,
+                    method: str | None = None, k: int | None = None) -> tuple[Preset, ContinualConfig]:
+    """The named preset's data sizes (test cap and recipe of the comparison) and the comparison's settings,
+    with the seed and optional overrides applied (validated)."""
+    data = get_preset(name, seed=seed, k=k)
+    sizes = data.continual
+    steps = sizes.steps if steps is None else steps
+    recipe = replace(data.finetune, steps=steps, batch_size=sizes.batch_size, eval_every=steps)
+    localize = replace(sizes.localize, seed=seed, **({"sparsity": sparsity} if sparsity is not None else {}))
+    cfg = ContinualConfig(recipe=recipe, localize=localize, replay_mem=sizes.replay_mem,
+                          **({"method": method} if method is not None else {}))
+    return replace(data, eval_cap=sizes.eval_cap, finetune=recipe), cfg

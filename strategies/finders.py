@@ -1,7 +1,7 @@
 """Where task regions come from in continual grafting (Panigrahi et al. 2023, §5.2).
 
 - :class:`LocalizeFinder` — the default region finder of the stream mode: any method of
-  :data:`cl_graft.region_methods.REGION_METHODS` (``graft`` = the learned region of Eq. 3) run on the model
+  :data:`cl_graft.regions.methods.REGION_METHODS` (``graft`` = the learned region of Eq. 3) run on the model
   before and after an experience, restricted to the still-free elements.
 - :func:`independent_regions` — the paper's mode: each task's region found up front by fine-tuning a copy of
   the pre-trained model on that task alone and localizing its skill.
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cl_graft.errors import UserError
-from cl_graft.finetune import FinetuneConfig, finetune_
-from cl_graft.graft import clone_model
-from cl_graft.localize import LocalizeConfig
-from cl_graft.models import TextClassifier
-from cl_graft.region import Region, graftable_names
-from cl_graft.region_methods import REGION_METHODS, find_region
+from cl_graft.grafting.graft import clone_model
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.methods import REGION_METHODS, find_region
+from cl_graft.regions.region import Region, graftable_names
+from cl_graft.training.finetune import FinetuneConfig, finetune_
+from cl_graft.training.models import TextClassifier
 
 
 class RegionFinder(Protocol):
@@ -33,7 +33,7 @@ class RegionFinder(Protocol):
 
 @dataclass(frozen=True)
 class LocalizeFinder:
-    """A :data:`~cl_graft.region_methods.REGION_METHODS` method with one :class:`LocalizeConfig`.
+    """A :data:`~cl_graft.regions.methods.REGION_METHODS` method with one :class:`LocalizeConfig`.
 
     Attributes:
         method: ``graft`` (learned, default), ``topk``, ``random``, ``fish``, …

@@ -34,12 +34,12 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from cl_graft.errors import UserError
-from cl_graft.graft import clone_model, patch_, restore_
-from cl_graft.region import DEFAULT_GRAFTABLE, Region, graftable_names
+from cl_graft.grafting.graft import clone_model, patch_, restore_
+from cl_graft.regions.region import DEFAULT_GRAFTABLE, Region, graftable_names
+from cl_graft.training.freeze import ElementFreeze
 
 from .adapter import TaskAdapter, classifier_of
 from .finders import LocalizeFinder, RegionFinder
-from .freeze import ElementFreeze
 from .owner_map import OwnerMap
 
 MODES = ("stream", "paper")

@@ -14,7 +14,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 
-from cl_graft.region import DEFAULT_GRAFTABLE, Region
+from cl_graft.regions.region import DEFAULT_GRAFTABLE, Region
 
 from .adapter import TaskAdapter
 from .finders import RegionFinder

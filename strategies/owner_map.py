@@ -6,7 +6,7 @@ the union of the regions of tasks ``≤ i``. Memory grows with N + Σ_t |γ_t| r
 
 In memory a :class:`OwnerMap` keeps θ_pre (CPU copy of the graftable tensors), one ``uint8`` owner code per
 element (0 = free, k + 1 = the k-th task learned; at most 254 tasks) and one
-:class:`~cl_graft.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
+:class:`~cl_graft.grafting.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
 On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (flat int32 indices +
 values, i.e. the owner map in sparse form), safetensors and JSON only.
 """
@@ -21,10 +21,10 @@ from torch import Tensor
 
 from cl_graft.artifacts import read_json, write_json
 from cl_graft.errors import UserError
-from cl_graft.graft import SkillPatch, patch_
-from cl_graft.models import TextClassifier
-from cl_graft.region import Region, fingerprint, graftable_names
-from cl_graft.region_io import cl_graft_version
+from cl_graft.grafting.graft import SkillPatch, patch_
+from cl_graft.regions.io import cl_graft_version
+from cl_graft.regions.region import Region, fingerprint, graftable_names
+from cl_graft.training.models import TextClassifier
 
 MAP_CONFIG = "skills.json"
 FORMAT_VERSION = 1
@@ -39,7 +39,7 @@ class OwnerMap:
         owner: name → uint8 tensor of the same shape; 0 = free, ``k + 1`` = owned by ``tasks[k]``.
         tasks: task names in the order they were learned.
         patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
-        pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.region.fingerprint`).
+        pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
     """
 
     def __init__(self, pre: Mapping[str, Tensor]) -> None:

@@ -22,10 +22,10 @@ import torch
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.region import DEFAULT_GRAFTABLE, Region, graftable_names
+from cl_graft.regions.region import DEFAULT_GRAFTABLE, Region, graftable_names
+from cl_graft.training.freeze import ElementFreeze
 
 from .adapter import classifier_of
-from .freeze import ElementFreeze
 from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
 

@@ -1,4 +1,4 @@
-"""The single-task fine-tuning recipe (:mod:`cl_graft.finetune`) for Avalanche strategies.
+"""The single-task fine-tuning recipe (:mod:`cl_graft.training.finetune`) for Avalanche strategies.
 
 Every strategy of a comparison gets the same optimizer (SGD, weight decay 1e-4 except biases and LayerNorms,
 as Panigrahi et al. 2023 fine-tune), the same frozen input embeddings, gradient clipping and the same number
@@ -11,7 +11,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from cl_graft.errors import UserError
-from cl_graft.finetune import FinetuneConfig, make_optimizer, trainable_names
+from cl_graft.training.finetune import FinetuneConfig, make_optimizer, trainable_names
 
 from .adapter import TaskAdapter
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cl_graft.errors import UserError
-from cl_graft.finetune import trainable_names
-from cl_graft.models import TextClassifier
+from cl_graft.training.finetune import trainable_names
+from cl_graft.training.models import TextClassifier
 
 from .continual_config import ContinualConfig
 from .owner_map import OwnerMap

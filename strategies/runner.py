@@ -21,8 +21,8 @@ import torch
 from cl_graft.artifacts import read_json, write_json
 from cl_graft.continual_metrics import summarize
 from cl_graft.errors import UserError
-from cl_graft.graft import clone_model
-from cl_graft.models import TextClassifier
+from cl_graft.grafting.graft import clone_model
+from cl_graft.training.models import TextClassifier
 
 from .adapter import TaskAdapter
 from .continual_config import ContinualConfig

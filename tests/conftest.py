@@ -9,8 +9,8 @@ import torch
 
 torch.set_num_threads(1)
 
-from cl_graft.models import TextClassifier, build_classifier
 from cl_graft.task import TaskSpec
+from cl_graft.training.models import TextClassifier, build_classifier
 
 CORPUS = [
     "it was great fun and a good movie", "it was terrible and bad", "is this a question ? yes no maybe",

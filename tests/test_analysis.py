@@ -1,13 +1,13 @@
-"""cl_graft.analysis: overlap, IoU, transfer, compositionality and anatomy numbers on hand-made regions."""
+"""cl_graft.skillmaps.analysis: overlap, IoU, transfer, compositionality and anatomy numbers on hand-made regions."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from cl_graft import analysis
 from cl_graft.errors import UserError
-from cl_graft.region import Region
+from cl_graft.regions.region import Region
+from cl_graft.skillmaps import analysis
 
 SHAPES = {"enc.layer.0.attention.self.query.weight": (2, 5), "enc.layer.1.output.dense.bias": (10,)}  # N = 20
 
@@ -82,12 +82,6 @@ def test_group_gains_inside_and_outside():
     np.testing.assert_allclose(g["out"], [0.1, 0.1])          # the NaN is skipped, not counted as 0
     with pytest.raises(UserError, match="'qqp'"):
         analysis.membership({"para": ["qqp"]}, tasks)
-
-
-def test_union_ratio():
-    member = np.array([[True, True, False], [False, False, True]])
-    union = (A | B).size                                        # 8 of 4 + 6
-    np.testing.assert_allclose(analysis.union_ratio([union, 1], np.array([4, 6, 1]), member), [0.8, 1.0])
 
 
 def test_anatomy_shares_by_layer_and_type():

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
 
 from cl_graft.cli import main
-from cl_graft.region import MASKS_NAME, Region
+from cl_graft.regions.region import MASKS_NAME, Region
 
 from conftest import shared_data_dir, tiny_bert
 
@@ -50,6 +50,19 @@ def setup(tmp_path_factory):
 
 def _run(args):
     return CliRunner().invoke(main, ["localize", *args])
+
+
+def test_graft_retraining_and_bitfit_are_rows_of_the_table(setup, tmp_path):
+    _, base, out, _ = setup
+    res = _run(["--task", "toy", "--finetuned", str(out / "finetuned"), "--sparsity", "0.05",
+                "--methods", "retrain,bitfit", *base, "--out", str(tmp_path / "trained")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "trained" / "results.json").read_text())["rows"]
+    assert [r["name"] for r in rows] == ["FT", "retrain-0.05", "bitfit"]
+    graft = Region.load(out / "regions" / "graft-0.05")              # same settings and seed: same region
+    assert rows[1]["size"] == graft.size and rows[2]["sparsity"] is None and rows[2]["size"] > 0
+    assert all(0 <= r["accuracy"] <= 1 and 0 <= r["agreement"] <= 1 for r in rows)
+    assert not (tmp_path / "trained" / "regions").exists()            # trained baselines save no region
 
 
 def test_end_to_end_writes_table_regions_and_png(setup):

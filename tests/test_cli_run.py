@@ -130,7 +130,7 @@ def test_minilm_smoke_run(tmp_path):
 
 
 def test_plain_avalanche_example_runs(env, tmp_path):
-    from cl_graft.benchmarks.example_avalanche import main as example
+    from cl_graft.benchmarks.experiments.example_avalanche import main as example
 
     metrics = example(["--stream", "alpha,beta", "--data-dir", str(env / "data"), "--model", str(env / "model"),
                        "--k", "16", "--epochs", "1", "--sparsity", "0.05", "--log-dir", str(tmp_path)])

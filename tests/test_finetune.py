@@ -4,8 +4,8 @@ import torch
 
 from cl_graft.artifacts import load_classifier, save_classifier
 from cl_graft.errors import UserError
-from cl_graft.evaluate import evaluate, predict_logits
-from cl_graft.finetune import FinetuneConfig, finetune_, trainable_names
+from cl_graft.training.evaluate import evaluate, predict_logits
+from cl_graft.training.finetune import FinetuneConfig, finetune_, trainable_names
 
 from conftest import tiny_bert
 

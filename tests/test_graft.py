@@ -1,4 +1,4 @@
-"""Tests for cl_graft.graft: graft_model, wise, SkillPatch and the in-place patch_/restore_ pair."""
+"""Tests for cl_graft.grafting.graft: graft_model, wise, SkillPatch and the in-place patch_/restore_ pair."""
 from __future__ import annotations
 
 import json
@@ -9,10 +9,10 @@ from safetensors.torch import load_file, save_file
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.evaluate import predict_logits
-from cl_graft.graft import SkillPatch, clone_model, graft_model, patch_, restore_, wise
-from cl_graft.region import Region, fingerprint, graftable_names
-from cl_graft.skill_patch_io import PATCH_CONFIG, PATCH_TENSORS
+from cl_graft.grafting.graft import SkillPatch, clone_model, graft_model, patch_, restore_, wise
+from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
+from cl_graft.regions.region import Region, fingerprint, graftable_names
+from cl_graft.training.evaluate import predict_logits
 
 from conftest import SENTIMENT, tiny_bert
 

@@ -1,4 +1,4 @@
-"""Tests for cl_graft.localize and cl_graft.region_methods on a tiny BERT with a planted sparse skill."""
+"""Tests for cl_graft.regions.learned and cl_graft.regions.methods on a tiny BERT with a planted sparse skill."""
 from __future__ import annotations
 
 import random
@@ -8,11 +8,12 @@ import torch
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.evaluate import evaluate
-from cl_graft.graft import clone_model, graft_model
-from cl_graft.localize import LocalizeConfig, learn_region
-from cl_graft.region import Region, graftable_names
-from cl_graft.region_methods import REGION_METHODS, find_region
+from cl_graft.grafting.graft import clone_model, graft_model
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.learned import learn_region
+from cl_graft.regions.methods import REGION_METHODS, find_region
+from cl_graft.regions.region import Region, graftable_names
+from cl_graft.training.evaluate import evaluate
 
 from conftest import SENTIMENT, tiny_bert
 
@@ -191,7 +192,7 @@ def test_step_scalings_respect_the_budget(planted, normalize, lr):
 
 @pytest.mark.parametrize("n", [5000, 3_000_000])
 def test_budget_scaling_moves_about_budget_elements(n):
-    from cl_graft.localize import SCALE_SAMPLE, _scale_step_
+    from cl_graft.regions.learned import SCALE_SAMPLE, _scale_step_
 
     gen = torch.Generator().manual_seed(0)
     u = torch.randn(n, generator=gen) * torch.rand(n, generator=gen).pow(8)    # heavy-tailed magnitudes

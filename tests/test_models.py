@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from cl_graft.errors import UserError
-from cl_graft.models import build_classifier, resolve_device, resolve_model_path
+from cl_graft.training.models import build_classifier, resolve_device, resolve_model_path
 
 from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
 

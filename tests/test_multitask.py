@@ -11,10 +11,11 @@ import torch
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.finetune import FinetuneConfig
-from cl_graft.multitask import finetune_multitask_, task_schedule
-from cl_graft.region import Region, graftable_names, load_heads
-from cl_graft.skillmap_io import summary
+from cl_graft.regions.region import Region, graftable_names, load_heads
+from cl_graft.skillmaps.report import summary
+from cl_graft.task import TaskRows
+from cl_graft.training.finetune import FinetuneConfig
+from cl_graft.training.multitask import finetune_multitask_, task_schedule
 
 from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
 
@@ -118,8 +119,8 @@ def test_bad_inputs():
 
 
 def tiny_skillmap_config(**kw):
-    from cl_graft.localize import LocalizeConfig
-    from cl_graft.skillmap import SkillmapConfig
+    from cl_graft.regions.config import LocalizeConfig
+    from cl_graft.skillmaps.experiment import SkillmapConfig
 
     ft = FinetuneConfig(lr=0.2, batch_size=4, steps=40, eval_every=20, seed=0)
     loc = LocalizeConfig(sparsity=0.02, steps=2, batch_size=4, n_batches=1, select_rows=8, eval_every=1)
@@ -129,16 +130,15 @@ def tiny_skillmap_config(**kw):
 
 
 def tiny_splits():
-    from cl_graft.skillmap import TaskSplit
 
     data = toy_tasks()
-    return {"toy": TaskSplit(SENTIMENT, data["toy"], data["toy"], data["toy"]),
-            "toypair": TaskSplit(PAIR, data["toypair"], data["toypair"], data["toypair"])}
+    return {"toy": TaskRows(SENTIMENT, data["toy"], data["toy"], data["toy"]),
+            "toypair": TaskRows(PAIR, data["toypair"], data["toypair"], data["toypair"])}
 
 
 def test_skillmap_run_end_to_end(tmp_path):
-    from cl_graft.skillmap import run_skillmap
-    from cl_graft.skillmap_io import load_skillmap
+    from cl_graft.skillmaps.experiment import run_skillmap
+    from cl_graft.skillmaps.results import load_skillmap
 
     base = tiny_bert()
     before = _snapshot(base)
@@ -164,7 +164,7 @@ def test_skillmap_run_end_to_end(tmp_path):
 
 
 def test_skillmap_run_is_seeded(tmp_path):
-    from cl_graft.skillmap import run_skillmap
+    from cl_graft.skillmaps.experiment import run_skillmap
 
     cfg = tiny_skillmap_config(single=None)
     a = run_skillmap(tiny_bert(), tiny_splits(), cfg, out=tmp_path / "a", progress=False)
@@ -176,7 +176,7 @@ def test_skillmap_run_is_seeded(tmp_path):
 
 
 def test_skillmap_needs_two_tasks_and_known_group_members(tmp_path):
-    from cl_graft.skillmap import run_skillmap
+    from cl_graft.skillmaps.experiment import run_skillmap
 
     with pytest.raises(UserError, match="at least two tasks"):
         run_skillmap(tiny_bert(), {"toy": tiny_splits()["toy"]}, tiny_skillmap_config(), out=tmp_path)

@@ -15,7 +15,7 @@ import pytest
 from nbclient import NotebookClient
 from test_multitask import tiny_skillmap_config, tiny_splits
 
-from cl_graft.skillmap import run_skillmap
+from cl_graft.skillmaps.experiment import run_skillmap
 
 from conftest import tiny_bert
 

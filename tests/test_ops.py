@@ -25,20 +25,6 @@ def _clone(d):
     return {n: t.clone() for n, t in d.items()}
 
 
-def test_task_vector_shapes_and_values(pre_ft):
-    pre, ft = pre_ft
-    delta = ops.task_vector(pre, ft)
-    assert list(delta) == list(pre)
-    for n in pre:
-        assert delta[n].shape == pre[n].shape and delta[n].dtype == torch.float32
-        assert torch.equal(delta[n], ft[n] - pre[n])
-    assert list(ops.task_vector(pre, ft, names=["l.0.b"])) == ["l.0.b"]
-    with pytest.raises(UserError, match="l.1.w"):
-        ops.task_vector(pre, {n: t for n, t in ft.items() if n != "l.1.w"})
-    with pytest.raises(UserError, match="shape"):
-        ops.task_vector(pre, {**ft, "l.0.b": torch.zeros(8)})
-
-
 def test_empty_mask_gives_pre_and_full_mask_gives_ft_exactly(pre_ft):
     pre, ft = pre_ft
     before = (_clone(pre), _clone(ft))
@@ -149,20 +135,6 @@ def test_interpolate_endpoints_and_midpoint(pre_ft):
     assert torch.equal(ops.interpolate(inf, {"x": torch.zeros(2)}, 1)["x"], torch.zeros(2))
     with pytest.raises(UserError, match="only one side"):
         ops.interpolate(pre, {"l.0.w": ft["l.0.w"]}, 0.5)
-
-
-def test_soft_mask_limits_and_gradient():
-    base = torch.tensor([True, False, True, False])
-    s = torch.zeros(4, requires_grad=True)
-    far_below = ops.soft_mask(base, s - 1e4, bias=10.0)
-    assert torch.equal(far_below, base.float())
-    far_above = ops.soft_mask(base, s + 1e4, bias=10.0)
-    assert torch.equal(far_above, (~base).float())
-    mid = ops.soft_mask(base, s + 10.0, bias=10.0)
-    assert torch.allclose(mid, torch.full((4,), 0.5))
-    mid.sum().backward()
-    assert torch.allclose(s.grad, torch.tensor([-0.25, 0.25, -0.25, 0.25]))
-    assert torch.equal(ops.soft_mask(base.float(), torch.full((4,), -1000.0), 10.0), base.float())
 
 
 def test_mask_size_and_density():

@@ -1,4 +1,4 @@
-"""Tests for cl_graft.region / region_io: names, set algebra, breakdown, fingerprints, save/load."""
+"""Tests for cl_graft.regions.region / region_io: names, set algebra, breakdown, fingerprints, save/load."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from cl_graft import ops, region_io
+from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.region import (
+from cl_graft.regions import io as region_io
+from cl_graft.regions.region import (
     CONFIG_NAME,
     HEADS_NAME,
     MASKS_NAME,
@@ -147,6 +148,12 @@ def test_set_algebra_laws():
     assert a | empty == a and a & full == a and (a ^ a).is_empty and a - empty == a
     assert (a | b).size == a.size + b.size - (a & b).size
     assert all(torch.equal(a.masks[n], a_bits[n]) for n in SHAPES)  # operands untouched
+
+
+def test_random_region_exact_seeded_and_recorded():
+    a, b = Region.random(SHAPES, 11, seed=7), Region.random(SHAPES, 11, seed=7)
+    assert a == b and a.size == 11 and a.meta == {"method": "random", "seed": 7}
+    assert Region.random(SHAPES, 11, seed=8) != a and Region.random(SHAPES, 99, seed=1).size == a.numel
 
 
 def test_set_operations_keep_and_record_meta():

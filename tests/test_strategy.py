@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from cl_graft.errors import UserError
-from cl_graft.finetune import FinetuneConfig
-from cl_graft.localize import LocalizeConfig
 from cl_graft.ops import random_mask
-from cl_graft.region import Region
-from cl_graft.task import TaskSpec
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.region import Region
+from cl_graft.task import TaskRows, TaskSpec
+from cl_graft.training.finetune import FinetuneConfig
 
 from conftest import SENTIMENT, tiny_bert
 
@@ -23,7 +23,7 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training import Naive
 from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
-from cl_graft.benchmarks.streams import StreamTask, make_benchmark
+from cl_graft.benchmarks.streams import make_benchmark
 from cl_graft.strategies import (
     GraftPlugin,
     GraftStrategy,
@@ -61,8 +61,8 @@ def build_model():
 
 def make_stream():
     """The two-task conflicting stream: sentiment, then sentiment with swapped labels."""
-    tasks = [StreamTask(SENTIMENT, _rows(64, 1, False), _rows(48, 2, False)),
-             StreamTask(FLIP, _rows(64, 3, True), _rows(48, 4, True))]
+    tasks = [TaskRows(SENTIMENT, train=_rows(64, 1, False), dev=[], test=_rows(48, 2, False)),
+             TaskRows(FLIP, train=_rows(64, 3, True), dev=[], test=_rows(48, 4, True))]
     return make_benchmark(tasks, build_model())
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cl_graft.strategies.freeze import ElementFreeze
+
+from cl_graft.training.freeze import ElementFreeze
 
 OPTIMIZERS = {
     "sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.05),

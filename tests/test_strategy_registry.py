@@ -8,7 +8,7 @@ from cl_graft.errors import UserError
 avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training import Naive
-from cl_graft.strategies.continual_config import continual_preset
+from cl_graft.strategies.continual_config import continual_setup
 from cl_graft.strategies.registry import STRATEGIES, StrategyEntry, parse_strategies
 from cl_graft.strategies.runner import run_strategy
 from test_strategy import TASKS, build_model, make_stream
@@ -24,7 +24,7 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     entry = StrategyEntry("mine", "plain fine-tuning, registered by a test", build, lambda s, a: (123, {"x": 1}))
     monkeypatch.setitem(STRATEGIES, "mine", entry)
     assert parse_strategies("graft,mine") == ["graft", "mine"]
-    cfg = continual_preset("smoke", seed=0).config
+    cfg = continual_setup("smoke", seed=0)[1]
     result = run_strategy("mine", build_model(), make_stream(), TASKS, cfg, progress=False)
     assert built == [cfg.recipe.steps] and len(result.matrix) == len(TASKS)
     assert result.bytes == 123 and result.info["x"] == 1

@@ -6,9 +6,10 @@ import sys
 
 import pytest
 import torch
-from cl_graft.benchmarks.streams import StreamTask, TextCollate, experience_rows, make_benchmark, parse_stream
+from cl_graft.benchmarks.streams import TextCollate, experience_rows, make_benchmark, parse_stream
 
 from cl_graft.errors import UserError
+from cl_graft.task import TaskRows
 
 from conftest import PAIR, SENTIMENT, tiny_bert
 
@@ -30,8 +31,8 @@ def test_benchmark_has_one_task_labelled_experience_per_task():
     model = tiny_bert()
     model.add_task(SENTIMENT)
     model.add_task(PAIR)
-    bm = make_benchmark([StreamTask(SENTIMENT, SINGLE, SINGLE[:2], SINGLE[:1]),
-                         StreamTask(PAIR, PAIRS, PAIRS, PAIRS)], model)
+    bm = make_benchmark([TaskRows(SENTIMENT, train=SINGLE, dev=SINGLE[:1], test=SINGLE[:2]),
+                         TaskRows(PAIR, train=PAIRS, dev=PAIRS, test=PAIRS)], model)
     assert [e.task_labels for e in bm.train_stream] == [[0], [1]]
     assert [len(e.dataset) for e in bm.test_stream] == [2, 2] and len(bm.valid_stream) == 2
     assert set(bm.train_stream[0].classes_in_this_experience) == {0, 1}
@@ -57,9 +58,9 @@ def test_bad_streams():
     with pytest.raises(UserError, match="empty"):
         make_benchmark([], model)
     with pytest.raises(UserError, match="no head for task 'toypair'"):
-        make_benchmark([StreamTask(PAIR, PAIRS, PAIRS)], model)
+        make_benchmark([TaskRows(PAIR, train=PAIRS, dev=[], test=PAIRS)], model)
     with pytest.raises(UserError, match="no test rows"):
-        make_benchmark([StreamTask(SENTIMENT, SINGLE, [])], model)
+        make_benchmark([TaskRows(SENTIMENT, train=SINGLE, dev=[], test=[])], model)
 
 
 def test_importing_benchmarks_does_not_import_avalanche():

@@ -2,13 +2,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
 
 import click
-
-from ..errors import UserError
-from ..presets import Preset, get_preset
-from ..task import TaskSpec
 
 
 def common_options(f):
@@ -30,34 +25,6 @@ def common_options(f):
     for opt in reversed(opts):
         f = opt(f)
     return f
-
-
-def resolve_preset(name: str, *, seed: int, k: int | None = None, **finetune_overrides) -> Preset:
-    """The named preset with the seed, ``k`` and fine-tuning overrides (``steps``, ``lr``, ...; None = keep)
-    applied and validated."""
-    preset = get_preset(name)
-    overrides = {key: v for key, v in finetune_overrides.items() if v is not None}
-    ft = replace(preset.finetune, seed=seed, **overrides)
-    if k is not None and k < 1:
-        raise UserError(f"--k must be >= 1, got {k}")
-    return replace(preset, finetune=ft, **({"k": k} if k is not None else {}))
-
-
-@dataclass
-class Splits:
-    spec: TaskSpec
-    train: list[dict]
-    dev: list[dict]
-    test: list[dict]
-
-
-def load_splits(task: str, data_dir: str | None, preset: Preset, seed: int) -> Splits:
-    """Task rows: k per class for train, dev_k per class for dev (from the rest of train), capped test."""
-    from ..benchmarks import cap, kshot, load_task
-
-    data = load_task(task, data_dir)
-    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k)
-    return Splits(data.spec, train, dev, cap(data.test, preset.eval_cap, seed=seed))
 
 
 def data_source(data_dir: str | None) -> str:

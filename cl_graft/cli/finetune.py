@@ -5,7 +5,7 @@ import time
 
 import click
 
-from .common import common_options, data_source, load_splits, resolve_preset
+from .common import common_options, data_source
 
 
 @click.command()
@@ -22,15 +22,17 @@ def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed,
     import torch
 
     from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, save_classifier, write_json
-    from ..evaluate import evaluate
-    from ..finetune import finetune_
-    from ..models import build_classifier, resolve_device
+    from ..benchmarks import load_rows
+    from ..presets import get_preset
+    from ..training.evaluate import evaluate
+    from ..training.finetune import finetune_
+    from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
     if optimizer == "adamw" and lr is None:
         lr = 5e-5
-    cfg = resolve_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
-    splits = load_splits(task, data_dir, cfg, seed)
+    cfg = get_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
+    splits = load_rows(task, data_dir, cfg, seed=seed)
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device)
     clf.add_task(splits.spec, seed=seed)

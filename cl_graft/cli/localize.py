@@ -8,7 +8,9 @@ import typing
 import click
 
 from ..errors import UserError
-from .common import common_options, data_source, load_splits, resolve_preset
+from ..regions.methods import REGION_METHODS
+from ..regions.report import TRAINED_BASELINES
+from .common import common_options, data_source
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -35,8 +37,8 @@ def parse_sparsities(text: str) -> list[float]:
 
 
 def localize_config_options(f):
-    """One click option per :class:`~cl_graft.localize.LocalizeConfig` field except sparsity and seed."""
-    from ..localize import LocalizeConfig
+    """One click option per :class:`~cl_graft.regions.config.LocalizeConfig` field except sparsity and seed."""
+    from ..regions.config import LocalizeConfig
 
     hints = typing.get_type_hints(LocalizeConfig)
     for fld in reversed(dataclasses.fields(LocalizeConfig)):
@@ -57,7 +59,8 @@ def localize_config_options(f):
 @click.option("--sparsity", "sparsities", default="1e-4,1e-3,1e-2", show_default=True,
               help="Comma-separated region sizes as fractions of the graftable parameters, each in (0, 1].")
 @click.option("--methods", default="graft,topk,random", show_default=True,
-              help="Comma-separated region methods: graft, topk, random, bias, fish, lottery.")
+              help=f"Comma-separated region methods: {', '.join(REGION_METHODS)}; and the trained baselines "
+                   f"{', '.join(TRAINED_BASELINES)} (graft re-training, BitFit).")
 @click.option("--ood", default="", help="Comma-separated out-of-distribution tasks scored with the task's head.")
 @click.option("--region", "regions", multiple=True, type=click.Path(file_okay=False),
               help="A saved region folder to score as well (repeatable).")
@@ -80,28 +83,29 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
         save_classifier,
         write_json,
     )
-    from ..benchmarks import cap, get_task, load_task
-    from ..finetune import finetune_
-    from ..localize import LocalizeConfig
-    from ..localize_problem import resolve_budget
-    from ..localize_report import REGIONS_DIR, format_table, load_given_regions, localize_table, ood_rows
-    from ..models import build_classifier, resolve_device
-    from ..region import graftable_names
-    from ..region_methods import REGION_METHODS
+    from ..benchmarks import cap, get_task, load_rows, load_task
+    from ..presets import get_preset
+    from ..regions.config import LocalizeConfig
+    from ..regions.problem import resolve_budget
+    from ..regions.region import graftable_names
+    from ..regions.report import REGIONS_DIR, format_table, load_given_regions, localize_table, ood_rows
+    from ..training.finetune import finetune_
+    from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
     levels = parse_sparsities(sparsities)
     cfgs = [LocalizeConfig(sparsity=s, seed=seed, **settings) for s in levels]
     names = _split(methods, "methods")
-    unknown = [m for m in names if m not in REGION_METHODS]
+    known = (*REGION_METHODS, *TRAINED_BASELINES)
+    unknown = [m for m in names if m not in known]
     if unknown:
-        raise UserError(f"unknown region method {unknown[0]!r}; choose from {', '.join(REGION_METHODS)}")
+        raise UserError(f"unknown region method {unknown[0]!r}; choose from {', '.join(known)}")
     ood_specs = [get_task(t, data_dir) for t in (_split(ood, "ood") if ood else [])]
-    cfg = resolve_preset(preset, seed=seed)
+    cfg = get_preset(preset, seed=seed)
     ft = load_classifier(finetuned, device=device) if finetuned else None
     if ft is not None and task not in ft.tasks:
         raise UserError(f"--finetuned {finetuned} has tasks {sorted(ft.tasks)}, not {task!r}")
-    splits = load_splits(task, data_dir, cfg, seed)
+    splits = load_rows(task, data_dir, cfg, seed=seed)
     ood_sets = {s.name: ood_rows(cap(load_task(s.name, data_dir).test, cfg.eval_cap, seed=seed), s, splits.spec)
                 for s in ood_specs}
     source = ft.source if ft is not None else model
@@ -125,7 +129,8 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
         finetune_(ft, splits.train, splits.dev, cfg.finetune)
         save_classifier(ft, out / FINETUNED_DIR)
     rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task, methods=names,
-                          sparsities=levels, cfg=cfgs[0], out=out, ood=ood_sets, given=given)
+                          sparsities=levels, cfg=cfgs[0], out=out, ood=ood_sets, given=given,
+                          recipe=cfg.finetune)
     table = format_table(rows, task=task)
     write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test), "numel": numel, "rows": rows,
                                     "ood_n": {k: len(v) for k, v in ood_sets.items()}, "config": record})

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UserError
-from .common import common_options, data_source, load_splits
+from .common import common_options, data_source
 
 
 def parse_tasks(text: str) -> list[str]:
@@ -56,10 +56,11 @@ def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, se
     import torch
 
     from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, write_json
-    from ..benchmarks import get_task
-    from ..models import build_classifier, resolve_device
-    from ..skillmap import TaskSplit, resolve_groups, run_skillmap, skillmap_setup
-    from ..skillmap_io import FIGURES_DIR, REGIONS_DIR, RESULTS_FILE, summary
+    from ..benchmarks import get_task, load_rows
+    from ..skillmaps.experiment import resolve_groups, run_skillmap, skillmap_setup
+    from ..skillmaps.report import summary
+    from ..skillmaps.results import FIGURES_DIR, REGIONS_DIR, RESULTS_FILE
+    from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
     names = parse_tasks(tasks)
@@ -69,8 +70,7 @@ def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, se
     if sparsity is not None:
         cfg = replace(cfg, localize=replace(cfg.localize, sparsity=sparsity))
     resolve_groups(cfg.groups, names)
-    splits = {t: TaskSplit(s.spec, s.train, s.dev, s.test)
-              for t, s in ((t, load_splits(t, data_dir, data, seed)) for t in names)}
+    splits = {t: load_rows(t, data_dir, data, seed=seed) for t in names}
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=data.max_length, device=device)
     out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, REGIONS_DIR))

@@ -12,7 +12,8 @@ import click
               help="Folder for the PNGs (default: RESULTS_DIR/figures).")
 def plot(results_dir, out):
     """Redraw every figure of RESULTS_DIR (a `cl-graft multitask` folder) and print its summary."""
-    from ..skillmap_io import FIGURES_DIR, draw_figures, load_skillmap, summary
+    from ..skillmaps.report import draw_figures, summary
+    from ..skillmaps.results import FIGURES_DIR, load_skillmap
 
     sm = load_skillmap(results_dir)
     fig_dir = Path(out) if out else Path(results_dir) / FIGURES_DIR

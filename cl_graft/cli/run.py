@@ -7,7 +7,7 @@ import click
 
 from ..errors import UserError
 from ..strategies.registry import DEFAULT_STRATEGIES, STRATEGIES
-from .common import common_options, data_source, load_splits
+from .common import common_options, data_source
 
 _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 
@@ -27,40 +27,35 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
         out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
-    from dataclasses import replace
-
     import torch
 
     from ..artifacts import RUN_CONFIG, prepare_out_dir, read_json, run_record, write_json
-    from ..benchmarks.streams import StreamTask, make_benchmark, parse_stream
-    from ..models import build_classifier, resolve_device
-    from ..strategies.continual_config import continual_preset
+    from ..benchmarks import load_rows
+    from ..benchmarks.streams import make_benchmark, parse_stream
+    from ..strategies.continual_config import continual_setup
     from ..strategies.registry import parse_strategies
+    from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
     tasks = parse_stream(stream, data_dir)
     names = parse_strategies(strategies)
-    p = continual_preset(preset, seed=seed, steps=steps, sparsity=sparsity, method=method)
-    if k is not None:
-        if k < 1:
-            raise UserError(f"--k must be >= 1, got {k}")
-        p = replace(p, data=replace(p.data, k=k))
+    data, cfg = continual_setup(preset, seed=seed, steps=steps, sparsity=sparsity, method=method, k=k)
     record = {"command": "run", "device": str(device),
               "stream": tasks, "strategies": names, "model": model, "head": head,
-              "preset": preset, "seed": seed, "k": p.data.k, "config": p.config.to_json(),
+              "preset": preset, "seed": seed, "k": data.k, "config": cfg.to_json(),
               "data": data_source(data_dir)}
     if resume:
         _check_resume(Path(out), record)
-    splits = [load_splits(t, data_dir, p.data, seed) for t in tasks]
+    splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=p.data.max_length, device=device)
+    clf = build_classifier(model, head=head, max_length=data.max_length, device=device)
     for i, s in enumerate(splits):
         clf.add_task(s.spec, seed=seed + i)
     out = Path(out) if resume else prepare_out_dir(out, overwrite=overwrite, owns=(RUN_CONFIG, "results.json"))
     if not resume:
         write_json(out / RUN_CONFIG, run_record(**record))
-    bm = make_benchmark([StreamTask(s.spec, s.train, s.test, s.dev) for s in splits], clf)
-    _run(clf, bm, tasks, names, p.config, out, {t: s.dev for t, s in zip(tasks, splits)}, resume, quiet,
+    bm = make_benchmark(splits, clf)
+    _run(clf, bm, tasks, names, cfg, out, {t: s.dev for t, s in zip(tasks, splits)}, resume, quiet,
          read_json(out / RUN_CONFIG))
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .errors import UserError
-from .region_io import CONFIG_NAME, HEADS_NAME, MASKS_NAME, fingerprint, load_heads, read_region, write_region
+from .. import ops
+from ..errors import UserError
+from .io import CONFIG_NAME, HEADS_NAME, MASKS_NAME, fingerprint, load_heads, read_region, write_region
 
 __all__ = [
     "CONFIG_NAME", "DEFAULT_GRAFTABLE", "HEADS_NAME", "MASKS_NAME", "PARAM_TYPES", "Region",
@@ -143,10 +144,16 @@ class Region:
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return {n: tuple(m.shape) for n, m in self.masks.items()}
 
+    @classmethod
+    def random(cls, shapes: Mapping[str, Sequence[int]], k: int, *, seed: int,
+               meta: Mapping[str, Any] | None = None) -> Region:
+        """A uniformly random region of exactly ``min(k, N)`` elements (seeded; :func:`cl_graft.ops.random_mask`)."""
+        return cls.adopt(ops.random_mask(shapes, k, seed=seed), {"method": "random", "seed": seed, **(meta or {})})
+
     @property
     def size(self) -> int:
         """|γ|: number of selected elements."""
-        return sum(self.counts().values())
+        return ops.mask_size(self.masks)
 
     @property
     def numel(self) -> int:
@@ -163,7 +170,7 @@ class Region:
 
     def density(self) -> float:
         """|γ| / N over the covered tensors (0.0 when N = 0)."""
-        return self.size / self.numel if self.numel else 0.0
+        return ops.density(self.masks)
 
     def density_over(self, total: int) -> float:
         """|γ| / ``total``, e.g. sparsity over the whole model rather than the graftable set."""
@@ -191,7 +198,10 @@ class Region:
         meta["derived"] = [*meta.get("derived", []), step]
         return meta
 
-    def _paired(self, other: Region, op: str) -> list[tuple[str, Tensor, Tensor]]:
+    def paired(self, other: Region, op: str) -> list[tuple[str, Tensor, Tensor]]:
+        """``(name, own mask, other's mask on the same device)`` per tensor, for an operation ``op`` on two
+        regions; ``TypeError`` (naming ``op``) for a non-region, :class:`UserError` unless both cover the same
+        names and shapes."""
         if not isinstance(other, Region):
             raise TypeError(f"unsupported operand for {op}: Region and {type(other).__name__}")
         if set(self.masks) != set(other.masks):
@@ -205,19 +215,19 @@ class Region:
         return [(n, m, other.masks[n].to(m.device)) for n, m in self.masks.items()]
 
     def __or__(self, other: Region) -> Region:
-        return Region.adopt({n: a | b for n, a, b in self._paired(other, "|")},
+        return Region.adopt({n: a | b for n, a, b in self.paired(other, "|")},
                             self._combined_meta("|", other))
 
     def __and__(self, other: Region) -> Region:
-        return Region.adopt({n: a & b for n, a, b in self._paired(other, "&")},
+        return Region.adopt({n: a & b for n, a, b in self.paired(other, "&")},
                             self._combined_meta("&", other))
 
     def __sub__(self, other: Region) -> Region:
-        return Region.adopt({n: a & ~b for n, a, b in self._paired(other, "-")},
+        return Region.adopt({n: a & ~b for n, a, b in self.paired(other, "-")},
                             self._combined_meta("-", other))
 
     def __xor__(self, other: Region) -> Region:
-        return Region.adopt({n: a ^ b for n, a, b in self._paired(other, "^")},
+        return Region.adopt({n: a ^ b for n, a, b in self.paired(other, "^")},
                             self._combined_meta("^", other))
 
     def __invert__(self) -> Region:

@@ -11,8 +11,8 @@ import re
 
 import torch
 
-from .errors import UserError
-from .task import TaskSpec
+from ..errors import UserError
+from ..task import TaskSpec
 
 _PIECE = re.compile(r"(\{x\}|\{a\}|\{b\}|\{mask\})")
 _FIELDS = {"{x}": "text", "{a}": "text_a", "{b}": "text_b"}

@@ -1,6 +1,6 @@
 """Benchmark of skill localization on MiniLM (Panigrahi et al. 2023, https://arxiv.org/abs/2302.06600).
 
-Run: ``python -m cl_graft.benchmarks.localization --data-dir ../shared/data`` (add ``--skip-quality`` for the
+Run: ``python -m cl_graft.benchmarks.experiments.localization --data-dir ../shared/data`` (add ``--skip-quality`` for the
 cost figures only). Prints the figures and writes one JSON (default ``benchmarks/results/localization.json``):
 
 - ``cost``: seconds of one localization step vs one fine-tuning step on the same batch (16 rows), measured as
@@ -20,16 +20,18 @@ import time
 from pathlib import Path
 
 import torch
+from cl_graft.benchmarks import load_rows
 from safetensors.torch import load_file
 
 from cl_graft.artifacts import load_classifier, run_record, save_classifier, write_json
-from cl_graft.cli.common import load_splits, resolve_preset
-from cl_graft.finetune import FinetuneConfig, finetune_
-from cl_graft.graft import SkillPatch, clone_model, patch_, restore_
-from cl_graft.localize import LocalizeConfig, learn_region
-from cl_graft.localize_report import localize_table
-from cl_graft.models import build_classifier
-from cl_graft.region_methods import find_region
+from cl_graft.grafting.graft import SkillPatch, clone_model, patch_, restore_
+from cl_graft.presets import get_preset
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.learned import learn_region
+from cl_graft.regions.methods import find_region
+from cl_graft.regions.report import localize_table
+from cl_graft.training.finetune import FinetuneConfig, finetune_
+from cl_graft.training.models import build_classifier
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -43,8 +45,8 @@ def _median_seconds(fn, repeats: int) -> float:
 
 def get_finetuned(task: str, root: Path, data_dir: str | None, seed: int):
     """``root/<task>`` if it holds a fine-tuned model, else fine-tune MiniLM (quick preset) and save it there."""
-    preset = resolve_preset("quick", seed=seed)
-    splits = load_splits(task, data_dir, preset, seed)
+    preset = get_preset("quick", seed=seed)
+    splits = load_rows(task, data_dir, preset, seed=seed)
     if (root / task / "model.safetensors").exists():
         return load_classifier(root / task), splits, preset
     torch.manual_seed(seed)

@@ -33,7 +33,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from .errors import UserError
+from ..errors import UserError
 
 CONFIG_NAME = "region_config.json"
 MASKS_NAME = "region.safetensors"
@@ -99,6 +99,25 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
         raise
 
 
+def write_folder(directory: Path, config: Mapping[str, Any], files: Mapping[str, Mapping[str, Tensor]],
+                 config_name: str) -> Path:
+    """Writes each ``file name → tensors`` as safetensors, then ``config`` as JSON, each atomically; the config
+    goes last, so a folder whose config reads back is complete.
+
+    Raises:
+        UserError: ``config`` (its region meta) is not JSON-serialisable; nothing is written then.
+    """
+    try:
+        text = json.dumps(config, indent=2) + "\n"
+    except (TypeError, ValueError) as e:
+        raise UserError(f"region meta is not JSON-serialisable: {e}") from None
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, tensors in files.items():
+        _atomic_write(directory / name, lambda p, t=tensors: save_file(dict(t), p, metadata={"format": "pt"}))
+    _atomic_write(directory / config_name, lambda p: Path(p).write_text(text, encoding="utf-8"))
+    return directory
+
+
 def _cpu_copies(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return {n: t.detach().cpu().clone(memory_format=torch.contiguous_format) for n, t in tensors.items()}
 
@@ -128,16 +147,8 @@ def write_region(
         "sha256": _bits_sha256(packed),
         "heads": None if heads is None else {"names": list(heads), "fingerprint": fingerprint(heads)},
     }
-    try:
-        text = json.dumps(config, indent=2) + "\n"
-    except (TypeError, ValueError) as e:
-        raise UserError(f"region meta is not JSON-serialisable: {e}") from None
-    directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / MASKS_NAME, lambda p: save_file(packed, p, metadata={"format": "pt"}))
-    if heads is not None:
-        _atomic_write(directory / HEADS_NAME, lambda p: save_file(heads, p, metadata={"format": "pt"}))
-    _atomic_write(directory / CONFIG_NAME, lambda p: Path(p).write_text(text, encoding="utf-8"))
-    return directory
+    files = {MASKS_NAME: packed, **({HEADS_NAME: heads} if heads is not None else {})}
+    return write_folder(directory, config, files, CONFIG_NAME)
 
 
 def _read_config(directory: Path) -> dict[str, Any]:
@@ -156,7 +167,7 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
-def _read_safetensors(path: Path) -> dict[str, Tensor]:
+def read_safetensors(path: Path) -> dict[str, Tensor]:
     if not path.is_file():
         raise UserError(f"{path}: missing")
     try:
@@ -182,7 +193,7 @@ def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
         meta = config["meta"]
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{cfg_path}: malformed region config ({type(e).__name__}: {e})") from None
-    packed = _read_safetensors(bits_path)
+    packed = read_safetensors(bits_path)
     if set(packed) != set(names):
         diff = sorted(set(packed) ^ set(names))
         raise UserError(f"{bits_path}: {len(diff)} name(s) differ from {CONFIG_NAME}, first {diff[0]!r}")
@@ -212,7 +223,7 @@ def load_heads(directory: str | os.PathLike) -> dict[str, Tensor]:
     info = config.get("heads")
     if not isinstance(info, dict) or "fingerprint" not in info:
         raise UserError(f"{directory}: region was saved without heads")
-    heads = _read_safetensors(path)
+    heads = read_safetensors(path)
     names = info.get("names")
     if fingerprint(heads) != info["fingerprint"] or not isinstance(names, list) or set(names) != set(heads):
         raise UserError(f"{path}: heads do not match {CONFIG_NAME} (stale or modified file)")

@@ -2,7 +2,7 @@
 
 Forget-free continual learning by grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600):
 
-    python -m cl_graft.benchmarks.example_avalanche --stream qnli,sst2 --data-dir ../shared/data
+    python -m cl_graft.benchmarks.experiments.example_avalanche --stream qnli,sst2 --data-dir ../shared/data
 
 Everything below is ordinary Avalanche code; the cl-graft parts are the benchmark builder (tokenised text
 experiences with task labels), the model adapter (one linear head per task) and the strategy. Avalanche's
@@ -23,11 +23,12 @@ def main(argv: list[str] | None = None) -> dict:
     from avalanche.logging import CSVLogger, InteractiveLogger, TextLogger
     from avalanche.training.plugins import EvaluationPlugin
     from cl_graft.benchmarks import cap, kshot, load_task
-    from cl_graft.benchmarks.streams import StreamTask, make_benchmark
+    from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies import GraftStrategy, LocalizeFinder, TaskAdapter
 
-    from cl_graft.localize import LocalizeConfig
-    from cl_graft.models import build_classifier
+    from cl_graft.regions.config import LocalizeConfig
+    from cl_graft.task import TaskRows
+    from cl_graft.training.models import build_classifier
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stream", default="qnli,sst2")
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
         data = load_task(name, args.data_dir)
         clf.add_task(data.spec, seed=i)
         train, dev = kshot(data.train, args.k, seed=0, num_labels=data.spec.num_labels, dev_k=8)
-        tasks.append(StreamTask(data.spec, train, cap(data.test, 200, seed=0), dev))
+        tasks.append(TaskRows(data.spec, train, dev, cap(data.test, 200, seed=0)))
     benchmark = make_benchmark(tasks, clf)                       # train_stream / test_stream, task labels
     model = TaskAdapter(clf, [t.spec.name for t in tasks])       # x (B, 2, L) + task labels -> logits
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)

@@ -1,9 +1,9 @@
 """The localization problem as flat vectors over the graftable set (Panigrahi et al. 2023, grafting).
 
-Every region finder (:mod:`cl_graft.localize`, :mod:`cl_graft.region_methods`) works on the same picture:
+Every region finder (:mod:`cl_graft.regions.learned`, :mod:`cl_graft.regions.methods`) works on the same picture:
 θ_pre, θ_ft and Δ = θ_ft − θ_pre concatenated over the graftable tensors (in ``names`` order) into ``(N,)``
 vectors computed once, a candidate mask (elements that may be selected), and a budget (max |γ|). A flat
-bool vector becomes a :class:`~cl_graft.region.Region` with the metadata every finder records.
+bool vector becomes a :class:`~cl_graft.regions.region.Region` with the metadata every finder records.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from . import ops
-from .errors import UserError
-from .models import TextClassifier
+from .. import ops
+from ..errors import UserError
+from ..training.models import TextClassifier
 from .region import Region, fingerprint, graftable_names
 
 

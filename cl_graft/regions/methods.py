@@ -1,7 +1,7 @@
 """One registry of region finders: the learned graft region and the baselines of Panigrahi et al. 2023.
 
 Every finder has the same contract: given θ_pre, θ_ft (with the task registered), rows and a
-:class:`~cl_graft.localize.LocalizeConfig`, it returns a :class:`~cl_graft.localize.LocalizeResult` whose
+:class:`~cl_graft.regions.config.LocalizeConfig`, it returns a :class:`~cl_graft.regions.config.LocalizeResult` whose
 region covers the graftable tensors, holds at most ``budget`` (default ⌊sparsity · N⌋) elements, selects only
 ``candidates`` when given, records its method/config/size/fingerprints in ``meta``, and is deterministic under
 ``cfg.seed``. Add a finder by writing ``fn(ctx) -> (flat bool mask (N,), extra meta)`` and registering it.
@@ -16,12 +16,13 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .errors import UserError
-from .finetune import batches
-from .graft import clone_model
-from .localize import LocalizeConfig, LocalizeResult, learn_region
-from .localize_problem import Problem
-from .models import TextClassifier
+from ..errors import UserError
+from ..grafting.graft import clone_model
+from ..training.finetune import batches
+from ..training.models import TextClassifier
+from .config import LocalizeConfig, LocalizeResult
+from .learned import learn_region
+from .problem import Problem
 from .region import Region
 
 PAPER = "https://arxiv.org/abs/2302.06600"
@@ -129,7 +130,7 @@ def find_region(method: str, pre: TextClassifier, ft: TextClassifier, train_rows
         return learn_region(pre, ft, train_rows, dev_rows, cfg, task=task, names=names, candidates=candidates,
                             progress=progress)
     t0 = time.perf_counter()
-    task = ft._resolve_task(task)
+    task = ft.resolve_task(task)
     prob = Problem.build(pre, ft, cfg, names=names, candidates=candidates)
     if method == "fish" and not train_rows:
         raise UserError("no training rows to compute the Fisher information on")

@@ -1,11 +1,11 @@
-"""Batched inference and evaluation of a :class:`~cl_graft.models.TextClassifier` on rows."""
+"""Batched inference and evaluation of a :class:`~cl_graft.training.models.TextClassifier` on rows."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .metrics import summarize
+from ..metrics import summarize
 
 
 def _length(row: dict) -> int:
@@ -32,14 +32,14 @@ def predict_logits(model, rows: list[dict], task: str | None = None, *, batch_si
         for j, i in enumerate(idx):
             out[i] = logits[j]
     model.train(was_training)
-    num_labels = model.tasks[model._resolve_task(task)].num_labels
+    num_labels = model.tasks[model.resolve_task(task)].num_labels
     return np.stack(out) if rows else np.zeros((0, num_labels), dtype=np.float32)
 
 
 def evaluate(model, rows: list[dict], task: str | None = None, *, batch_size: int = 64, n_bins: int = 10,
              progress: bool = False) -> tuple[dict, np.ndarray]:
     """Metrics (accuracy, F1 for binary tasks, ECE, headline ``score``) and the predictions (N,)."""
-    name = model._resolve_task(task)
+    name = model.resolve_task(task)
     logits = predict_logits(model, rows, name, batch_size=batch_size, progress=progress)
     labels = np.array([r["label"] for r in rows], dtype=np.int64)
     metrics = summarize(logits, labels, metric=model.tasks[name].metric, n_bins=n_bins)

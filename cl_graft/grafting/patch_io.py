@@ -1,4 +1,4 @@
-"""On-disk format of a :class:`~cl_graft.graft.SkillPatch` (Panigrahi et al. 2023, grafting): a stored skill.
+"""On-disk format of a :class:`~cl_graft.grafting.graft.SkillPatch` (Panigrahi et al. 2023, grafting): a stored skill.
 
 A patch directory holds:
 
@@ -14,7 +14,6 @@ checkpoint. Files are written atomically (tensors first, JSON last), and only sa
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -22,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from torch import Tensor
 
-from .artifacts import read_json
-from .errors import UserError
-from .region_io import _atomic_write, _read_safetensors, cl_graft_version, fingerprint
+from ..artifacts import read_json
+from ..errors import UserError
+from ..regions.io import cl_graft_version, fingerprint, read_safetensors, write_folder
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
@@ -51,14 +49,7 @@ def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
         "names": list(shapes), "shapes": {n: list(s) for n, s in shapes.items()}, "counts": counts,
         "size": sum(counts.values()), "numel": numel, "extra": list(extra), "sha256": fingerprint(tensors),
     }
-    try:
-        text = json.dumps(config, indent=2) + "\n"
-    except (TypeError, ValueError) as e:
-        raise UserError(f"region meta is not JSON-serialisable: {e}") from None
-    directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / PATCH_TENSORS, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
-    _atomic_write(directory / PATCH_CONFIG, lambda p: Path(p).write_text(text, encoding="utf-8"))
-    return directory
+    return write_folder(directory, config, {PATCH_TENSORS: tensors}, PATCH_CONFIG)
 
 
 def read_patch(directory: str | os.PathLike):
@@ -84,7 +75,7 @@ def read_patch(directory: str | os.PathLike):
         raise UserError(f"{cfg_path}: malformed patch config ({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict):
         raise UserError(f"{cfg_path}: meta must be a JSON object")
-    tensors = _read_safetensors(tensor_path)
+    tensors = read_safetensors(tensor_path)
     expected = {f"{kind}/{n}" for n in names for kind in ("idx", "val")} | {f"extra/{n}" for n in extra_names}
     if set(tensors) != expected:
         diff = sorted(set(tensors) ^ expected)

@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .errors import UserError
+from ..errors import UserError
+from ..task import TaskSpec
 from .prompts import encode_prompt_batch, label_word_ids
-from .task import TaskSpec
 
 HEAD_KINDS = ("linear", "mlm", "causal")
 POOLINGS = ("mean", "cls")
@@ -87,7 +87,7 @@ class TextClassifier(nn.Module):
         else:
             self._word_ids[spec.name] = label_word_ids(self.tokenizer, spec.words, causal=self.head_kind == "causal")
 
-    def _resolve_task(self, task: str | None) -> str:
+    def resolve_task(self, task: str | None) -> str:
         if task is None:
             if len(self.tasks) != 1:
                 raise UserError(f"model has tasks {sorted(self.tasks)}; say which one")
@@ -102,7 +102,7 @@ class TextClassifier(nn.Module):
     # ----- inputs --------------------------------------------------------------------------------
     def encode(self, rows: list[dict], task: str | None = None) -> dict[str, torch.Tensor]:
         """Tokenise rows for ``task``: ``input_ids`` and ``attention_mask``, both (B, L) long, right-padded."""
-        spec = self.tasks[self._resolve_task(task)]
+        spec = self.tasks[self.resolve_task(task)]
         if self.head_kind == "linear":
             if spec.pair:
                 enc = self.tokenizer([r["text_a"] for r in rows], [r["text_b"] for r in rows], truncation=True,
@@ -122,7 +122,7 @@ class TextClassifier(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, task: str | None = None) -> torch.Tensor:
         """Label logits (B, C) for one task."""
-        name = self._resolve_task(task)
+        name = self.resolve_task(task)
         h = self.hidden(input_ids, attention_mask)                             # (B, L, H)
         if self.head_kind == "linear":
             return self.heads[name](self._pool(h, attention_mask))            # (B, C)

@@ -1,13 +1,13 @@
 """The multi-task skill-map experiment (Panigrahi et al. 2023, §5.1, https://arxiv.org/abs/2302.06600).
 
-1. Fine-tune one model θ_mt on all tasks together (:func:`~cl_graft.multitask.finetune_multitask_`), and,
+1. Fine-tune one model θ_mt on all tasks together (:func:`~cl_graft.training.multitask.finetune_multitask_`), and,
    for comparison, one model per task (optional).
-2. For each task i, learn its region γ_i with θ_pre and θ_mt (:func:`~cl_graft.localize.learn_region`).
+2. For each task i, learn its region γ_i with θ_pre and θ_mt (:func:`~cl_graft.regions.learned.learn_region`).
    θ_pre here is the pre-trained backbone with θ_mt's task heads: grafting takes heads from θ_mt, so the
    empty region scores acc_pre,j and the full region acc_mt,j.
 3. Evaluate θ_pre + γ_i ⊙ (θ_mt − θ_pre) on every task j (the transfer matrix), and, per task group, the
    union of its regions before and after a few gradient steps on the union only (compositionality).
-4. Write regions, ``skillmap.json`` and figures (:mod:`cl_graft.skillmap_io`).
+4. Write regions, ``skillmap.json`` and figures (:mod:`cl_graft.skillmaps.results`).
 
 Nothing here loads data: the caller passes the rows (``cl-graft multitask`` loads them from ``benchmarks``).
 """
@@ -23,34 +23,25 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..errors import UserError
+from ..grafting.graft import clone_model, graft_model
+from ..presets import Preset, get_preset
+from ..regions.config import LocalizeConfig
+from ..regions.learned import learn_region
+from ..regions.region import Region
+from ..task import TaskRows
+from ..training.evaluate import evaluate
+from ..training.finetune import FinetuneConfig, finetune_
+from ..training.models import TextClassifier
+from ..training.multitask import finetune_multitask_
 from . import analysis
-from .errors import UserError
-from .evaluate import evaluate
-from .finetune import FinetuneConfig, finetune_
-from .graft import clone_model, graft_model
-from .localize import LocalizeConfig, learn_region
-from .models import TextClassifier
-from .multitask import finetune_multitask_
-from .presets import Preset, get_preset
-from .region import Region
-from .skillmap_io import FIGURES_DIR, REGIONS_DIR, SkillMap, draw_figures, save_skillmap
-from .task import TaskSpec
+from .report import draw_figures
+from .results import FIGURES_DIR, REGIONS_DIR, SkillMap, save_skillmap
 
 DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
     "sentiment": ("sst2", "cr", "mpqa", "imdb", "yelp"), "nli": ("mnli", "snli", "qnli", "rte"),
     "paraphrase": ("qqp", "mrpc"), "topic": ("agnews",),
 }
-DEFAULT_TASKS = ("sst2", "cr", "mnli", "snli", "qnli", "qqp", "mrpc", "agnews")
-
-
-@dataclass(frozen=True)
-class TaskSplit:
-    """A task's rows: ``train`` (k per class), ``dev`` (checkpoints, region selection), ``test`` (capped)."""
-
-    spec: TaskSpec
-    train: list[dict]
-    dev: list[dict]
-    test: list[dict]
 
 
 @dataclass(frozen=True)
@@ -90,42 +81,11 @@ class SkillmapConfig:
                    groups=None if d["groups"] is None else {g: tuple(t) for g, t in d["groups"].items()})
 
 
-@dataclass(frozen=True)
-class SkillmapPreset:
-    """Run sizes of the experiment on top of a data preset (:mod:`cl_graft.presets`) of the same name."""
-
-    steps_per_task: int             # multi-task steps = steps_per_task × number of tasks
-    single_steps: int               # steps of each single-task baseline
-    eval_cap: int | None            # test rows per task (the T × T transfer matrix dominates the cost)
-    localize: LocalizeConfig
-
-
-# Regions grow from empty (base_fraction=0): with the usual top-|Δ| base, every task starts from the same
-# elements of θ_mt − θ_pre and keeps most of them (measured on MiniLM, 4 tasks: pairwise IoU 0.90–0.98),
-# so the overlaps would measure the shared base rather than the tasks. 0.5% of the graftable set recovers most
-# of the gain where 0.1% did not (MiniLM, sst2: 90% vs 83% of it; cr: 66% vs below θ_pre). Results and
-# costs: benchmarks/results/multitask.md.
-SKILLMAP_PRESETS: dict[str, SkillmapPreset] = {
-    "smoke": SkillmapPreset(steps_per_task=8, single_steps=8, eval_cap=48, localize=LocalizeConfig(
-        sparsity=5e-3, steps=4, lr=3.0, batch_size=8, n_batches=1, select_rows=16, eval_every=2,
-        base_fraction=0.0)),
-    "quick": SkillmapPreset(steps_per_task=150, single_steps=400, eval_cap=500, localize=LocalizeConfig(
-        sparsity=5e-3, steps=10, lr=3.0, batch_size=16, n_batches=4, select_rows=128, eval_every=2,
-        base_fraction=0.0)),
-    "paper": SkillmapPreset(steps_per_task=500, single_steps=1000, eval_cap=None, localize=LocalizeConfig(
-        sparsity=5e-3, steps=20, lr=2.0, batch_size=16, n_batches=8, select_rows=256, eval_every=2,
-        base_fraction=0.0)),
-}
-
-
 def skillmap_setup(preset: str, n_tasks: int, *, seed: int, single: bool = True,
                    groups: Mapping[str, tuple[str, ...]] | None = None) -> tuple[Preset, SkillmapConfig]:
     """The data preset (eval cap replaced) and the experiment config for ``n_tasks`` tasks."""
     data = get_preset(preset)
-    if preset not in SKILLMAP_PRESETS:
-        known = ", ".join(SKILLMAP_PRESETS)
-        raise UserError(f"preset {preset!r} has no multitask sizes; choose one of {known}")
-    sp = SKILLMAP_PRESETS[preset]
+    sp = data.skillmap
     mt = replace(data.finetune, seed=seed, steps=sp.steps_per_task * n_tasks,
                  eval_every=max(1, sp.steps_per_task * n_tasks // 4))
     st = replace(data.finetune, seed=seed, steps=sp.single_steps, eval_every=max(1, sp.single_steps // 4))
@@ -143,13 +103,13 @@ def resolve_groups(groups: Mapping[str, tuple[str, ...]] | None, tasks: list[str
     return {g: members for g, members in out.items() if members}
 
 
-def _accuracy(model: TextClassifier, splits: Mapping[str, TaskSplit]) -> tuple[np.ndarray, dict[str, dict]]:
+def _accuracy(model: TextClassifier, splits: Mapping[str, TaskRows]) -> tuple[np.ndarray, dict[str, dict]]:
     """(T,) test accuracy of ``model`` on every task, and the full metrics per task."""
     metrics = {t: evaluate(model, s.test, t)[0] for t, s in splits.items()}
     return np.array([metrics[t]["accuracy"] for t in splits]), metrics
 
 
-def _single_task(base: TextClassifier, splits: Mapping[str, TaskSplit], cfg: FinetuneConfig,
+def _single_task(base: TextClassifier, splits: Mapping[str, TaskRows], cfg: FinetuneConfig,
                  progress: bool) -> dict[str, dict]:
     """Test metrics of one model fine-tuned per task (the baseline the multi-task model is compared with)."""
     out = {}
@@ -161,7 +121,7 @@ def _single_task(base: TextClassifier, splits: Mapping[str, TaskSplit], cfg: Fin
     return out
 
 
-def _regions(pre: TextClassifier, mt: TextClassifier, splits: Mapping[str, TaskSplit], cfg: LocalizeConfig,
+def _regions(pre: TextClassifier, mt: TextClassifier, splits: Mapping[str, TaskRows], cfg: LocalizeConfig,
              out: Path, progress: bool) -> tuple[list[Region], dict[str, float]]:
     """γ_i for each task (θ_pre, θ_mt, task i's rows), saved with task i's multi-task head."""
     regions, seconds = [], {}
@@ -175,7 +135,7 @@ def _regions(pre: TextClassifier, mt: TextClassifier, splits: Mapping[str, TaskS
     return regions, seconds
 
 
-def _unions(pre: TextClassifier, mt: TextClassifier, splits: Mapping[str, TaskSplit], regions: list[Region],
+def _unions(pre: TextClassifier, mt: TextClassifier, splits: Mapping[str, TaskRows], regions: list[Region],
             groups: dict[str, list[str]], cfg: SkillmapConfig, progress: bool) -> tuple[np.ndarray, ...]:
     """Per group: |union|, (T,) accuracy of θ_pre + union ⊙ Δ, and the same after ``union_steps`` on it."""
     tasks = list(splits)
@@ -195,7 +155,7 @@ def _unions(pre: TextClassifier, mt: TextClassifier, splits: Mapping[str, TaskSp
     return size, before, after
 
 
-def run_skillmap(base: TextClassifier, splits: Mapping[str, TaskSplit], cfg: SkillmapConfig, *,
+def run_skillmap(base: TextClassifier, splits: Mapping[str, TaskRows], cfg: SkillmapConfig, *,
                  out: str | Path, info: Mapping | None = None, progress: bool = True) -> SkillMap:
     """Runs the experiment and writes ``out/{skillmap.json, regions/<task>/, figures/*.png}``.
 
@@ -208,7 +168,7 @@ def run_skillmap(base: TextClassifier, splits: Mapping[str, TaskSplit], cfg: Ski
         progress: show progress bars.
 
     Returns:
-        The :class:`~cl_graft.skillmap_io.SkillMap` that was saved.
+        The :class:`~cl_graft.skillmaps.results.SkillMap` that was saved.
     """
     tasks = list(splits)
     if len(tasks) < 2:

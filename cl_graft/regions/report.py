@@ -3,7 +3,9 @@
 Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600), Tables 1–3: for FT and each grafted model,
 in-distribution accuracy (and F1), ECE, agreement with FT, out-of-distribution accuracy, region size and
 density, and the time it took to find the region. Every region is saved (with the task's head) together with
-a PNG of its anatomy (selected elements per layer, stacked by parameter type).
+a PNG of its anatomy (selected elements per layer, stacked by parameter type). The paper's training baselines
+(:data:`TRAINED_BASELINES`: graft re-training and BitFit) are rows of the same table: models trained from
+θ_pre inside a region with the fine-tuning recipe, scored the same way.
 """
 from __future__ import annotations
 
@@ -13,18 +15,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .evaluate import evaluate
-from .graft import check_region, graft_model
-from .localize import LocalizeConfig
-from .metrics import agreement
-from .models import TextClassifier
-from .plotting import plot_anatomy
+from ..errors import UserError
+from ..grafting.graft import check_region, clone_model, graft_model
+from ..metrics import agreement
+from ..plotting import plot_anatomy
+from ..task import TaskSpec
+from ..training.evaluate import evaluate
+from ..training.finetune import FinetuneConfig
+from ..training.models import TextClassifier
+from ..training.region_training import bias_region, bitfit, finetune_region
+from .config import LocalizeConfig
+from .methods import find_region
 from .region import Region, fingerprint, layer_index, param_type
-from .region_methods import find_region
-from .task import TaskSpec
 
 REGIONS_DIR = "regions"
+TRAINED_BASELINES = {
+    "retrain": "graft re-training: the graft region of the same sparsity trained from θ_pre (paper Table 1)",
+    "bitfit": "BitFit: only the biases trained from θ_pre (https://arxiv.org/abs/2106.10199); one row",
+}
 
 
 def score_model(model: TextClassifier, test: list[dict], task: str, *, ood: Mapping[str, list[dict]],
@@ -101,21 +109,36 @@ def load_given_regions(paths: Sequence[str], pre: TextClassifier, ft: TextClassi
     return given
 
 
+def _trained(method: str, pre: TextClassifier, ft: TextClassifier, region: Region, train: list[dict],
+             dev: list[dict], recipe: FinetuneConfig, task: str, progress: bool) -> TextClassifier:
+    """A :data:`TRAINED_BASELINES` model: θ_pre with the task's head at its fine-tuning init, trained inside
+    ``region`` (the graft region for ``retrain``; ignored for ``bitfit``, which takes the biases)."""
+    start = clone_model(pre)
+    if task not in start.tasks:
+        start.add_task(ft.tasks[task], seed=recipe.seed)
+    if method == "bitfit":
+        return bitfit(start, train, dev, recipe, task=task, progress=progress)[0]
+    return finetune_region(start, region, train, dev, recipe, task=task, progress=progress)[0]
+
+
 def localize_table(pre: TextClassifier, ft: TextClassifier, train: list[dict], dev: list[dict], test: list[dict],
                    *, task: str, methods: Sequence[str], sparsities: Sequence[float], cfg: LocalizeConfig,
                    out: Path, ood: Mapping[str, list[dict]] | None = None,
-                   given: Mapping[str, Region] | None = None, progress: bool = True) -> list[dict]:
+                   given: Mapping[str, Region] | None = None, recipe: FinetuneConfig | None = None,
+                   progress: bool = True) -> list[dict]:
     """Finds (``methods`` × ``sparsities``) and/or takes (``given``) regions, grafts, scores, saves.
 
     Args:
         pre, ft: θ_pre and θ_ft (``task`` registered in ``ft``).
         train, dev, test: rows; train/dev are for finding regions, test for scoring.
         task: the task.
-        methods, sparsities: :data:`~cl_graft.region_methods.REGION_METHODS` names and sparsities to run.
+        methods, sparsities: :data:`~cl_graft.regions.methods.REGION_METHODS` and :data:`TRAINED_BASELINES`
+            names, and the sparsities to run.
         cfg: localization settings; its ``sparsity`` is replaced by each value of ``sparsities``.
         out: folder; regions go to ``out/regions/<label>/`` (+ ``anatomy.png``).
         ood: OOD name → rows labelled in the task's label space.
         given: label → an already-checked region to score as well (saved again under its label).
+        recipe: the fine-tuning recipe of the trained baselines (required when ``methods`` names one).
 
     Returns:
         One row per model: ``name``, ``method``, ``sparsity``, ``size``, ``density``, ``seconds``, metrics.
@@ -124,20 +147,33 @@ def localize_table(pre: TextClassifier, ft: TextClassifier, train: list[dict], d
     ft_row, ft_preds = score_model(ft, test, task, ood=ood)
     rows = [{"name": "FT", "method": "finetuned", "sparsity": None, "size": None, "density": None,
              "seconds": None, **ft_row}]
+    if recipe is None and any(m in TRAINED_BASELINES for m in methods):
+        raise UserError("the trained baselines (retrain, bitfit) need the fine-tuning recipe")
     jobs = [(label, r, r.meta.get("method", "given"), r.meta.get("sparsity")) for label, r in (given or {}).items()]
-    jobs += [(region_label(m, s), None, m, s) for s in sparsities for m in methods]
+    jobs += [(region_label(m, s), None, m, s) for s in sparsities for m in methods if m != "bitfit"]
+    jobs += [("bitfit", bias_region(pre), "bitfit", None)] if "bitfit" in methods else []
     heads = {n: p.detach() for n, p in ft.named_parameters() if n.startswith(f"heads.{task}.")}
+    found: dict[tuple[str, float], Region] = {}
     for label, region, method, sparsity in jobs:
         t0 = time.perf_counter()
         if region is None:
-            run_cfg = LocalizeConfig.from_json({**cfg.to_json(), "sparsity": sparsity})
-            region = find_region(method, pre, ft, train, dev, run_cfg, task=task, progress=progress).region
+            finder = "graft" if method == "retrain" else method
+            if (finder, sparsity) not in found:
+                run_cfg = LocalizeConfig.from_json({**cfg.to_json(), "sparsity": sparsity})
+                found[finder, sparsity] = find_region(finder, pre, ft, train, dev, run_cfg, task=task,
+                                                      progress=progress).region
+            region = found[finder, sparsity]
+        if method in TRAINED_BASELINES:
+            model = _trained(method, pre, ft, region, train, dev, recipe, task, progress)
+        else:
+            model = graft_model(pre, ft, region)
         seconds = time.perf_counter() - t0
-        row, _ = score_model(graft_model(pre, ft, region), test, task, ood=ood, reference=ft_preds)
-        folder = out / REGIONS_DIR / label
-        region.save(folder, heads=heads or None)
-        plot_anatomy(anatomy_counts(region), folder / "anatomy.png",
-                     title=f"{task} {label}\n{region.size} elements, {100 * region.density():.3g}%")
+        row, _ = score_model(model, test, task, ood=ood, reference=ft_preds)
+        if method not in TRAINED_BASELINES:
+            folder = out / REGIONS_DIR / label
+            region.save(folder, heads=heads or None)
+            plot_anatomy(anatomy_counts(region), folder / "anatomy.png",
+                         title=f"{task} {label}\n{region.size} elements, {100 * region.density():.3g}%")
         rows.append({"name": label, "method": method, "sparsity": sparsity, "size": region.size,
                      "density": region.density(), "seconds": round(seconds, 2), **row})
     return rows

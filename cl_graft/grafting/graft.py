@@ -2,14 +2,14 @@
 
 Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned Language Models", ICML 2023
 (https://arxiv.org/abs/2302.06600). The tensor math lives in :mod:`cl_graft.ops`; this module applies it to
-:class:`~cl_graft.models.TextClassifier` models:
+:class:`~cl_graft.training.models.TextClassifier` models:
 
 - :func:`graft_model` / :func:`wise` return NEW models and never touch their inputs;
 - a :class:`SkillPatch` stores only the fine-tuned values at a region's elements (plus, optionally, whole
   task heads); :func:`patch_` writes them into a model in place and returns a :class:`Stash` with which
   :func:`restore_` undoes the patch bit for bit. Both cost O(|γ|), so switching a model between skills is
   cheap compared with loading a checkpoint. Patches are saved in a compact format (see
-  :mod:`cl_graft.skill_patch_io`): flat int32 indices + values per tensor, not a bitmap over all N elements.
+  :mod:`cl_graft.grafting.patch_io`): flat int32 indices + values per tensor, not a bitmap over all N elements.
 """
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from . import ops
-from .errors import UserError
-from .models import TextClassifier
-from .region import Region, fingerprint, graftable_names
-from .skill_patch_io import read_patch, write_patch
+from .. import ops
+from ..errors import UserError
+from ..regions.region import Region, fingerprint, graftable_names
+from ..training.models import TextClassifier
+from .patch_io import read_patch, write_patch
 
 OUTSIDE = ("pre", "zero")
 
@@ -60,7 +60,7 @@ def graft_model(pre: TextClassifier, ft: TextClassifier, region: Region, *, outs
     Args:
         pre: the pre-trained model θ_pre (needs only the region's tensors).
         ft: the fine-tuned model θ_ft; the result is a copy of it (on its device).
-        region: γ over some of the models' tensors (normally :func:`~cl_graft.region.graftable_names`).
+        region: γ over some of the models' tensors (normally :func:`~cl_graft.regions.region.graftable_names`).
         outside: ``"pre"`` (the paper's graft) or ``"zero"`` (lottery-ticket-style baseline). Default: the
             region's ``meta["outside"]`` if recorded (lottery regions record ``"zero"``), else ``"pre"``.
         check_fingerprint: compare θ_pre's fingerprint with the one recorded in the region's meta.

@@ -2,9 +2,10 @@
 
 Continual grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600) trains each new task only
 outside the regions of earlier tasks, and its zero-forgetting promise holds only if those elements do not
-move by a single bit. Zeroing their gradients is not enough: weight decay, momentum buffers and Adam
-moments still move them (see ``docs/avalanche.md`` §2a). :class:`ElementFreeze` therefore, for one
-training phase (an experience):
+move by a single bit; graft re-training, BitFit and the skill map's union steps train inside a region under
+the same promise. Zeroing gradients is not enough: weight decay, momentum buffers and Adam moments still move
+the elements (torch applies them to every element of a tensor that has a gradient). :class:`ElementFreeze`
+therefore, for one training phase (an experience, a fine-tuning run):
 
 1. clears the optimizer state of the model's parameters at the start (a new task starts with fresh
    momentum/moments, which also makes an interrupted stream resume bit-identically);

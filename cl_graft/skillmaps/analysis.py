@@ -11,7 +11,7 @@ multi-task model θ_mt, and accuracies of θ_pre, θ_mt and grafted models θ_pr
 - anatomy: each region's share per layer or parameter type.
 
 Undefined entries (an empty denominator; a task on which θ_mt does not beat θ_pre) are NaN, never 0.
-Only the first function touches :class:`~cl_graft.region.Region`; everything else works on arrays, so
+Only the first function touches :class:`~cl_graft.regions.region.Region`; everything else works on arrays, so
 the figures can be redrawn from saved JSON.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from .errors import UserError
-from .region import Region
+from ..errors import UserError
+from ..regions.region import Region
 
 ANATOMY_AXES = ("layer", "type")
 
@@ -40,7 +40,7 @@ def intersection_counts(regions: Sequence[Region]) -> np.ndarray:
         return np.zeros((0, 0), dtype=np.int64)
     names = regions[0].names
     for r in regions[1:]:
-        r._paired(regions[0], "intersection_counts")                 # same names and shapes, or UserError
+        r.paired(regions[0], "intersection_counts")                 # same names and shapes, or UserError
     flat = [torch.cat([r.masks[n].reshape(-1).cpu() for n in names]) for r in regions]   # T × (N,)
     index = [torch.nonzero(f).squeeze(1).numpy() for f in flat]       # T × (|γ_i|,) sorted flat indices
     t = len(regions)
@@ -148,18 +148,6 @@ def group_gains(gain: np.ndarray, member: np.ndarray) -> dict[str, np.ndarray]:
     return {"in": side(member), "out": side(~member)}
 
 
-def union_ratio(union_size: Sequence[int], sizes: np.ndarray, member: np.ndarray) -> np.ndarray:
-    """|∪_{i∈g} γ_i| / Σ_{i∈g} |γ_i| per group: 1 = disjoint regions, lower = shared parameters. (G,)
-
-    Args:
-        union_size: (G,) size of each group's union region.
-        sizes: (T,) region sizes.
-        member: (G, T) bool.
-    """
-    total = np.asarray(member, dtype=float) @ np.asarray(sizes, dtype=float)   # (G,)
-    return _divide(np.asarray(union_size, dtype=float), total)
-
-
 def anatomy(breakdowns: Sequence[Mapping], *, by: str = "layer") -> tuple[list[str], np.ndarray, np.ndarray]:
     """Each region's share per layer (or parameter type), side by side.
 
@@ -169,7 +157,7 @@ def anatomy(breakdowns: Sequence[Mapping], *, by: str = "layer") -> tuple[list[s
 
     Returns:
         ``(labels, share, density)``: K bucket labels (layers as ``"L0"``…, ``"other"`` for names outside the
-        layers; parameter types in :data:`~cl_graft.region.PARAM_TYPES` order), ``share`` (T, K) = fraction of
+        layers; parameter types in :data:`~cl_graft.regions.region.PARAM_TYPES` order), ``share`` (T, K) = fraction of
         region i in bucket k (rows sum to 1, NaN rows for empty regions) and ``density`` (T, K) = selected /
         covered elements of bucket k.
     """
