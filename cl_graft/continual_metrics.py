@@ -64,3 +64,24 @@ def summarize(matrix: np.ndarray) -> dict:
     square = r.ndim == 2 and r.shape[0] == r.shape[1]
     return {"final": final_accuracy(r).tolist(), "average": average_accuracy(r),
             "forgetting": forgetting(r) if square else float("nan"), "bwt": bwt(r) if square else float("nan")}
+
+
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Two-sided 95% quantiles of Student's t for 1 … 30 degrees of freedom (1.96, the normal one, beyond)."""
+
+
+def paired_interval(a, b) -> dict:
+    """Mean of the paired differences ``a − b`` (e.g. one strategy vs another, seed by seed) with its 95%
+    t-interval: ``{"n", "mean", "std", "low", "high", "ahead"}``; ``ahead`` is +1 / −1 when the interval
+    excludes 0 on that side, else 0. Needs at least two pairs.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2:
+        raise UserError(f"paired_interval needs two equal-length series of >= 2 values, got {a.shape} and {b.shape}")
+    d = a - b
+    n, mean, std = d.size, float(d.mean()), float(d.std(ddof=1))
+    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * std / np.sqrt(n)
+    low, high = mean - half, mean + half
+    return {"n": n, "mean": mean, "std": std, "low": low, "high": high,
+            "ahead": 1 if low > 0 else -1 if high < 0 else 0}

@@ -6,15 +6,17 @@ with the owner-map machinery of grafting (one owner byte per element):
 
 1. experience t trains the free elements (not owned by an earlier task) and the task's head;
 2. after ``prune_at`` of its steps, it keeps the largest-|w| fraction ``keep`` of the free elements for task
-   t, sets the other free elements to **zero** (released for later tasks), and trains only the kept ones
-   for the remaining steps (post-prune fine-tuning);
+   t, **releases** the other free elements for later tasks, and trains only the kept ones for the remaining
+   steps (post-prune fine-tuning);
 3. the kept elements are frozen (bit-exact) and owned by task t; task i is evaluated with the elements of
-   tasks ≤ i and zeros elsewhere.
+   tasks ≤ i and released values elsewhere.
 
-It differs from grafting (:class:`~cl_graft.strategies.graft_plugin.GraftPlugin`) in what a task keeps
-(largest weights rather than a learned/largest-change region) and in what the rest becomes (0 rather than
-θ_pre). ``keep=None`` splits the capacity evenly: task t keeps ``1 / (T − t)`` of the free elements, T = the
-adapter's number of tasks, so the last task takes everything left.
+Released elements return to θ_pre (``release="pre"``, the default: the fair variant for a pre-trained encoder,
+whose weights are knowledge rather than an init) or to zero (``release="zero"``, PackNet's original recipe for
+models trained from scratch, which wipes most of a pre-trained encoder after the first task). It differs from
+grafting (:class:`~cl_graft.strategies.graft_plugin.GraftPlugin`) in what a task keeps: its largest weights
+rather than a learned/largest-change region. ``keep=None`` splits the capacity evenly: task t keeps
+``1 / (T − t)`` of the free elements, T = the adapter's number of tasks, so the last task takes everything left.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from .adapter import classifier_of
 from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
 
+RELEASE = ("pre", "zero")
+
 
 class PackNetPlugin(GraftPlugin):
     """PackNet on the graftable tensors; evaluation and storage as in :class:`GraftPlugin`.
@@ -37,20 +41,26 @@ class PackNetPlugin(GraftPlugin):
         steps: optimizer steps per experience (the pruning step is ``round(prune_at · steps)``).
         prune_at: fraction of the steps trained before pruning (1.0 = prune at the end, no retraining).
         keep: fraction of the free elements each task keeps (None = even split, see the module docstring).
+        release: what released elements become: ``"pre"`` (θ_pre) or ``"zero"``.
         reconstruct, graftable, guard: as for :class:`GraftPlugin`.
     """
 
-    def __init__(self, *, steps: int, prune_at: float = 0.75, keep: float | None = None,
+    def __init__(self, *, steps: int, prune_at: float = 0.75, keep: float | None = None, release: str = "pre",
                  reconstruct: str = "experience", graftable: str = DEFAULT_GRAFTABLE, guard: bool = True) -> None:
         super().__init__(reconstruct=reconstruct, graftable=graftable, guard=guard)
         if not 0 < prune_at <= 1 or (keep is not None and not 0 < keep <= 1):
             raise UserError(f"prune_at and keep must be in (0, 1], got {prune_at} and {keep}")
+        if release not in RELEASE:
+            raise UserError(f"release must be one of {RELEASE}, got {release!r}")
+        self.release = release
         self.prune_step, self.keep = max(1, round(prune_at * steps)), keep
         self._done = 0
         self._kept: Region | None = None
 
     def _new_owners(self, clf) -> OwnerMap:
-        """Released (and later tasks') elements are zero, not θ_pre."""
+        """The map's "pre" values are what released (and later tasks') elements become: θ_pre or zero."""
+        if self.release == "pre":
+            return super()._new_owners(clf)
         params = dict(clf.named_parameters())
         return OwnerMap({n: torch.zeros_like(params[n]) for n in graftable_names(params.items(), self.graftable)})
 
@@ -85,7 +95,8 @@ class PackNetPlugin(GraftPlugin):
         kept = ops.topk_mask(scores, round(keep * free.size), absolute=False)
         self._kept = Region.adopt({n: m.cpu() for n, m in kept.items()}, {"method": "packnet", "keep": keep}) & free
         for n, m in (free - self._kept).masks.items():
-            params[n].masked_fill_(m.to(params[n].device), 0.0)
+            device = params[n].device
+            params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
         task = self._task(adapter, strategy.experience)
         self._freeze.end_(strategy.optimizer)
         trainable: dict = dict(self._kept.masks)

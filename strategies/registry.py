@@ -7,7 +7,8 @@ baseline is one entry here plus its class. Avalanche is imported only when a str
 
 - ``graft`` — :class:`~.graft_strategy.GraftStrategy`, stream mode (Panigrahi et al. 2023, §5.2);
 - ``graft-paper`` — the paper's mode: regions from independent fine-tuning + localization of each task;
-- ``packnet`` — :class:`~.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik 2018);
+- ``packnet`` — :class:`~.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik 2018), released weights
+  back to θ_pre; ``packnet-zero`` — released weights zeroed, as published;
 - ``naive``, ``ewc``, ``lwf``, ``replay`` — Avalanche's stock strategies, unchanged;
 - ``joint`` — Avalanche's ``JointTraining`` on the whole stream (steps × T steps; one result row);
 - ``single`` — each task fine-tuned alone from θ_pre (the reference for "% of single-task fine-tuning").
@@ -115,14 +116,18 @@ def _graft_paper(ctx: BuildContext):
                          reconstruct=ctx.cfg.reconstruct, dev_rows=ctx.dev_rows, owners=ctx.owners)
 
 
-def _packnet(ctx: BuildContext):
-    from avalanche.training.templates import SupervisedTemplate
+def _packnet(release: str) -> Callable[[BuildContext], Any]:
+    """A builder of :class:`~.packnet.PackNetPlugin` whose released elements become ``release``."""
+    def build(ctx: BuildContext):
+        from avalanche.training.templates import SupervisedTemplate
 
-    from .packnet import PackNetPlugin
+        from .packnet import PackNetPlugin
 
-    packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.cfg.packnet_prune_at,
-                            reconstruct=ctx.cfg.reconstruct)
-    return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
+        packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.cfg.packnet_prune_at,
+                                release=release, reconstruct=ctx.cfg.reconstruct)
+        return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
+
+    return build
 
 
 def _avalanche(cls_name: str, fixed: Mapping[str, Any] | None = None, **settings: str) -> Callable[[BuildContext], Any]:
@@ -135,6 +140,31 @@ def _avalanche(cls_name: str, fixed: Mapping[str, Any] | None = None, **settings
         return getattr(avalanche.training, cls_name)(**ctx.template, plugins=ctx.plugins, **kwargs)
 
     return build
+
+
+def graft_bytes_estimate(ctx: BuildContext) -> int:
+    """What ``graft`` stores for the stream, known before it runs: per task, its region budget (an int32 index
+    and a value per element) and its head."""
+    from cl_graft.regions.problem import resolve_budget
+    from cl_graft.regions.region import graftable_names
+
+    clf = ctx.adapter.clf
+    params = dict(clf.named_parameters())
+    names = graftable_names(params.items())
+    numel = sum(params[n].numel() for n in names)
+    per_task = resolve_budget(ctx.cfg.localize, numel) * (4 + params[names[0]].element_size())
+    heads = sum(params[n].numel() * params[n].element_size() for t in ctx.tasks for n in clf.task_head_names(t))
+    return len(ctx.tasks) * per_task + heads
+
+
+def _replay_matched(ctx: BuildContext):
+    """Replay whose memory (token ids, 4 bytes each) holds as many bytes as ``graft`` stores."""
+    from avalanche.training import Replay
+
+    rows = [row for exp in ctx.bm.train_stream for row in exp.dataset]
+    tokens_per_row = sum(len(r["input_ids"]) for r in rows) / max(1, len(rows))
+    mem = max(1, int(graft_bytes_estimate(ctx) / (4 * tokens_per_row)))
+    return Replay(**ctx.template, plugins=ctx.plugins, mem_size=mem)
 
 
 # ----- storage -------------------------------------------------------------------------------------
@@ -170,8 +200,10 @@ STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
                   _graft, _region_storage, resumable=True),
     StrategyEntry("graft-paper", "GraftStrategy, paper mode: regions from independent fine-tuning of each task",
                   _graft_paper, _region_storage),
-    StrategyEntry("packnet", "PackNet on the transformer: keep the largest free weights per task",
-                  _packnet, _region_storage),
+    StrategyEntry("packnet", "PackNet on the transformer: keep the largest free weights per task, release the "
+                  "rest to θ_pre", _packnet("pre"), _region_storage),
+    StrategyEntry("packnet-zero", "PackNet as published: released weights set to zero", _packnet("zero"),
+                  _region_storage),
     StrategyEntry("naive", "Avalanche Naive: plain fine-tuning on each experience", _avalanche("Naive"),
                   _model_storage),
     StrategyEntry("ewc", "Avalanche EWC (separate penalties per task)",
@@ -180,6 +212,8 @@ STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
                   _avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), _model_storage),
     StrategyEntry("replay", "Avalanche Replay (reservoir memory of earlier rows)",
                   _avalanche("Replay", mem_size="replay_mem"), _replay_storage),
+    StrategyEntry("replay-matched", "Avalanche Replay with a memory of as many bytes as graft stores",
+                  _replay_matched, _replay_storage),
     StrategyEntry("joint", "Avalanche JointTraining on the whole stream (upper reference)",
                   _avalanche("JointTraining"), _model_storage, fit="joint"),
     StrategyEntry("single", "one model per task, each fine-tuned alone from θ_pre",

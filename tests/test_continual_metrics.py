@@ -51,3 +51,18 @@ def test_bad_shapes():
         forgetting(np.zeros((2, 3)))
     with pytest.raises(UserError):
         final_accuracy(np.zeros((0, 3)))
+
+
+def test_paired_interval_hand_computed():
+    from cl_graft.continual_metrics import paired_interval
+
+    # differences 1, 2, 3: mean 2, sd 1, t(2) = 4.303 -> half-width 4.303 / sqrt(3) = 2.4843
+    r = paired_interval([11.0, 12.0, 13.0], [10.0, 10.0, 10.0])
+    assert r["n"] == 3 and r["mean"] == 2.0 and r["std"] == 1.0
+    assert abs(r["low"] - (2 - 4.303 / 3 ** 0.5)) < 1e-12 and abs(r["high"] - (2 + 4.303 / 3 ** 0.5)) < 1e-12
+    assert r["ahead"] == 0                                            # the interval contains 0
+    tight = paired_interval([2.0, 2.1, 1.9, 2.0, 2.05], [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert tight["ahead"] == 1 and tight["low"] > 0
+    assert paired_interval([1.0, 1.0, 1.1], [2.0, 2.0, 2.0])["ahead"] == -1
+    with pytest.raises(UserError, match="two equal-length"):
+        paired_interval([1.0], [2.0])

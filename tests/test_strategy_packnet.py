@@ -1,4 +1,5 @@
-"""PackNet on a tiny transformer: prune by magnitude among free elements, zero the rest, freeze bit-exactly."""
+"""PackNet on a tiny transformer: prune by magnitude among free elements, release the rest (to θ_pre or zero),
+freeze bit-exactly."""
 from __future__ import annotations
 
 import pytest
@@ -26,10 +27,9 @@ def bm():
     return make_stream()
 
 
-@pytest.fixture(scope="module")
-def packnet_run(bm):
+def run_packnet(bm, **kw):
     model = TaskAdapter(build_model(), TASKS)
-    plugin, probe = PackNetPlugin(steps=STEPS, prune_at=0.5), Probe()
+    plugin, probe = PackNetPlugin(steps=STEPS, prune_at=0.5, **kw), Probe()
     strategy = SupervisedTemplate(model=model, optimizer=make_opt(model, "adamw"), train_mb_size=16,
                                   train_epochs=STEPS, eval_mb_size=16, evaluator=evaluator(),
                                   plugins=[plugin, probe, StepLimit(STEPS), LrPerExperience()])
@@ -39,6 +39,27 @@ def packnet_run(bm):
         strategy.train(exp)
         results.append(strategy.eval(bm.test_stream))
     return plugin, probe, results
+
+
+@pytest.fixture(scope="module")
+def packnet_run(bm):
+    return run_packnet(bm, release="zero")
+
+
+def test_released_elements_return_to_pre_bit_exactly(bm):
+    pre = {n: p.detach().clone() for n, p in build_model().named_parameters()}
+    plugin, probe, results = run_packnet(bm)                          # the default: release to θ_pre
+    first = plugin.owners.patches[0].region
+    for n, m in (~first).masks.items():
+        assert torch.equal(bits(probe.states[0][n])[m], bits(pre[n])[m]), n
+    assert acc(results[1], 0) == acc(results[0], 0)
+
+
+def test_unknown_release_is_refused():
+    from cl_graft.errors import UserError
+
+    with pytest.raises(UserError, match="release must be one of"):
+        PackNetPlugin(steps=STEPS, release="random")
 
 
 def test_even_split_and_zeroed_release(packnet_run):

@@ -30,6 +30,19 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     assert result.bytes == 123 and result.info["x"] == 1
 
 
+def test_storage_matched_replay_holds_grafts_bytes():
+    model, bm = build_model(), make_stream()
+    cfg = continual_setup("smoke", seed=0)[1]
+    result = run_strategy("replay-matched", model, bm, TASKS, cfg, progress=False)
+    params = dict(model.named_parameters())
+    numel = sum(p.numel() for n, p in params.items() if ".layer." in n)
+    heads = sum(p.numel() for n, p in params.items() if n.startswith("heads."))
+    graft_bytes = 2 * int(cfg.localize.sparsity * numel) * 8 + 4 * heads   # index + value per element, heads
+    rows = [r for exp in bm.train_stream for r in exp.dataset]
+    tokens = sum(len(r["input_ids"]) for r in rows) / len(rows)
+    assert result.info["memory_rows"] == int(graft_bytes / (4 * tokens)) > 0
+
+
 def test_every_entry_is_consistent():
     for name, entry in STRATEGIES.items():
         assert entry.name == name and entry.help and entry.fit in ("stream", "joint", "separate")

@@ -5,14 +5,25 @@ A :class:`~cl_graft.errors.UserError` becomes a one-line ``error: ...`` on stder
 """
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
 
+from ..artifacts import COMMAND_LINE
 from ..errors import UserError
 
 
 class _Group(click.Group):
+    def main(self, args=None, prog_name=None, **extra):
+        """Records the full command line (for run records) while the command runs."""
+        argv = sys.argv[1:] if args is None else list(args)
+        token = COMMAND_LINE.set(shlex.join(["cl-graft", *argv]))
+        try:
+            return super().main(args, prog_name, **extra)
+        finally:
+            COMMAND_LINE.reset(token)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

@@ -1,0 +1,43 @@
+"""Run records: what made a result (command line, device, versions, revision) and what it cost."""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from click.testing import CliRunner
+
+from cl_graft.artifacts import COMMAND_LINE, finish_record, git_revision, run_record
+from cl_graft.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_run_record_fields_are_correct():
+    record = run_record(command="x", device="cpu", seed=3)
+    assert record["command_line"] == shlex.join(sys.argv) and record["seed"] == 3
+    assert record["torch"] == torch.__version__
+    assert record["transformers"] == metadata.version("transformers")
+    assert record["avalanche"] == metadata.version("avalanche-lib")
+    assert "cores)" in record["device_name"] and record["started"].endswith("+00:00")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if head.returncode == 0:                                          # a clone or an editable install
+        assert record["git_revision"].split("+")[0] == head.stdout.strip() == git_revision().split("+")[0]
+    done = finish_record(record)
+    assert done["wall_seconds"] >= 0 and done["cpu_seconds"] > 0 and done["peak_rss_mb"] > 50
+    token = COMMAND_LINE.set("cl-graft run --stream a,b")
+    try:
+        assert run_record()["command_line"] == "cl-graft run --stream a,b"
+    finally:
+        COMMAND_LINE.reset(token)
+
+
+def test_cli_sets_the_full_command_line(monkeypatch):
+    seen = []
+    monkeypatch.setattr("cl_graft.cli.plot.plot.callback", lambda **kw: seen.append(run_record()["command_line"]))
+    result = CliRunner().invoke(main, ["plot", "somewhere", "--out", "x y"])
+    assert result.exit_code == 0, result.output
+    assert seen == ["cl-graft plot somewhere --out 'x y'"] and COMMAND_LINE.get() is None
