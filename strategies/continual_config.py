@@ -26,11 +26,12 @@ class ContinualConfig:
     method: str = field(default="graft", metadata={"help": "region method (cl_graft.regions.methods)"})
     reconstruct: str = field(default="experience", metadata={"help": "experience, minibatch or all"})
     eval_batch: int = field(default=64, metadata={"help": "evaluation batch size"})
-    ewc_lambda: float = field(default=1e4, metadata={"help": "EWC penalty weight (untuned)"})
+    ewc_lambda: float = field(default=1e4, metadata={"help": "EWC penalty weight (tune with --tune)"})
     lwf_alpha: float = field(default=1.0, metadata={"help": "LwF distillation weight (Avalanche default)"})
     lwf_temperature: float = field(default=2.0, metadata={"help": "LwF temperature (Avalanche default)"})
     replay_mem: int = field(default=256, metadata={"help": "Replay memory size in rows"})
     packnet_prune_at: float = field(default=0.75, metadata={"help": "PackNet prunes after this share of steps"})
+    packnet_keep: float | None = field(default=None, metadata={"help": "PackNet's kept share (None: even split)"})
 
     def __post_init__(self) -> None:
         if self.method not in REGION_METHODS:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:                                        # adapter.py imports Av
     from .adapter import TaskAdapter
 
 FITS = ("stream", "joint", "separate")
+GRID_SIZE = 3
+SPARSITY_GRID = ({"localize.sparsity": 0.01}, {"localize.sparsity": 0.03}, {"localize.sparsity": 0.1})
+KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None})
 
 
 @dataclass
@@ -72,6 +75,8 @@ class StrategyEntry:
         fit: ``"stream"`` (one ``train`` per experience, evaluated after each), ``"joint"`` (one ``train`` on
             the whole stream with T × steps) or ``"separate"`` (a fresh model per task, stored T times).
         resumable: saves its state after every experience and continues from it with ``--resume``.
+        grid: the settings ``--tune`` tries on dev rows (:mod:`.tuning`); every strategy with settings of its
+            own gets :data:`GRID_SIZE` points, the same budget.
     """
 
     name: str
@@ -80,10 +85,13 @@ class StrategyEntry:
     storage: Callable[[Any, TaskAdapter], tuple[int, dict]]
     fit: str = "stream"
     resumable: bool = False
+    grid: tuple[dict, ...] = ()
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:
             raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
+        if self.grid and len(self.grid) != GRID_SIZE:
+            raise ValueError(f"{self.name}: a grid has {GRID_SIZE} points (the same budget for every strategy)")
 
 
 def model_bytes(clf: TextClassifier) -> int:
@@ -124,7 +132,7 @@ def _packnet(release: str) -> Callable[[BuildContext], Any]:
         from .packnet import PackNetPlugin
 
         packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.cfg.packnet_prune_at,
-                                release=release, reconstruct=ctx.cfg.reconstruct)
+                                keep=ctx.cfg.packnet_keep, release=release, reconstruct=ctx.cfg.reconstruct)
         return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
 
     return build
@@ -197,21 +205,25 @@ def _replay_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
 
 STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
     StrategyEntry("graft", "GraftStrategy, stream mode: train outside earlier regions, keep the learned region",
-                  _graft, _region_storage, resumable=True),
+                  _graft, _region_storage, resumable=True, grid=SPARSITY_GRID),
     StrategyEntry("graft-paper", "GraftStrategy, paper mode: regions from independent fine-tuning of each task",
-                  _graft_paper, _region_storage),
+                  _graft_paper, _region_storage, grid=SPARSITY_GRID),
     StrategyEntry("packnet", "PackNet on the transformer: keep the largest free weights per task, release the "
-                  "rest to θ_pre", _packnet("pre"), _region_storage),
+                  "rest to θ_pre", _packnet("pre"), _region_storage, grid=KEEP_GRID),
     StrategyEntry("packnet-zero", "PackNet as published: released weights set to zero", _packnet("zero"),
-                  _region_storage),
+                  _region_storage, grid=KEEP_GRID),
     StrategyEntry("naive", "Avalanche Naive: plain fine-tuning on each experience", _avalanche("Naive"),
                   _model_storage),
     StrategyEntry("ewc", "Avalanche EWC (separate penalties per task)",
-                  _avalanche("EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"), _model_storage),
+                  _avalanche("EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"), _model_storage,
+                  grid=({"ewc_lambda": 1e2}, {"ewc_lambda": 1e3}, {"ewc_lambda": 1e4})),
     StrategyEntry("lwf", "Avalanche LwF (distillation from the previous model)",
-                  _avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), _model_storage),
+                  _avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), _model_storage,
+                  grid=({"lwf_alpha": 0.5, "lwf_temperature": 2.0}, {"lwf_alpha": 1.0, "lwf_temperature": 2.0},
+                        {"lwf_alpha": 1.0, "lwf_temperature": 1.0})),
     StrategyEntry("replay", "Avalanche Replay (reservoir memory of earlier rows)",
-                  _avalanche("Replay", mem_size="replay_mem"), _replay_storage),
+                  _avalanche("Replay", mem_size="replay_mem"), _replay_storage,
+                  grid=({"replay_mem": 64}, {"replay_mem": 256}, {"replay_mem": 1024})),
     StrategyEntry("replay-matched", "Avalanche Replay with a memory of as many bytes as graft stores",
                   _replay_matched, _replay_storage),
     StrategyEntry("joint", "Avalanche JointTraining on the whole stream (upper reference)",

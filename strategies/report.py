@@ -43,6 +43,10 @@ def strategy_table(res: StrategyResult) -> str:
         lines.append(f"{label:<{width}}" + "".join(f"{_pct(v):>9}" for v in row))
     lines.append(f"average {_pct(s['average']).strip()}  forgetting {_pct(s['forgetting']).strip()}  "
                  f"BWT {_pct(s['bwt']).strip()}  stored {human_bytes(res.bytes)}  wall {res.seconds:.0f}s")
+    tuning = res.info.get("tuning")
+    if tuning:
+        tried = ", ".join(f"{p} {_pct(v).strip()}" for p, v in zip(tuning["grid"], tuning["dev_average"]))
+        lines.append(f"tuned on dev: {tuning['chosen']} (dev average: {tried})")
     return "\n".join(lines)
 
 

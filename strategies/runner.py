@@ -29,6 +29,7 @@ from .continual_config import ContinualConfig
 from .owner_map import OwnerMap
 from .recipe import ClipGrad, StepLimit, recipe_optimizer
 from .registry import STRATEGIES, BuildContext, owner_plugin
+from .tuning import tune
 
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
@@ -185,14 +186,22 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
 
 
 def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[str], cfg: ContinualConfig, *,
-                  out: Path, dev_rows: dict | None = None, resume: bool = False, progress: bool = True,
+                  out: Path, dev_rows: dict | None = None, tune_bm=None, tune_dev_rows: dict | None = None,
+                  resume: bool = False, progress: bool = True,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
 
-    With ``resume``, finished strategies are read back and resumable ones (``graft``) continue from their last
-    saved experience (``out/<name>/state``); other unfinished strategies start over. ``on_result`` is called with
+    With ``tune_bm`` (a stream of train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries
+    its grid on it (:func:`.tuning.tune`, selection rows ``tune_dev_rows``) and runs on ``bm`` with the setting
+    of the best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With
+    ``resume``, finished strategies are read back and resumable ones (``graft``) continue from their last saved
+    experience (``out/<name>/state``); other unfinished strategies start over. ``on_result`` is called with
     each result as it is ready.
     """
+    def dev_average(name: str, c: ContinualConfig) -> float:
+        return run_strategy(name, base, tune_bm, tasks, c, dev_rows=tune_dev_rows, progress=progress).summary()[
+            "average"]
+
     results = {}
     for name in strategies:
         path = out / name / RESULT_FILE
@@ -203,8 +212,13 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
             if state is not None and not resume and state.exists():
                 shutil.rmtree(state)                                  # an overwritten run's stale state
             (out / name).mkdir(parents=True, exist_ok=True)
-            results[name] = run_strategy(name, base, bm, tasks, cfg, dev_rows=dev_rows, progress=progress,
+            run_cfg, tuning = cfg, {}
+            if tune_bm is not None:
+                run_cfg, tuning = tune(name, cfg, lambda c, name=name: dev_average(name, c))
+            results[name] = run_strategy(name, base, bm, tasks, run_cfg, dev_rows=dev_rows, progress=progress,
                                          state_dir=state)
+            if tuning:
+                results[name].info["tuning"] = tuning
             write_json(path, results[name].to_json())
         if on_result is not None:
             on_result(results[name])

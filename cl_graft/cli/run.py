@@ -9,7 +9,7 @@ from ..errors import UserError
 from ..strategies.registry import DEFAULT_STRATEGIES, STRATEGIES
 from .common import common_options, data_source
 
-_SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
+_SAME_RUN = ("stream", "model", "head", "preset", "seed", "config", "tune")
 
 
 @click.command()
@@ -20,11 +20,13 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 @click.option("--sparsity", type=float, default=None, help="Per-task region budget, fraction of graftable params.")
 @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
+@click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
+              "(same budget for every strategy; test rows are never used to choose).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out (same stream, model, preset).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, head, preset, data_dir, seed, device,
-        out, overwrite):
+def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, model, head, preset, data_dir, seed,
+        device, out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
@@ -34,6 +36,7 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
     from ..benchmarks.streams import make_benchmark, parse_stream
     from ..strategies.continual_config import continual_setup
     from ..strategies.registry import parse_strategies
+    from ..strategies.tuning import split_dev
     from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
@@ -43,7 +46,7 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
     record = {"command": "run", "device": str(device),
               "stream": tasks, "strategies": names, "model": model, "head": head,
               "preset": preset, "seed": seed, "k": data.k, "config": cfg.to_json(),
-              "data": data_source(data_dir)}
+              "data": data_source(data_dir), "tune": tune}
     if resume:
         _check_resume(Path(out), record)
     splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
@@ -55,8 +58,13 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
     if not resume:
         write_json(out / RUN_CONFIG, run_record(**record))
     bm = make_benchmark(splits, clf)
+    tuning = {}
+    if tune:
+        tune_splits = split_dev(splits)
+        tuning = {"tune_bm": make_benchmark(tune_splits, clf),
+                  "tune_dev_rows": {s.spec.name: s.dev for s in tune_splits}}
     _run(clf, bm, tasks, names, cfg, out, {t: s.dev for t, s in zip(tasks, splits)}, resume, quiet,
-         read_json(out / RUN_CONFIG))
+         read_json(out / RUN_CONFIG), tuning)
 
 
 def _check_resume(out: Path, record: dict) -> None:
@@ -71,11 +79,12 @@ def _check_resume(out: Path, record: dict) -> None:
             raise UserError(f"--resume: {out} holds a run with another {key} ({was}); use a new --out")
 
 
-def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record) -> None:
+def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, tuning) -> None:
     from ..strategies.report import strategy_table, summary_table, write_results
     from ..strategies.runner import run_continual
 
     results = run_continual(clf, bm, tasks, names, cfg, out=out, dev_rows=dev_rows, resume=resume,
-                            progress=not quiet, on_result=lambda r: click.echo("\n" + strategy_table(r)))
+                            progress=not quiet, on_result=lambda r: click.echo("\n" + strategy_table(r)),
+                            **tuning)
     write_results(out, results, record=record)
     click.echo("\n" + summary_table(results) + f"\n\nresults -> {out}")

@@ -1,0 +1,64 @@
+"""Dev-only choices for the continual comparison: every strategy gets the same budget of settings to try.
+
+Each :class:`~.registry.StrategyEntry` declares a small grid (``entry.grid``: settings of
+:class:`~.continual_config.ContinualConfig`, dotted for nested ones, e.g. ``"localize.sparsity"``). With
+``cl-graft run --tune`` every grid point is run on the stream with *dev* rows in place of the test rows and
+scored by its final average dev accuracy; the best point (the first on ties) is then run on the test rows.
+Test rows are never handed to the tuning runs: :func:`split_dev` makes the tuning benchmark from train and dev
+rows only (half of each task's dev rows select checkpoints/regions, the other half score the grid points).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from cl_graft.errors import UserError
+from cl_graft.task import TaskRows
+
+from .continual_config import ContinualConfig
+from .registry import STRATEGIES
+
+
+def apply_point(cfg: ContinualConfig, point: Mapping[str, Any]) -> ContinualConfig:
+    """``cfg`` with the grid point's settings (``"field"`` or ``"localize.field"`` / ``"recipe.field"``)."""
+    for key, value in point.items():
+        outer, _, inner = key.partition(".")
+        if not hasattr(cfg, outer) or (inner and not hasattr(getattr(cfg, outer), inner)):
+            raise UserError(f"grid setting {key!r} is not a setting of the comparison")
+        cfg = replace(cfg, **{outer: replace(getattr(cfg, outer), **{inner: value}) if inner else value})
+    return cfg
+
+
+def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
+    """The tuning stream: each task's train rows, the first half of its dev rows for selection and the second
+    half as the rows it is scored on. No test row is in it.
+
+    Raises:
+        UserError: a task with fewer than two dev rows (nothing to tune on).
+    """
+    out = []
+    for s in splits:
+        if len(s.dev) < 2:
+            raise UserError(f"--tune needs dev rows: task {s.spec.name!r} has {len(s.dev)}")
+        half = len(s.dev) // 2
+        out.append(TaskRows(s.spec, train=s.train, dev=s.dev[:half], test=s.dev[half:]))
+    return out
+
+
+def tune(name: str, cfg: ContinualConfig, score: Callable[[ContinualConfig], float]) -> tuple[ContinualConfig, dict]:
+    """Tries every grid point of strategy ``name``; returns the chosen config and the record of the search
+    (``{"grid", "dev_average", "chosen"}``; empty when the strategy has nothing to tune).
+
+    Args:
+        name: a strategy of :data:`~.registry.STRATEGIES`.
+        cfg: the comparison's settings the grid points modify.
+        score: ``score(cfg) -> final average accuracy on the tuning (dev) stream``.
+    """
+    grid = STRATEGIES[name].grid
+    if not grid:
+        return cfg, {}
+    scores = [score(apply_point(cfg, point)) for point in grid]
+    best = max(range(len(grid)), key=lambda i: (scores[i], -i))
+    return apply_point(cfg, grid[best]), {"grid": [dict(p) for p in grid], "dev_average": scores,
+                                          "chosen": dict(grid[best])}

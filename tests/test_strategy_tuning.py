@@ -1,0 +1,76 @@
+"""Dev-only tuning: grids of the same size for every strategy, test rows never handed to the tuning runs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cl_graft.errors import UserError
+from cl_graft.task import TaskRows
+
+from conftest import SENTIMENT
+
+avalanche = pytest.importorskip("avalanche")
+
+from cl_graft.strategies.continual_config import continual_setup
+from cl_graft.strategies.registry import GRID_SIZE, STRATEGIES
+from cl_graft.strategies.tuning import apply_point, split_dev, tune
+from test_cli_run import cli, env  # noqa: F401  (env is a fixture)
+
+
+def test_every_grid_has_the_same_budget_and_valid_settings():
+    cfg = continual_setup("smoke", seed=0)[1]
+    tuned = {n for n, e in STRATEGIES.items() if e.grid}
+    assert {"graft", "graft-paper", "packnet", "ewc", "lwf", "replay"} <= tuned
+    for name in tuned:
+        assert len(STRATEGIES[name].grid) == GRID_SIZE
+        for point in STRATEGIES[name].grid:
+            apply_point(cfg, point)                                     # every setting exists
+
+
+def test_apply_point_and_tune_pick_the_best_first_on_ties():
+    cfg = continual_setup("smoke", seed=0)[1]
+    assert apply_point(cfg, {"localize.sparsity": 0.1}).localize.sparsity == 0.1
+    assert apply_point(cfg, {"ewc_lambda": 5.0}).ewc_lambda == 5.0 and cfg.ewc_lambda == 1e4
+    with pytest.raises(UserError, match="not a setting"):
+        apply_point(cfg, {"localize.nope": 1})
+    scores = {1e2: 0.5, 1e3: 0.7, 1e4: 0.7}
+    chosen, record = tune("ewc", cfg, lambda c: scores[c.ewc_lambda])
+    assert chosen.ewc_lambda == 1e3 and record["chosen"] == {"ewc_lambda": 1e3}
+    assert record["dev_average"] == [0.5, 0.7, 0.7]
+    assert tune("naive", cfg, lambda c: 1 / 0) == (cfg, {})            # nothing to tune: nothing run
+
+
+def test_split_dev_holds_no_test_row():
+    rows = [{"text": f"r{i}", "label": i % 2} for i in range(30)]
+    s = TaskRows(SENTIMENT, train=rows[:10], dev=rows[10:20], test=rows[20:])
+    (t,) = split_dev([s])
+    assert t.train == s.train and t.dev + t.test == s.dev and not set(map(str, t.test)) & set(map(str, s.test))
+    with pytest.raises(UserError, match="needs dev rows"):
+        split_dev([TaskRows(SENTIMENT, train=rows, dev=rows[:1], test=rows)])
+
+
+def test_cli_tune_never_hands_test_rows_to_the_tuning_runs(env, tmp_path, monkeypatch):  # noqa: F811
+    from cl_graft.strategies import runner
+
+    seen, real = [], runner.run_strategy
+
+    def spy(name, base, bm, tasks, cfg, **kw):
+        seen.append((name, cfg.ewc_lambda, {str(bm.test_stream[i].dataset[j]["text"])
+                                            for i in range(len(tasks))
+                                            for j in range(len(bm.test_stream[i].dataset))}))
+        return real(name, base, bm, tasks, cfg, **kw)
+
+    monkeypatch.setattr(runner, "run_strategy", spy)
+    out = tmp_path / "tuned"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "ewc", "--tune", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    test_texts = set()
+    for name in ("alpha", "beta"):
+        test_texts |= {json.loads(line)["text"] for line in (env / "data" / name / "test.jsonl").read_text().splitlines()}
+    assert [lam for _, lam, _ in seen[:3]] == [1e2, 1e3, 1e4]           # three grid points, then the real run
+    assert all(not texts & test_texts for _, _, texts in seen[:3])     # tuning never sees a test row
+    assert seen[3][2] <= test_texts
+    info = json.loads((out / "results.json").read_text())["strategies"]["ewc"]["info"]["tuning"]
+    assert info["chosen"]["ewc_lambda"] == seen[3][1] and len(info["dev_average"]) == 3
+    assert "tuned on dev" in result.output
