@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--methods", default="graft,topk")
     ap.add_argument("--finetuned-root", type=Path, default=Path("runs"))
     ap.add_argument("--work", type=Path, default=Path("runs/bench-localization"), help="regions go here")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "localization.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "localization.json")
     ap.add_argument("--steps", type=int, default=LocalizeConfig.steps)
     ap.add_argument("--n-batches", type=int, default=LocalizeConfig.n_batches)
     ap.add_argument("--lr", type=float, default=LocalizeConfig.lr)
