@@ -34,7 +34,7 @@ from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier
 
 
-def _median_seconds(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -83,12 +83,12 @@ def measure_cost(pre, ft, rows: list[dict], *, short: int, long: int) -> dict:
     return out
 def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities: list[float]) -> tuple[dict, dict]:
     """Patch-switch vs checkpoint-load seconds, and stored bytes per skill vs the checkpoint file."""
-    load_s = _median_seconds(lambda: load_classifier(ckpt), 3)
+    load_s = median_seconds(lambda: load_classifier(ckpt), 3)
     ckpt_bytes = (ckpt / "model.safetensors").stat().st_size
     head = [n for n, _ in ft.named_parameters() if n.startswith(f"heads.{task}.")]
     model = clone_model(pre)
     model.add_task(ft.tasks[task])
-    weights_s = _median_seconds(lambda: model.load_state_dict(load_file(ckpt / "model.safetensors")), 5)
+    weights_s = median_seconds(lambda: model.load_state_dict(load_file(ckpt / "model.safetensors")), 5)
     switch = {"load_checkpoint_s": load_s, "load_weights_only_s": weights_s, "target": ">= 500x"}
     storage = {"checkpoint_bytes": ckpt_bytes, "target": "<= 0.5%"}
     for s in sparsities:
@@ -105,7 +105,7 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
             stash = patch_(model, b)
             a, b = b, a
 
-        sec = _median_seconds(swap, 51)
+        sec = median_seconds(swap, 51)
         switch[f"{s:g}"] = {"switch_s": sec, "speedup": load_s / sec, "speedup_vs_weights_only": weights_s / sec,
                             "size": a.region.size}
         with tempfile.TemporaryDirectory() as d:

@@ -1,0 +1,209 @@
+"""One benchmark command: regenerates ``BENCHMARKS.md`` (and ``benchmarks/results/report.json``).
+
+Run: ``python -m cl_graft.benchmarks.experiments.report --quick --data-dir ../shared/data`` (about 10 minutes on
+2 CPU cores; without ``--quick`` the continual timing runs the quick preset on qnli → agnews → sst2, sized for a
+GPU). Performance figures are measured fresh on this machine with MiniLM; the reproduction tables (Panigrahi et
+al. 2023, Tables 2 and 4 analogues, the region-size sweep) are read from the committed run artifacts they name,
+with the commands that made them. Ratios are measured within one run (these machines are noisy).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from cl_graft.benchmarks import load_rows
+from cl_graft.strategies.owner_map import OwnerMap
+from safetensors.torch import load_file
+
+from cl_graft.artifacts import load_classifier, read_json, run_record, save_classifier, write_json
+from cl_graft.continual_metrics import paired_interval
+from cl_graft.grafting.graft import clone_model, patch_, restore_
+from cl_graft.presets import get_preset
+from cl_graft.regions.region import Region, graftable_names
+from cl_graft.training.finetune import FinetuneConfig, finetune_
+from cl_graft.training.models import build_classifier
+
+from .localization import measure_cost, median_seconds
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+SERVE_SPARSITY = 1e-3
+
+
+def _synthetic_map(model, n_tasks: int, seed: int) -> OwnerMap:
+    """An owner map of ``n_tasks`` disjoint random regions of ``SERVE_SPARSITY`` of the graftable elements each,
+    holding the model's own values (the values do not change what a switch costs)."""
+    params = dict(model.named_parameters())
+    names = graftable_names(params.items())
+    shapes = {n: params[n].shape for n in names}
+    numel = sum(params[n].numel() for n in names)
+    k = int(SERVE_SPARSITY * numel)
+    perm = torch.randperm(numel, generator=torch.Generator().manual_seed(seed))
+    owners = OwnerMap.from_model(model, names)
+    for t in range(n_tasks):
+        flat = torch.zeros(numel, dtype=torch.bool)
+        flat[perm[t * k:(t + 1) * k]] = True
+        masks, start = {}, 0
+        for n in names:
+            size = params[n].numel()
+            masks[n] = flat[start:start + size].reshape(shapes[n])
+            start += size
+        owners.add_(model, f"t{t}", Region(masks, {"method": "synthetic"}))
+    return owners
+
+
+def measure_serving(model, ckpt: Path, counts: list[int], seed: int) -> dict:
+    """Seconds to put the model at task ``i``'s union-grafted weights in place (roll later regions back to θ_pre,
+    then restore) for the first and the last of T stored tasks, vs loading a checkpoint or only its weights;
+    and stored bytes per skill vs the checkpoint and vs a one-byte-per-parameter owner map."""
+    load_s = median_seconds(lambda: load_classifier(ckpt), 3)
+    weights_s = median_seconds(lambda: model.load_state_dict(load_file(ckpt / "model.safetensors"), strict=False), 5)
+    ckpt_bytes = (ckpt / "model.safetensors").stat().st_size
+    out = {"load_checkpoint_s": load_s, "load_weights_only_s": weights_s, "checkpoint_bytes": ckpt_bytes,
+           "region_sparsity": SERVE_SPARSITY, "tasks": {}}
+    for n_tasks in counts:
+        owners = _synthetic_map(model, n_tasks, seed)
+        row = {}
+        for label, k in (("first", 0), ("last", n_tasks - 1)):
+            patch = owners.rollback_patch(k)
+
+            def serve(patch=patch) -> None:
+                if patch is not None:
+                    restore_(model, patch_(model, patch))
+
+            row[f"serve_{label}_s"] = median_seconds(serve, 21)
+        numel = sum(o.numel() for o in owners.owner.values())
+        stored = owners.bytes()["total"]
+        values = sum(p.region.size for p in owners.patches) * 4                  # one fp32 value per owned element
+        row.update({"bytes_per_skill": stored / n_tasks, "owner_map_bytes_per_skill": (numel + values) / n_tasks,
+                    "percent_of_checkpoint": 100 * stored / n_tasks / ckpt_bytes})
+        out["tasks"][str(n_tasks)] = row
+    return out
+
+
+def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
+    """Wall time and peak RSS of ``cl-graft run`` with graft and with naive alone (separate processes)."""
+    stream, preset = ("sst2,cr", "smoke") if quick else ("qnli,agnews,sst2", "quick")
+    out = {"stream": stream, "preset": preset}
+    for name in ("graft", "naive"):
+        folder = work / f"run-{name}"
+        cmd = [sys.executable, "-m", "cl_graft.cli", "run", "--stream", stream, "--strategies", name, "--preset",
+               preset, "--quiet", "--overwrite", "--out", str(folder), *(["--data-dir", data_dir] if data_dir else [])]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        record = read_json(folder / "results.json")["run"]
+        out[name] = {"wall_s": time.perf_counter() - t0, "peak_rss_mb": record.get("peak_rss_mb"),
+                     "command": " ".join(cmd[2:])}
+    out["ratio"] = out["graft"]["wall_s"] / out["naive"]["wall_s"]
+    return out
+
+
+def continual_table() -> dict:
+    """The continual comparison over the committed seeds: mean ± std of the final average accuracy, and graft
+    (5% regions, the preset) minus each baseline, paired by seed, with a 95% t-interval."""
+    seeds = sorted((RESULTS / "continual_quick").glob("seed*/results.json"))
+    graft = [read_json(RESULTS / "continual_quick" / "graft_sparsity" / name / "results.json")
+             for name in ("0.05", "0.05_seed1", "0.05_seed2")]
+    runs = [read_json(p)["strategies"] for p in seeds]
+    ours = [g["strategies"]["graft"]["summary"]["average"] for g in graft]
+    table = {"artifacts": [str(p.relative_to(ROOT)) for p in seeds] + [
+        f"benchmarks/results/continual_quick/graft_sparsity/{n}/results.json" for n in ("0.05", "0.05_seed1",
+                                                                                         "0.05_seed2")],
+             "rows": {"graft (5%)": {"mean": float(np.mean(ours)), "std": float(np.std(ours, ddof=1))}}}
+    for name in runs[0]:
+        values = [r[name]["summary"]["average"] for r in runs]
+        label = "graft (1%)" if name == "graft" else name
+        table["rows"][label] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)),
+                                "graft_minus": paired_interval(ours, values)}
+    return table
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def render(report: dict) -> str:
+    """``BENCHMARKS.md`` from the report's numbers."""
+    rec, cost, serve, strat, cont = (report[k] for k in ("record", "cost", "serving", "strategies", "continual"))
+    lines = ["# cl-graft benchmarks", "",
+             (f"Generated by `{rec['command_line']}` on {rec['started']} ({rec['device_name']}; python {rec['python']},"
+             f" torch {rec['torch']}, transformers {rec['transformers']}, avalanche {rec['avalanche']}; git "
+             f"{rec['git_revision']}). Numbers: `benchmarks/results/report.json`."), "",
+             "## Performance (measured now, MiniLM)", "",
+             "| localization | seconds | × a fine-tuning step (16 rows) |", "|---|---|---|",
+             f"| fine-tuning step | {cost['finetune_step_s']:.3f} | 1.00 |"]
+    for key, v in cost.items():
+        if key.startswith("n_batches="):
+            n = int(key.split("=")[1])
+            lines.append(f"| localization, per batch ({key}) | {v['localize_s_per_batch']:.3f} | {v['ratio']:.2f} |")
+            lines.append(f"| localization, per step of {n} batches | {n * v['localize_s_per_batch']:.3f} | "
+                         f"{n * v['ratio']:.2f} |")
+    lines += ["", (f"Serving task i from T stored skills (synthetic disjoint regions of {100 * SERVE_SPARSITY:g}% "
+              "each): put the model at the task's union-grafted weights in place and back, vs loading a checkpoint "
+              f"({serve['load_checkpoint_s']:.2f} s) or only its weights ({serve['load_weights_only_s']:.3f} s)."), "",
+              ("| stored tasks T | serve task 1 (ms) | serve task T (ms) | bytes per skill | one-byte owner map per "
+              "skill | % of a checkpoint |"), "|---|---|---|---|---|---|"]
+    for t, row in serve["tasks"].items():
+        lines.append(f"| {t} | {1e3 * row['serve_first_s']:.2f} | {1e3 * row['serve_last_s']:.3f} | "
+                     f"{row['bytes_per_skill'] / 1e3:.0f} kB | {row['owner_map_bytes_per_skill'] / 1e3:.0f} kB | "
+                     f"{row['percent_of_checkpoint']:.2f} |")
+    lines += ["", (f"`cl-graft run` on {strat['stream']} ({strat['preset']} preset), one strategy per process: graft "
+              f"{strat['graft']['wall_s']:.0f} s, peak RSS {strat['graft']['peak_rss_mb']} MB; naive "
+              f"{strat['naive']['wall_s']:.0f} s, {strat['naive']['peak_rss_mb']} MB; ratio {strat['ratio']:.2f}."),
+              "", "## Reproduction (committed artifacts)", "",
+              "Continual learning, qnli → agnews → sst2, quick preset, final average accuracy over seeds 0–2 "
+              "(mean ± std), and graft (5%) minus each strategy paired by seed with a 95% t-interval; \"ahead\" "
+              "only where the interval excludes 0. Artifacts: " + ", ".join(f"`{a}`" for a in cont["artifacts"]),
+              "", "| strategy | average | graft (5%) − strategy | 95% interval | verdict |", "|---|---|---|---|---|"]
+    verdict = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
+    for name, row in cont["rows"].items():
+        d = row.get("graft_minus")
+        cells = ["", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", (f"[{100 * d['low']:+.1f}, "
+                                                f"{100 * d['high']:+.1f}]"), verdict[d["ahead"]]]
+        lines.append(f"| {name} | {_pct(row['mean'])} ± {_pct(row['std'])} | " + " | ".join(cells) + " |")
+    lines += ["", ("The localization tables (graft vs top-k at every size, FT accuracy and ECE) are in the README, "
+              "from `benchmarks/results/localization.json`; the multi-task skill map in `benchmarks/results/"
+              "multitask.md`."), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--quick", action="store_true", help="CPU sizes (smoke-preset strategy timing)")
+    ap.add_argument("--tasks", default="1,10,100", help="numbers of stored skills for the serving table")
+    ap.add_argument("--work", type=Path, default=ROOT / "runs" / "report")
+    ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
+    ap.add_argument("--json", type=Path, default=RESULTS / "report.json")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    record = run_record(command="benchmarks.report", device="cpu", quick=args.quick)
+    preset = get_preset("smoke", seed=args.seed)
+    rows = load_rows("sst2", args.data_dir, preset, seed=args.seed)
+    torch.manual_seed(args.seed)
+    pre = build_classifier("minilm", max_length=preset.max_length)
+    pre.add_task(rows.spec, seed=args.seed)
+    ft = clone_model(pre)
+    finetune_(ft, rows.train, [], FinetuneConfig(batch_size=8, steps=10, eval_every=10), progress=False)
+    cost = measure_cost(pre, ft, rows.train, short=2, long=4 if args.quick else 8)
+    with tempfile.TemporaryDirectory() as d:
+        save_classifier(ft, d)
+        serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in args.tasks.split(",")], args.seed)
+    report = {"record": record, "cost": cost, "serving": serving,
+              "strategies": measure_strategies(args.data_dir, args.quick, args.work), "continual": continual_table()}
+    write_json(args.json, json.loads(json.dumps(report, default=float)))
+    args.out.write_text(render(report), encoding="utf-8")
+    print(render(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()
