@@ -81,7 +81,7 @@ def paired_interval(a, b) -> dict:
         raise UserError(f"paired_interval needs two equal-length series of >= 2 values, got {a.shape} and {b.shape}")
     d = a - b
     n, mean, std = d.size, float(d.mean()), float(d.std(ddof=1))
-    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * std / np.sqrt(n)
+    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * std / float(np.sqrt(n))
     low, high = mean - half, mean + half
     return {"n": n, "mean": mean, "std": std, "low": low, "high": high,
             "ahead": 1 if low > 0 else -1 if high < 0 else 0}
