@@ -6,6 +6,7 @@ Every problem with the data is a one-line :class:`~cl_graft.errors.DataError` na
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -175,6 +176,24 @@ def load_task(name: str, data_dir: str | Path | None = None, *,
         raise DataError(f"{folder}: no such task folder in the data dir")
     return TaskData(spec, read_rows(folder / "train.jsonl", spec), read_rows(folder / "test.jsonl", spec),
                     str(folder))
+
+
+def data_sha256(name: str, data_dir: str | Path | None = None) -> str:
+    """The identity of a task's data: sha256 over its folder's ``meta.json``, ``train.jsonl`` and ``test.jsonl``
+    (``hub:<id>`` for data from the Hub), so a run can tell whether it is given the same rows again."""
+    root = resolve_data_dir(data_dir)
+    if root is None:
+        source = HUB.get(name)
+        return f"hub:{source.path}/{source.config}" if source else f"hub:{name}"
+    h = hashlib.sha256()
+    for file in ("meta.json", "train.jsonl", "test.jsonl"):
+        path = root / name / file
+        h.update(file.encode() + b"\0")
+        if path.is_file():
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
 
 
 def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from .errors import UserError
 from .evaluate import evaluate
-from .finetune import batches
+from .finetune import batches, check_finite
 from .graft import clone_model
 from .localize_problem import Problem, budget_for, hard_region
 from .models import TextClassifier
@@ -98,6 +98,8 @@ class LocalizeConfig:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.steps < 0 or self.lr <= 0 or not math.isfinite(self.lr):
             raise UserError(f"steps must be >= 0 and lr a positive number, got {self.steps} and {self.lr}")
+        if not (math.isfinite(self.sigmoid_bias) and self.sigmoid_bias > 0):
+            raise UserError(f"sigmoid_bias must be a positive number, got {self.sigmoid_bias}")
         if self.budget is not None and self.budget < 1:
             raise UserError(f"budget must be >= 1 element, got {self.budget} (an empty region)")
         if not 0 <= self.base_fraction <= 1:
@@ -222,6 +224,7 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
             torch.sigmoid(logit, out=sig)                                    # σ(S − b): (N,)
             _assign(theta, torch.addcmul, theta_base, signed, sig)           # θ(S)
         loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
+        check_finite(f"localize {task} step {step}", loss=loss)
         with torch.no_grad():
             u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)
             logit.sub_(_scale_step_(u, prob.budget, cfg, sample)).clamp_(-b, b)   # S ∈ [0, 2b]

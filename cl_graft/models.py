@@ -202,11 +202,13 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 def build_classifier(model: str = DEFAULT_MODEL, *, head: str = "linear", pooling: str = "mean",
                      max_length: int = 128, backbone: nn.Module | None = None, tokenizer=None,
-                     device: str | torch.device = "cpu") -> TextClassifier:
+                     device: str | torch.device = "cpu", fresh_head: bool = False) -> TextClassifier:
     """Load a backbone for ``head`` from a hub id, a local path or ``minilm``, onto ``device``; task heads
     added later land on the same device.
 
-    ``backbone``/``tokenizer`` may be passed directly (tests build tiny random models this way).
+    ``backbone``/``tokenizer`` may be passed directly (tests build tiny random models this way). A prompt head
+    (``mlm``/``causal``) needs the checkpoint's pre-trained LM head: one the checkpoint lacks (MiniLM has no
+    MLM head) would be random and frozen, so it is refused unless ``fresh_head``.
     """
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -216,7 +218,11 @@ def build_classifier(model: str = DEFAULT_MODEL, *, head: str = "linear", poolin
         auto = {"linear": AutoModel, "mlm": AutoModelForMaskedLM, "causal": AutoModelForCausalLM}.get(head)
         if auto is None:
             raise UserError(f"unknown head {head!r}; choose one of {', '.join(HEAD_KINDS)}")
-        backbone = _load_pretrained(auto, path)
+        backbone, info = _load_pretrained(auto, path, output_loading_info=True)
+        missing = sorted(info["missing_keys"])
+        if head != "linear" and missing and not fresh_head:
+            raise UserError(f"model {source!r} has no pre-trained {head} head ({missing[0]} and {len(missing) - 1} "
+                            f"more tensors missing); use --head linear, or --fresh-head to train with a random one")
         tokenizer = _load_pretrained(AutoTokenizer, path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from .errors import UserError
 from .evaluate import evaluate
-from .finetune import FinetuneConfig, batches, make_optimizer, trainable_names
+from .finetune import FinetuneConfig, batches, check_finite, make_optimizer, trainable_names
 from .region import Region
 
 
@@ -109,6 +109,7 @@ def finetune_multitask_(model, train: Mapping[str, list[dict]], dev: Mapping[str
         enc = {k: v.to(device) for k, v in model.encode(batch, task).items()}
         labels = torch.tensor([r["label"] for r in batch], device=device)
         loss = torch.nn.functional.cross_entropy(model(**enc, task=task), labels)
+        check_finite(f"{desc} step {step} ({task})", loss=loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         live = [params[n] for n in names if params[n].grad is not None]  # other tasks' heads get no gradient
@@ -135,6 +136,7 @@ def finetune_multitask_(model, train: Mapping[str, list[dict]], dev: Mapping[str
         with torch.no_grad():
             for n, v in best["state"].items():
                 params[n].copy_(v)
+    check_finite(f"{desc} after step {cfg.steps}", tensors={n: params[n] for n in names})
     for p in params.values():
         p.requires_grad_(True)
     model.eval()

@@ -84,11 +84,22 @@ def _bits_sha256(packed: Mapping[str, Tensor]) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``; returns ``path``.
+
+    The file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600.
+    """
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -97,6 +108,7 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return path
 
 
 def _cpu_copies(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -133,10 +145,10 @@ def write_region(
     except (TypeError, ValueError) as e:
         raise UserError(f"region meta is not JSON-serialisable: {e}") from None
     directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / MASKS_NAME, lambda p: save_file(packed, p, metadata={"format": "pt"}))
+    atomic_write(directory / MASKS_NAME, lambda p: save_file(packed, p, metadata={"format": "pt"}))
     if heads is not None:
-        _atomic_write(directory / HEADS_NAME, lambda p: save_file(heads, p, metadata={"format": "pt"}))
-    _atomic_write(directory / CONFIG_NAME, lambda p: Path(p).write_text(text, encoding="utf-8"))
+        atomic_write(directory / HEADS_NAME, lambda p: save_file(heads, p, metadata={"format": "pt"}))
+    atomic_write(directory / CONFIG_NAME, lambda p: Path(p).write_text(text, encoding="utf-8"))
     return directory
 
 

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from .artifacts import read_json
 from .errors import UserError
-from .region_io import _atomic_write, _read_safetensors, cl_graft_version, fingerprint
+from .region_io import _read_safetensors, atomic_write, cl_graft_version, fingerprint
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
@@ -56,8 +56,8 @@ def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
     except (TypeError, ValueError) as e:
         raise UserError(f"region meta is not JSON-serialisable: {e}") from None
     directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / PATCH_TENSORS, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
-    _atomic_write(directory / PATCH_CONFIG, lambda p: Path(p).write_text(text, encoding="utf-8"))
+    atomic_write(directory / PATCH_TENSORS, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
+    atomic_write(directory / PATCH_CONFIG, lambda p: Path(p).write_text(text, encoding="utf-8"))
     return directory
 
 

@@ -36,7 +36,7 @@ from .continual_config import ContinualConfig
 from .graft_strategy import GraftStrategy
 from .owner_map import OwnerMap
 from .packnet import PackNetPlugin
-from .recipe import ClipGrad, StepLimit, recipe_optimizer
+from .recipe import ClipGrad, FiniteGuard, StepLimit, recipe_optimizer
 from .regions import LocalizeFinder, independent_regions
 
 RESULT_FILE = "result.json"
@@ -111,7 +111,7 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *,
               "device": next(adapter.parameters()).device,
               "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
               "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
-    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps)]
+    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard()]
     if name in ("graft", "graft-paper"):
         finder = LocalizeFinder(cfg.method, cfg.localize, progress=progress)
         return GraftStrategy(**common, plugins=plugins, mode="stream" if name == "graft" else "paper",

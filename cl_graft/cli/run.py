@@ -1,14 +1,10 @@
 """``cl-graft run``: continual learning on a task stream, every strategy on the same benchmark and seeds."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..errors import UserError
-from .common import common_options, data_source, load_splits
-
-_SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
+from .common import common_options, data_identity, data_source, load_splits
 
 
 @click.command()
@@ -19,18 +15,19 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 @click.option("--sparsity", type=float, default=None, help="Per-task region budget, fraction of graftable params.")
 @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run in --out (same stream, model, preset).")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run in --out (every setting and the data must be the same).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, head, preset, data_dir, seed, device,
-        out, overwrite):
+def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, head, fresh_head, preset, data_dir, seed,
+        device, out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     from dataclasses import replace
 
     import torch
 
-    from ..artifacts import RUN_CONFIG, prepare_out_dir, read_json, run_record, write_json
+    from ..artifacts import claim_out_dir, run_record
     from ..benchmarks.streams import StreamTask, make_benchmark, parse_stream
     from ..models import build_classifier, resolve_device
     from ..strategies.continual_config import continual_preset, parse_strategies
@@ -43,35 +40,22 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
         if k < 1:
             raise UserError(f"--k must be >= 1, got {k}")
         p = replace(p, data=replace(p.data, k=k))
-    record = {"command": "run", "device": str(device),
-              "stream": tasks, "strategies": names, "model": model, "head": head,
-              "preset": preset, "seed": seed, "k": p.data.k, "config": p.config.to_json(),
-              "data": data_source(data_dir)}
-    if resume:
-        _check_resume(Path(out), record)
     splits = [load_splits(t, data_dir, p.data, seed) for t in tasks]
+    settings = {"command": "run", "stream": tasks, "strategies": names, "model": model, "head": head,
+                "fresh_head": fresh_head, "preset": preset, "seed": seed, "k": p.data.k, "dev_k": p.data.dev_k,
+                "eval_cap": p.data.eval_cap, "max_length": p.data.max_length,
+                "data_sha256": data_identity(tasks, data_dir), "config": p.config.to_json()}
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=p.data.max_length, device=device)
+    clf = build_classifier(model, head=head, max_length=p.data.max_length, device=device, fresh_head=fresh_head)
     for i, s in enumerate(splits):
         clf.add_task(s.spec, seed=seed + i)
-    out = Path(out) if resume else prepare_out_dir(out, overwrite=overwrite, owns=(RUN_CONFIG, "results.json"))
-    if not resume:
-        write_json(out / RUN_CONFIG, run_record(**record))
-    bm = make_benchmark([StreamTask(s.spec, s.train, s.test, s.dev) for s in splits], clf)
-    _run(clf, bm, tasks, names, p.config, out, {t: s.dev for t, s in zip(tasks, splits)}, resume, quiet,
-         read_json(out / RUN_CONFIG))
-
-
-def _check_resume(out: Path, record: dict) -> None:
-    from ..artifacts import RUN_CONFIG, read_json
-
-    if not (out / RUN_CONFIG).is_file():
-        raise UserError(f"--resume: {out} holds no run to resume ({RUN_CONFIG} missing)")
-    saved = read_json(out / RUN_CONFIG)
-    for key in _SAME_RUN:
-        if saved.get(key) != record[key]:
-            was = saved.get(key) if key != "config" else "other settings"
-            raise UserError(f"--resume: {out} holds a run with another {key} ({was}); use a new --out")
+    record = run_record(**settings, device=str(device), data=data_source(data_dir))
+    with claim_out_dir(out, "run", settings=settings, overwrite=overwrite, resume=resume,
+                       keep_on_error=True) as run_dir:
+        bm = make_benchmark([StreamTask(s.spec, s.train, s.test, s.dev) for s in splits], clf)
+        _run(clf, bm, tasks, names, p.config, run_dir.path, {t: s.dev for t, s in zip(tasks, splits)}, resume,
+             quiet, record)
+        run_dir.finish(record)
 
 
 def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record) -> None:
