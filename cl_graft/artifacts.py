@@ -9,7 +9,7 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 from safetensors.torch import load_model, save_model
@@ -106,7 +106,7 @@ class OutDir:
             if self.created:
                 self.path.rmdir()
 
-    def __enter__(self) -> OutDir:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
@@ -158,7 +158,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
         present -= earlier
     elif present or owner_path.exists():
         what = f"the output of cl-graft {owner.get('command')}" if isinstance(owner, dict) else \
-            f"files that cl-graft {command} did not write ({sorted(present or {OWNER_FILE})[0]})"
+            f"files that cl-graft {command} did not write ({min(present or {OWNER_FILE})})"
         raise UserError(f"--out {out} holds {what}; choose a new or empty folder")
     created = not out.exists()
     try:

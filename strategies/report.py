@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from cl_graft.artifacts import write_json
-from cl_graft.region_io import atomic_write
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
+from cl_graft.region_io import atomic_write
 
 from .runner import StrategyResult
 

@@ -10,7 +10,6 @@ from ..errors import UserError
 from ..presets import Preset, get_preset
 from ..task import TaskSpec
 
-
 SEED_LIMIT = 2**32
 
 

@@ -72,7 +72,14 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     """
     import torch
 
-    from ..artifacts import claim_out_dir, load_classifier, run_record, save_classifier, write_json, write_text
+    from ..artifacts import (
+        claim_out_dir,
+        load_classifier,
+        run_record,
+        save_classifier,
+        write_json,
+        write_text,
+    )
     from ..benchmarks import cap, get_task, load_task
     from ..finetune import finetune_
     from ..localize import LocalizeConfig
