@@ -9,15 +9,16 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cl_graft.errors import DataError, UserError
+from cl_graft.errors import DataError, DataWarning, UserError
 from cl_graft.task import TaskSpec
 
-from .tasks import HUB, HubSource, get_task, resolve_data_dir
+from .tasks import HUB, HubSource, get_task, json_error, resolve_data_dir
 
 Row = dict[str, Any]
 
@@ -89,7 +90,7 @@ def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
                 except UnicodeDecodeError:
                     raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
                 except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+                    raise DataError(f"{path}:{lineno}: invalid JSON ({json_error(e)})") from None
                 rows.append(check_row(obj, spec, f"{path}:{lineno}"))
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
@@ -197,11 +198,13 @@ def data_sha256(name: str, data_dir: str | Path | None = None) -> str:
 
 
 def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,
-          dev_k: int | None = None) -> tuple[list[Row], list[Row]]:
+          dev_k: int | None = None, where: str = "rows") -> tuple[list[Row], list[Row]]:
     """LM-BFF-style few-shot split: per class, shuffle with ``seed``, take ``k`` train and ``dev_k`` dev rows.
 
-    Classes with too few rows give what they have (train first). Both outputs are shuffled with the seed, so
-    the result depends only on ``rows``, ``k``, ``dev_k`` and ``seed``; train and dev never share a row.
+    Classes with too few rows give what they have (train first), with a :class:`DataWarning` naming ``where``
+    (a class without rows, or too few for its ``dev_k`` dev rows: less checkpoint selection). Both outputs are
+    shuffled with the seed, so the result depends only on ``rows``, ``k``, ``dev_k`` and ``seed``; train and
+    dev never share a row.
 
     Args:
         rows: validated rows.
@@ -224,7 +227,11 @@ def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,
     rng = random.Random(seed)
     train: list[Row] = []
     dev: list[Row] = []
-    for members in by_class:
+    for label, members in enumerate(by_class):
+        if len(members) < k + dev_k:
+            got = f"{min(len(members), k)} train and {max(len(members) - k, 0)} dev rows" if members else "no rows"
+            warnings.warn(f"{where}: class {label} has {len(members)} rows, fewer than k + dev_k = {k + dev_k} "
+                          f"({got})", DataWarning, stacklevel=2)
         members = members[:]
         rng.shuffle(members)
         train += members[:k]

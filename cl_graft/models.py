@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .errors import UserError
-from .prompts import encode_prompt_batch, label_word_ids
+from .prompts import clip_text, encode_prompt_batch, label_word_ids
 from .task import TaskSpec
 
 HEAD_KINDS = ("linear", "mlm", "causal")
@@ -75,6 +75,8 @@ class TextClassifier(nn.Module):
         """Register a task: a fresh linear head (seeded init) or its label-word ids for prompt heads."""
         if spec.name in self.tasks:
             return
+        if hasattr(self.heads, spec.name):
+            raise UserError(f"task name {spec.name!r} is taken by torch (nn.ModuleDict.{spec.name}); rename the task")
         self.tasks[spec.name] = spec
         if self.head_kind == "linear":
             gen = torch.Generator().manual_seed(seed)
@@ -104,11 +106,12 @@ class TextClassifier(nn.Module):
         """Tokenise rows for ``task``: ``input_ids`` and ``attention_mask``, both (B, L) long, right-padded."""
         spec = self.tasks[self._resolve_task(task)]
         if self.head_kind == "linear":
+            n = self.max_length
             if spec.pair:
-                enc = self.tokenizer([r["text_a"] for r in rows], [r["text_b"] for r in rows], truncation=True,
-                                     max_length=self.max_length, padding=True, return_tensors="pt")
+                enc = self.tokenizer([clip_text(r["text_a"], n) for r in rows], [clip_text(r["text_b"], n) for r in rows],
+                                     truncation=True, max_length=n, padding=True, return_tensors="pt")
             else:
-                enc = self.tokenizer([r["text"] for r in rows], truncation=True, max_length=self.max_length,
+                enc = self.tokenizer([clip_text(r["text"], n) for r in rows], truncation=True, max_length=n,
                                      padding=True, return_tensors="pt")
             return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
         return encode_prompt_batch(self.tokenizer, rows, spec, max_length=self.max_length,

@@ -67,7 +67,8 @@ def load_splits(task: str, data_dir: str | None, preset: Preset, seed: int) -> S
     from ..benchmarks import cap, kshot, load_task
 
     data = load_task(task, data_dir)
-    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k)
+    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k,
+                       where=f"{data.source}/train")
     return Splits(data.spec, train, dev, cap(data.test, preset.eval_cap, seed=seed))
 
 
