@@ -86,7 +86,7 @@ def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
                 if not raw.strip():
                     continue
                 try:
-                    obj = json.loads(raw.decode("utf-8"))
+                    obj = json.loads(raw.decode("utf-8").rstrip("\r\n"))
                 except UnicodeDecodeError:
                     raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
                 except json.JSONDecodeError as e:

@@ -148,11 +148,11 @@ class Probe:
             Case("--preset huge", ["finetune", "--task", "sst2", *d, "--preset", "huge", "--out", o],
                  check=self.absent(o)),
             Case("finetune (the folder later cases use)", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft"],
-                 want=0, check=lambda: "model + record written"),
+                 want=0, check=self.recorded(r / "ft")),
             Case("finetune again, no --overwrite", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft"],
-                 check=lambda: "earlier results intact"),
+                 check=self.kept_later(r / "ft", "earlier results intact")),
             Case("finetune again, --overwrite", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft",
-                                                 "--overwrite"], want=0, check=lambda: "own files replaced"),
+                                                 "--overwrite"], want=0, check=self.recorded(r / "ft")),
             Case("finetune killed (SIGKILL), then again", ["finetune", "--task", "sst2", *d, "--preset", "smoke",
                                                            "--out", r / "killed"],
                  want=-9, interrupt=("SIGKILL", lambda: (r / "killed" / ".cl-graft.json").exists()),
@@ -180,27 +180,37 @@ class Probe:
             Case("run --stream sst2,,cr", ["run", "--stream", "sst2,,cr", *d, *RUN, "--out", o], check=self.absent(o)),
             Case("run --strategies magic", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "magic",
                                             "--out", o], check=self.absent(o)),
-            Case("run graft,naive (reference)", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft,naive",
+            Case("run graft (reference)", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
                                                  "--out", r / "run"], want=0, check=lambda: "results written"),
             Case("run interrupted (SIGINT) after experience 1",
-                 ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft,naive", "--out", r / "run-int"],
-                 want=130, interrupt=("SIGINT", lambda: (r / "run-int/graft/state/progress.json").exists()),
+                 ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft", "--out", r / "run-int"],
+                 want=1, interrupt=("SIGINT", lambda: (r / "run-int/graft/state/progress.json").exists()),
                  check=lambda: "state kept for --resume"),
-            Case("run --resume after SIGINT", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft,naive",
+            Case("run --resume after SIGINT", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
                                                "--out", r / "run-int", "--resume"], want=0, check=self.same_results),
-            Case("run --resume with --k 4", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft,naive",
+            Case("run --resume with --k 4", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
                                              "--k", "4", "--out", r / "run", "--resume"],
                  check=self.kept_later(r / "run", "earlier run intact")),
-            Case("run --resume with --strategies naive", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies",
-                                                          "naive", "--out", r / "run", "--resume"],
+            Case("run --resume with --strategies graft,naive", ["run", "--stream", "sst2,cr", *d, *RUN,
+                                                                "--strategies", "graft,naive", "--out", r / "run",
+                                                                "--resume"],
                  check=self.kept_later(r / "run", "earlier run intact")),
             Case("run --resume with other data", ["run", "--stream", "sst2,cr", "--data-dir", r / "other-data", *RUN,
-                                                  "--strategies", "graft,naive", "--out", r / "run", "--resume"],
+                                                  "--strategies", "graft", "--out", r / "run", "--resume"],
                  setup=self.other_data, check=self.kept_later(r / "run", "earlier run intact")),
             Case("multitask --tasks sst2", ["multitask", "--tasks", "sst2", *d, "--preset", "smoke", "--out", o],
                  check=self.absent(o)),
             Case("plot of a folder that is not a multitask run", ["plot", r / "ft"],
                  check=self.kept_later(r / "ft", "folder intact")),
+            Case("multitask sst2,cr", ["multitask", "--tasks", "sst2,cr", "--no-single", *d, "--preset", "smoke",
+                                       "--out", r / "mt"], want=0, check=self.recorded(r / "mt")),
+            Case("multitask again, no --overwrite", ["multitask", "--tasks", "sst2,cr", "--no-single", *d,
+                                                     "--preset", "smoke", "--out", r / "mt"],
+                 check=self.kept_later(r / "mt", "earlier results intact")),
+            Case("plot into the run's figures/", ["plot", r / "mt"], want=0,
+                 check=lambda: f"{len(list((r / 'mt/figures').glob('*.png')))} figures redrawn"),
+            Case("plot --out a new folder", ["plot", r / "mt", "--out", r / "figs"], want=0,
+                 check=lambda: f"{len(list((r / 'figs').glob('*.png')))} figures + record"),
         ]
         for command, args in {"finetune": ["--task", "sst2", *FT], "localize": ["--task", "sst2", *LOC],
                               "multitask": ["--tasks", "sst2,cr", "--preset", "smoke"],
@@ -210,7 +220,7 @@ class Probe:
                 cases.append(Case(f"user's folder{' + --overwrite' if overwrite else ''}",
                                   [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
         plot_folder = self.user_folder("user-plot")
-        cases.append(Case("user's folder", ["plot", r / "ft", "--out", plot_folder], check=self.user_kept(plot_folder)))
+        cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
         return cases
 
     def broken_model(self, how: str) -> None:
@@ -239,6 +249,13 @@ class Probe:
         check.before = lambda: before.update(files=snapshot(folder))
         return check
 
+    def recorded(self, folder: Path) -> Callable[[], str]:
+        def check() -> str:
+            files = json.loads((folder / "config.json").read_text())["files"]
+            present = sorted(p for p in snapshot(folder) if p != ".cl-graft.json")
+            return f"record lists all {len(files)} files" if files == present else "RECORD DIFFERS"
+        return check
+
     def rerun_accepted(self, folder: Path, args: list) -> Callable[[], str]:
         def check() -> str:
             code, err = cli([*args, "--out", folder])
@@ -254,7 +271,7 @@ class Probe:
 
 def first_error(stderr: str) -> str:
     for line in stderr.splitlines():
-        if line.startswith(("error:", "Traceback", "warning:")):
+        if line.startswith(("error:", "Traceback", "warning:", "Aborted!")):
             return line
     return ""
 
@@ -289,9 +306,10 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"cases": rows, "failed": failed}, indent=2) + "\n")
-    lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed)", "",
-             "`python benchmarks/reliability_probe.py --data-dir /work/shared/data`: every `cl-graft` command as a "
-             "subprocess, real MiniLM, smoke preset. Exit 130 = stopped by SIGINT, -9 = killed by SIGKILL.", "",
+    minutes = sum(row["seconds"] for row in rows) / 60
+    lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
+             ("`python benchmarks/reliability_probe.py --data-dir /work/shared/data`: every `cl-graft` command as a "
+              "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL."), "",
              "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
     for row in rows:
         cell = row["first_line"].replace("|", "\\|")

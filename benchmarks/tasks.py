@@ -150,7 +150,7 @@ def _first_row(path: Path) -> dict:
             for lineno, line in enumerate(f, 1):
                 if line.strip():
                     try:
-                        row = json.loads(line.decode("utf-8"))
+                        row = json.loads(line.decode("utf-8").rstrip("\r\n"))
                     except UnicodeDecodeError:
                         raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
                     except json.JSONDecodeError as e:

@@ -141,7 +141,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
     mine = isinstance(owner, dict) and owner.get("command") == command
     if resume:
         if not mine:
-            raise UserError(f"--resume: {out} holds no cl-graft {command} run to resume")
+            raise UserError(f"--resume: {out} holds no output of cl-graft {command} to resume")
         _check_same(out, owner.get("settings") or {}, settings)
         return OutDir(out, kept=set(owner.get("kept", [])), created=False, keep_on_error=keep_on_error)
     present = _files(out) if out.is_dir() else set()

@@ -175,6 +175,13 @@ def test_resume_refuses_other_settings(env, change, word):
     assert snapshot(env / "run") == before
 
 
+def test_resume_needs_an_earlier_run_of_the_same_command(env, tmp_path):
+    args = ["run", "--stream", "alpha,beta", "--strategies", "naive", "--quiet", "--resume"]
+    assert "holds no output of cl-graft run" in one_error(cli(env, *args, "--out", tmp_path / "new"))
+    assert "holds no output of cl-graft run" in one_error(cli(env, *args, "--out", env / "ft"))
+    assert not (tmp_path / "new").exists()
+
+
 def test_resume_checks_the_data_itself(env, tmp_path):
     same, other = tmp_path / "same", tmp_path / "other"
     shutil.copytree(env / "data", same)
