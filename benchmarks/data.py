@@ -6,18 +6,20 @@ Every problem with the data is a one-line :class:`~cl_graft.errors.DataError` na
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cl_graft.errors import DataError, UserError
+from cl_graft.errors import DataError, DataWarning, UserError
 from cl_graft.presets import Preset
 from cl_graft.task import TaskRows, TaskSpec
 
-from .tasks import HUB, HubSource, get_task, resolve_data_dir
+from .tasks import HUB, HubSource, get_task, json_error, resolve_data_dir
 
 Row = dict[str, Any]
 
@@ -85,11 +87,11 @@ def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
                 if not raw.strip():
                     continue
                 try:
-                    obj = json.loads(raw.decode("utf-8"))
+                    obj = json.loads(raw.decode("utf-8").rstrip("\r\n"))
                 except UnicodeDecodeError:
                     raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
                 except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+                    raise DataError(f"{path}:{lineno}: invalid JSON ({json_error(e)})") from None
                 rows.append(check_row(obj, spec, f"{path}:{lineno}"))
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
@@ -178,12 +180,32 @@ def load_task(name: str, data_dir: str | Path | None = None, *,
                     str(folder))
 
 
+def data_sha256(name: str, data_dir: str | Path | None = None) -> str:
+    """The identity of a task's data: sha256 over its folder's ``meta.json``, ``train.jsonl`` and ``test.jsonl``
+    (``hub:<id>`` for data from the Hub), so a run can tell whether it is given the same rows again."""
+    root = resolve_data_dir(data_dir)
+    if root is None:
+        source = HUB.get(name)
+        return f"hub:{source.path}/{source.config}" if source else f"hub:{name}"
+    h = hashlib.sha256()
+    for file in ("meta.json", "train.jsonl", "test.jsonl"):
+        path = root / name / file
+        h.update(file.encode() + b"\0")
+        if path.is_file():
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
+
+
 def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,
-          dev_k: int | None = None) -> tuple[list[Row], list[Row]]:
+          dev_k: int | None = None, where: str = "rows") -> tuple[list[Row], list[Row]]:
     """LM-BFF-style few-shot split: per class, shuffle with ``seed``, take ``k`` train and ``dev_k`` dev rows.
 
-    Classes with too few rows give what they have (train first). Both outputs are shuffled with the seed, so
-    the result depends only on ``rows``, ``k``, ``dev_k`` and ``seed``; train and dev never share a row.
+    Classes with too few rows give what they have (train first), with a :class:`DataWarning` naming ``where``
+    (a class without rows, or too few for its ``dev_k`` dev rows: less checkpoint selection). Both outputs are
+    shuffled with the seed, so the result depends only on ``rows``, ``k``, ``dev_k`` and ``seed``; train and
+    dev never share a row.
 
     Args:
         rows: validated rows.
@@ -206,7 +228,11 @@ def kshot(rows: list[Row], k: int, *, seed: int, num_labels: int,
     rng = random.Random(seed)
     train: list[Row] = []
     dev: list[Row] = []
-    for members in by_class:
+    for label, members in enumerate(by_class):
+        if len(members) < k + dev_k:
+            got = f"{min(len(members), k)} train and {max(len(members) - k, 0)} dev rows" if members else "no rows"
+            warnings.warn(f"{where}: class {label} has {len(members)} rows, fewer than k + dev_k = {k + dev_k} "
+                          f"({got})", DataWarning, stacklevel=2)
         members = members[:]
         rng.shuffle(members)
         train += members[:k]
@@ -230,5 +256,6 @@ def load_rows(name: str, data_dir: str | Path | None, preset: Preset, *, seed: i
     """A task's rows sized by ``preset``: ``k`` per class for train, ``dev_k`` per class for dev (from the
     rest of train), test capped at ``eval_cap`` (seeded)."""
     data = load_task(name, data_dir)
-    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k)
+    train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k,
+                       where=f"{data.source}/train")
     return TaskRows(data.spec, train, dev, cap(data.test, preset.eval_cap, seed=seed))

@@ -31,12 +31,14 @@ def parse_stream(stream: str | Sequence[str], data_dir=None) -> list[str]:
     """Validated task names of a stream given as ``"qnli,agnews,sst2"`` or a list.
 
     Raises:
-        UserError: an empty stream, a repeated task, or an unknown one (one line each).
+        UserError: an empty stream or item, a repeated task, or an unknown one (one line each).
     """
     parts = stream.split(",") if isinstance(stream, str) else stream
-    names = [n for n in (str(s).strip() for s in parts) if n]
-    if not names:
+    names = [str(s).strip() for s in parts]
+    if not any(names):
         raise UserError("--stream is empty; give task names such as qnli,agnews,sst2")
+    if not all(names):
+        raise UserError(f"--stream {','.join(names)!r} has an empty item")
     seen: set[str] = set()
     for n in names:
         if n in seen:

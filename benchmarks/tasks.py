@@ -139,15 +139,22 @@ def read_meta(folder: Path) -> list[str]:
     return labels
 
 
+def json_error(e: json.JSONDecodeError) -> str:
+    """``"Expecting ',' delimiter at column 14"`` (some of json's messages already end in "at")."""
+    return f"{e.msg.removesuffix(' at')} at column {e.colno}"
+
+
 def _first_row(path: Path) -> dict:
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open("rb") as f:
             for lineno, line in enumerate(f, 1):
                 if line.strip():
                     try:
-                        row = json.loads(line)
+                        row = json.loads(line.decode("utf-8").rstrip("\r\n"))
+                    except UnicodeDecodeError:
+                        raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
                     except json.JSONDecodeError as e:
-                        raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                        raise DataError(f"{path}:{lineno}: invalid JSON ({json_error(e)})") from None
                     if not isinstance(row, dict):
                         raise DataError(f"{path}:{lineno}: expected a JSON object")
                     return row

@@ -7,3 +7,7 @@ class UserError(Exception):
 
 class DataError(UserError):
     """Bad data: the message names the file (and line where there is one)."""
+
+
+class DataWarning(UserWarning):
+    """Data that works but not as intended (e.g. a class too small for its dev rows); the CLI prints one line."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .regions.io import atomic_write
+
 
 def _plt():
     import matplotlib
@@ -84,9 +86,10 @@ def plot_curves(curves: Mapping[str, Sequence[float]], path: str | Path, *, x: S
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    _plt().close(fig)
-    return path
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".") or "png"))
+    finally:
+        _plt().close(fig)
 
 
 def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *, labels: Sequence[str],

@@ -7,6 +7,7 @@ container of a task's sampled rows that every command, experiment and stream tak
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from .errors import UserError
 
 METRICS = ("accuracy", "f1")
 MASK = "{mask}"
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class TaskSpec:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise UserError(f"task name {self.name!r}: use letters, digits, '_' and '-' only (it names a head)")
         if len(self.labels) < 2:
             raise UserError(f"task {self.name!r} needs at least two labels, got {list(self.labels)}")
         if self.metric not in METRICS:

@@ -11,7 +11,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from cl_graft.errors import UserError
-from cl_graft.training.finetune import FinetuneConfig, make_optimizer, trainable_names
+from cl_graft.training.finetune import FinetuneConfig, check_finite, make_optimizer, trainable_names
 
 from .adapter import TaskAdapter
 
@@ -64,3 +64,26 @@ class ClipGrad(SupervisedPlugin):
         grads = [p for p in strategy.model.parameters() if p.grad is not None]
         if self.max_norm and grads:
             torch.nn.utils.clip_grad_norm_(grads, self.max_norm)
+
+
+class FiniteGuard(SupervisedPlugin):
+    """Stops training with a one-line error when the loss (every iteration) or a weight (after each
+    experience) is NaN or infinite: :func:`cl_graft.finetune.check_finite` on the Avalanche path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = 0
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        self.step = 0
+
+    def before_backward(self, strategy, **kwargs) -> None:
+        self.step += 1
+        check_finite(f"{_where(strategy)} step {self.step}", loss=strategy.loss)
+
+    def after_training_exp(self, strategy, **kwargs) -> None:
+        check_finite(_where(strategy), tensors=dict(strategy.model.named_parameters()))
+
+
+def _where(strategy) -> str:
+    return f"experience {getattr(strategy.experience, 'current_experience', 'all')}"

@@ -15,6 +15,7 @@ import numpy as np
 
 from cl_graft.artifacts import write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
+from cl_graft.regions.io import atomic_write
 
 from .runner import StrategyResult
 
@@ -72,25 +73,27 @@ def summary_table(results: dict[str, StrategyResult]) -> str:
     return "\n".join(lines)
 
 
+def _write_csv(path: str, rows: list[list]) -> None:
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
 def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict) -> list[Path]:
     """Writes the JSON, CSVs and figures; returns the paths written."""
     tasks = next(iter(results.values())).tasks
     paths = [out / RESULTS_JSON, out / RESULTS_CSV, out / MATRICES_CSV]
     write_json(paths[0], {"run": record, "tasks": tasks,
                           "strategies": {n: r.to_json() for n, r in results.items()}})
-    with open(paths[1], "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes",
-                    "seconds"])
-        for name, res in results.items():
-            s = res.summary()
-            w.writerow([name, *s["final"], s["average"], s["forgetting"], s["bwt"], res.bytes, res.seconds])
-    with open(paths[2], "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["strategy", "after", "task", "accuracy"])
-        for name, res in results.items():
-            after = tasks if len(res.matrix) == len(tasks) else ["final"]
-            w.writerows([name, a, t, v] for a, row in zip(after, res.matrix) for t, v in zip(tasks, row))
+    summary_rows = [["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes", "seconds"]]
+    for name, res in results.items():
+        s = res.summary()
+        summary_rows.append([name, *s["final"], s["average"], s["forgetting"], s["bwt"], res.bytes, res.seconds])
+    matrix_rows = [["strategy", "after", "task", "accuracy"]]
+    for name, res in results.items():
+        after = tasks if len(res.matrix) == len(tasks) else ["final"]
+        matrix_rows += [[name, a, t, v] for a, row in zip(after, res.matrix) for t, v in zip(tasks, row)]
+    for path, rows in ((paths[1], summary_rows), (paths[2], matrix_rows)):
+        atomic_write(path, lambda tmp, rows=rows: _write_csv(tmp, rows))
     figures = out / FIGURES
     for name, res in results.items():
         rows = [f"after {t}" for t in tasks] if len(res.matrix) == len(tasks) else ["final"]

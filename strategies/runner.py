@@ -27,7 +27,7 @@ from cl_graft.training.models import TextClassifier
 from .adapter import TaskAdapter
 from .continual_config import ContinualConfig
 from .owner_map import OwnerMap
-from .recipe import ClipGrad, StepLimit, recipe_optimizer
+from .recipe import ClipGrad, FiniteGuard, StepLimit, recipe_optimizer
 from .registry import STRATEGIES, BuildContext, owner_plugin
 from .tuning import tune
 
@@ -96,7 +96,7 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *,
                 "device": next(adapter.parameters()).device,
                 "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
                 "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
-    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps)]
+    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard()]
     return STRATEGIES[name].build(BuildContext(adapter, cfg, template, plugins, tasks, bm, dev_rows, owners,
                                                progress))
 

@@ -87,7 +87,7 @@ def test_resume_refuses_another_run(env, all_run, change, word):
     out, _ = all_run
     before = sorted(p.name for p in out.iterdir())
     args = ["--stream", "alpha,beta", *change] if change[0] != "--stream" else change
-    result = cli(env, *args, "--strategies", "graft", "--resume", "--out", str(out))
+    result = cli(env, *args, "--strategies", ALL, "--resume", "--out", str(out))
     assert result.exit_code == 2 and f"another {word}" in result.output, result.output
     assert sorted(p.name for p in out.iterdir()) == before
 

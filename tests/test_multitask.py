@@ -245,7 +245,7 @@ def test_cli_plot_redraws_without_recomputing(cli_run, tmp_path):
     out, _ = cli_run
     res = _cli(["plot", out, "--out", tmp_path / "figs"])
     assert res.exit_code == 0, res.output
-    redrawn, first = (sorted(p.name for p in d.iterdir()) for d in (tmp_path / "figs", out / "figures"))
+    redrawn, first = (sorted(p.name for p in d.glob("*.png")) for d in (tmp_path / "figs", out / "figures"))
     assert redrawn == first
 
 

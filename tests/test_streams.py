@@ -22,7 +22,8 @@ PAIRS = [{"text_a": "is this a question", "text_b": "yes", "label": 0},
 def test_parse_stream():
     assert parse_stream("qnli, agnews,sst2") == ["qnli", "agnews", "sst2"]
     assert parse_stream(["sst2"]) == ["sst2"]
-    for text, message in [("", "empty"), (" , ", "empty"), ("sst2,sst2", "twice"), ("sst2,nope", "unknown task")]:
+    for text, message in [("", "empty"), (" , ", "empty"), ("sst2,,cr", "empty item"), ("sst2,", "empty item"),
+                          ("sst2,sst2", "twice"), ("sst2,nope", "unknown task")]:
         with pytest.raises(UserError, match=message):
             parse_stream(text)
 

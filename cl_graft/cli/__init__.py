@@ -1,17 +1,19 @@
 """The ``cl-graft`` command line: the one place that wires the core, ``benchmarks`` and ``strategies``.
 
 Each command lives in its own module and imports heavy things (torch models, Avalanche) only when run.
-A :class:`~cl_graft.errors.UserError` becomes a one-line ``error: ...`` on stderr and exit code 2.
+A :class:`~cl_graft.errors.UserError` (or an ``OSError``: an unwritable folder, a full disk) becomes a one-line
+``error: ...`` on stderr and exit code 2; a :class:`~cl_graft.errors.DataWarning` a one-line ``warning: ...``.
 """
 from __future__ import annotations
 
 import shlex
 import sys
+import warnings
 
 import click
 
 from ..artifacts import COMMAND_LINE
-from ..errors import UserError
+from ..errors import DataWarning, UserError
 
 
 class _Group(click.Group):
@@ -26,10 +28,25 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except UserError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except OSError as e:                                       # the machine's, not a bug: unwritable, disk full
+            click.echo(f"error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", err=True)
+            sys.exit(2)
+
+
+_default_show = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, DataWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _default_show(message, category, filename, lineno, file, line)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

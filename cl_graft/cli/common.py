@@ -1,22 +1,35 @@
-"""Options and data preparation shared by several commands."""
+"""Options shared by several commands."""
 from __future__ import annotations
 
 import os
 
 import click
 
+from ..errors import UserError
+
+SEED_LIMIT = 2**32
+
+
+def _check_seed(ctx, param, value: int) -> int:
+    if not 0 <= value < SEED_LIMIT:
+        raise UserError(f"--seed must be in [0, 2^32), got {value}")
+    return value
+
 
 def common_options(f):
-    """--model/--head/--preset/--data-dir/--seed/--device/--out/--overwrite, in that order in --help."""
+    """--model/--head/--fresh-head/--preset/--data-dir/--seed/--device/--out/--overwrite, in that order in --help."""
     opts = [
         click.option("--model", default="minilm", show_default=True,
                      help="Hub id or local path of the pre-trained model; 'minilm' = the bundled all-MiniLM-L6-v2."),
         click.option("--head", type=click.Choice(["linear", "mlm", "causal"]), default="linear", show_default=True,
                      help="linear head on pooled states, or prompt-based label words (masked / causal LM)."),
+        click.option("--fresh-head", is_flag=True,
+                     help="Allow a prompt head the model has no pre-trained weights for (randomly initialised)."),
         click.option("--preset", default="quick", show_default=True, help="Run size: smoke, quick or paper."),
         click.option("--data-dir", type=click.Path(file_okay=False), default=None,
                      help="Folder of <task>/{train,test}.jsonl (default: $CL_GRAFT_DATA, else the HF Hub)."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampling and training."),
+        click.option("--seed", type=int, default=0, show_default=True, callback=_check_seed,
+                     help="Seed for sampling and training, in [0, 2^32)."),
         click.option("--device", default="auto", show_default=True,
                      help="Where models run: auto (a CUDA GPU if torch sees one, else the CPU), cpu, cuda, cuda:N."),
         click.option("--out", type=click.Path(file_okay=False), required=True, help="Output folder."),
@@ -29,3 +42,10 @@ def common_options(f):
 
 def data_source(data_dir: str | None) -> str:
     return data_dir or os.environ.get("CL_GRAFT_DATA") or "huggingface-hub"
+
+
+def data_identity(tasks: list[str], data_dir: str | None) -> dict[str, str]:
+    """Task → sha256 of its data files (what a run's numbers depend on, wherever the folder is)."""
+    from ..benchmarks import data_sha256
+
+    return {t: data_sha256(t, data_dir) for t in tasks}

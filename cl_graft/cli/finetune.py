@@ -5,7 +5,7 @@ import time
 
 import click
 
-from .common import common_options, data_source
+from .common import common_options, data_identity, data_source
 
 
 @click.command()
@@ -17,11 +17,11 @@ from .common import common_options, data_source
 @click.option("--lr", type=float, default=None,
               help="Learning rate (default: the preset's for sgd, 5e-5 for adamw).")
 @common_options
-def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed, device, out, overwrite):
+def finetune(task, k, steps, optimizer, lr, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Fine-tune MODEL on TASK; writes model.safetensors, metrics.json and config.json under --out."""
     import torch
 
-    from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, save_classifier, write_json
+    from ..artifacts import claim_out_dir, run_record, save_classifier, write_json
     from ..benchmarks import load_rows
     from ..presets import get_preset
     from ..training.evaluate import evaluate
@@ -34,23 +34,23 @@ def finetune(task, k, steps, optimizer, lr, model, head, preset, data_dir, seed,
     cfg = get_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
     splits = load_rows(task, data_dir, cfg, seed=seed)
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device)
+    clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device, fresh_head=fresh_head)
     clf.add_task(splits.spec, seed=seed)
-    out = prepare_out_dir(out, overwrite=overwrite, owns=("metrics.json", "model.safetensors"))
-    t0 = time.perf_counter()
-    result = finetune_(clf, splits.train, splits.dev, cfg.finetune)
-    train_s = time.perf_counter() - t0
-    metrics, _ = evaluate(clf, splits.test, progress=True)
-    save_classifier(clf, out)
-    write_json(out / RUN_CONFIG, run_record(
-        command="finetune", device=str(device), task=task, model=model, head=head, preset=cfg.name, seed=seed,
-        k=cfg.k, dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir),
-        finetune=cfg.finetune.to_json()))
-    write_json(out / "metrics.json", {"task": task, "test": metrics, "best_step": result.best_step,
-                                      "best_dev": result.best_dev, "history": result.history,
-                                      "train_seconds": round(train_s, 1),
-                                      "n_train": len(splits.train), "n_dev": len(splits.dev)})
+    settings = {"command": "finetune", "task": task, "model": model, "head": head, "fresh_head": fresh_head,
+                "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k, "eval_cap": cfg.eval_cap,
+                "data_sha256": data_identity([task], data_dir), "finetune": cfg.finetune.to_json()}
+    with claim_out_dir(out, "finetune", settings=settings, overwrite=overwrite) as run_dir:
+        t0 = time.perf_counter()
+        result = finetune_(clf, splits.train, splits.dev, cfg.finetune)
+        train_s = time.perf_counter() - t0
+        metrics, _ = evaluate(clf, splits.test, progress=True)
+        save_classifier(clf, run_dir.path)
+        write_json(run_dir.path / "metrics.json", {"task": task, "test": metrics, "best_step": result.best_step,
+                                                   "best_dev": result.best_dev, "history": result.history,
+                                                   "train_seconds": round(train_s, 1),
+                                                   "n_train": len(splits.train), "n_dev": len(splits.dev)})
+        run_dir.finish(run_record(**settings, device=str(device), data=data_source(data_dir)))
     headline = f"f1 {metrics['f1']:.4f}  " if splits.spec.metric == "f1" else ""
     click.echo(f"{task}: test {headline}accuracy {metrics['accuracy']:.4f}  "
                f"ECE {100 * metrics['ece']:.1f}  (n={metrics['n']}, best dev step {result.best_step}, "
-               f"train {train_s:.0f}s) -> {out}")
+               f"train {train_s:.0f}s) -> {run_dir.path}")

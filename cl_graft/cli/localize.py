@@ -10,7 +10,7 @@ import click
 from ..errors import UserError
 from ..regions.methods import REGION_METHODS
 from ..regions.report import TRAINED_BASELINES
-from .common import common_options, data_source
+from .common import common_options, data_identity, data_source
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -66,8 +66,8 @@ def localize_config_options(f):
               help="A saved region folder to score as well (repeatable).")
 @localize_config_options
 @common_options
-def localize(task, finetuned, sparsities, methods, ood, regions, model, head, preset, data_dir, seed, device, out,
-             overwrite, **settings):
+def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fresh_head, preset, data_dir, seed,
+             device, out, overwrite, **settings):
     """Localize TASK's skill in a fine-tuned model: regions, grafted accuracy/ECE/agreement/OOD, anatomy PNGs.
 
     Writes results.json, table.md, config.json and regions/<method>-<sparsity>/ (region + anatomy.png) under
@@ -76,19 +76,19 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
     import torch
 
     from ..artifacts import (
-        RUN_CONFIG,
+        claim_out_dir,
         load_classifier,
-        prepare_out_dir,
         run_record,
         save_classifier,
         write_json,
+        write_text,
     )
     from ..benchmarks import cap, get_task, load_rows, load_task
     from ..presets import get_preset
     from ..regions.config import LocalizeConfig
     from ..regions.problem import resolve_budget
     from ..regions.region import graftable_names
-    from ..regions.report import REGIONS_DIR, format_table, load_given_regions, localize_table, ood_rows
+    from ..regions.report import format_table, load_given_regions, localize_table, ood_rows
     from ..training.finetune import finetune_
     from ..training.models import build_classifier, resolve_device
 
@@ -110,30 +110,33 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, pr
                 for s in ood_specs}
     source = ft.source if ft is not None else model
     pre = build_classifier(source, head=ft.head_kind if ft else head, pooling=ft.pooling if ft else "mean",
-                           max_length=cfg.max_length, device=device)
+                           max_length=cfg.max_length, device=device, fresh_head=fresh_head)
     pre_params = dict(pre.named_parameters())
     numel = sum(pre_params[n].numel() for n in graftable_names(pre_params.items()))
     for c in cfgs:
         resolve_budget(c, numel)
     given = load_given_regions(regions, pre, ft, budget=settings["budget"])
-    out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, TABLE_FILE, REGIONS_DIR, FINETUNED_DIR))
-    record = run_record(command="localize", device=str(device),
-                        task=task, finetuned=finetuned, model=source, preset=cfg.name, seed=seed,
-                        k=cfg.k, dev_k=cfg.dev_k, eval_cap=cfg.eval_cap, data=data_source(data_dir),
-                        localize=cfgs[0].to_json(), sparsities=levels, methods=names, regions=list(regions))
-    write_json(out / RUN_CONFIG, record)
-    if ft is None:
-        torch.manual_seed(seed)
-        ft = build_classifier(source, head=head, max_length=cfg.max_length, device=device)
-        ft.add_task(splits.spec, seed=seed)
-        finetune_(ft, splits.train, splits.dev, cfg.finetune)
-        save_classifier(ft, out / FINETUNED_DIR)
-    rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task, methods=names,
-                          sparsities=levels, cfg=cfgs[0], out=out, ood=ood_sets, given=given,
-                          recipe=cfg.finetune)
-    table = format_table(rows, task=task)
-    write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test), "numel": numel, "rows": rows,
-                                    "ood_n": {k: len(v) for k, v in ood_sets.items()}, "config": record})
-    (out / TABLE_FILE).write_text(table + "\n", encoding="utf-8")
+    run = {"command": "localize", "task": task, "finetuned": finetuned, "model": source, "head": pre.head_kind,
+           "fresh_head": fresh_head, "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k,
+           "eval_cap": cfg.eval_cap, "data_sha256": data_identity([task, *ood_sets], data_dir),
+           "localize": cfgs[0].to_json(), "sparsities": levels, "methods": names, "ood": list(ood_sets),
+           "regions": list(regions)}
+    record = run_record(**run, device=str(device), data=data_source(data_dir))
+    with claim_out_dir(out, "localize", settings=run, overwrite=overwrite) as run_dir:
+        if ft is None:
+            torch.manual_seed(seed)
+            ft = build_classifier(source, head=head, max_length=cfg.max_length, device=device, fresh_head=fresh_head)
+            ft.add_task(splits.spec, seed=seed)
+            finetune_(ft, splits.train, splits.dev, cfg.finetune)
+            save_classifier(ft, run_dir.path / FINETUNED_DIR)
+        rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task, methods=names,
+                              sparsities=levels, cfg=cfgs[0], out=run_dir.path, ood=ood_sets, given=given,
+                              recipe=cfg.finetune)
+        table = format_table(rows, task=task)
+        write_json(run_dir.path / RESULTS_FILE, {"task": task, "n_test": len(splits.test), "numel": numel,
+                                                 "rows": rows, "ood_n": {k: len(v) for k, v in ood_sets.items()},
+                                                 "config": record})
+        write_text(run_dir.path / TABLE_FILE, table + "\n")
+        run_dir.finish(record)
     click.echo(table)
-    click.echo(f"-> {out}")
+    click.echo(f"-> {run_dir.path}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UserError
-from .common import common_options, data_source
+from .common import common_options, data_identity, data_source
 
 
 def parse_tasks(text: str) -> list[str]:
@@ -45,21 +45,20 @@ def parse_groups(text: str | None) -> dict[str, tuple[str, ...]] | None:
 @click.option("--sparsity", type=float, default=None, help="Region budget per task, a fraction of the "
               "graftable parameters (default: the preset's).")
 @common_options
-def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, seed, device, out, overwrite):
+def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, data_dir, seed, device, out,
+              overwrite):
     """Train one model on TASKS, localize each task's skill in it and map overlap, transfer and composition.
 
     Writes skillmap.json, regions/<task>/ and figures/*.png under --out (redraw with `cl-graft plot`).
     """
-    import shutil
     from dataclasses import replace
 
     import torch
 
-    from ..artifacts import RUN_CONFIG, prepare_out_dir, run_record, write_json
+    from ..artifacts import claim_out_dir, run_record
     from ..benchmarks import get_task, load_rows
     from ..skillmaps.experiment import resolve_groups, run_skillmap, skillmap_setup
     from ..skillmaps.report import summary
-    from ..skillmaps.results import FIGURES_DIR, REGIONS_DIR, RESULTS_FILE
     from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
@@ -72,15 +71,14 @@ def multitask(tasks, groups, single, sparsity, model, head, preset, data_dir, se
     resolve_groups(cfg.groups, names)
     splits = {t: load_rows(t, data_dir, data, seed=seed) for t in names}
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=data.max_length, device=device)
-    out = prepare_out_dir(out, overwrite=overwrite, owns=(RESULTS_FILE, REGIONS_DIR))
-    for stale in (REGIONS_DIR, FIGURES_DIR):                          # only reached with --overwrite
-        shutil.rmtree(out / stale, ignore_errors=True)
-    record = run_record(command="multitask", device=str(device),
-                        tasks=names, model=model, head=head, preset=data.name, seed=seed,
-                        k=data.k, dev_k=data.dev_k, eval_cap=data.eval_cap, max_length=data.max_length,
-                        data=data_source(data_dir), skillmap=cfg.to_json())
-    write_json(out / RUN_CONFIG, record)
-    sm = run_skillmap(clf, splits, cfg, out=out, info=record)
+    clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
+    settings = {"command": "multitask", "tasks": names, "model": model, "head": head, "fresh_head": fresh_head,
+                "preset": data.name, "seed": seed, "k": data.k, "dev_k": data.dev_k, "eval_cap": data.eval_cap,
+                "max_length": data.max_length, "data_sha256": data_identity(names, data_dir),
+                "skillmap": cfg.to_json()}
+    record = run_record(**settings, device=str(device), data=data_source(data_dir))
+    with claim_out_dir(out, "multitask", settings=settings, overwrite=overwrite) as run_dir:
+        sm = run_skillmap(clf, splits, cfg, out=run_dir.path, info=record)
+        run_dir.finish(record)
     click.echo(summary(sm))
-    click.echo(f"{sm.info['seconds']['total']:.0f}s -> {out}")
+    click.echo(f"{sm.info['seconds']['total']:.0f}s -> {run_dir.path}")

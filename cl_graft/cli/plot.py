@@ -11,12 +11,21 @@ import click
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for the PNGs (default: RESULTS_DIR/figures).")
 def plot(results_dir, out):
-    """Redraw every figure of RESULTS_DIR (a `cl-graft multitask` folder) and print its summary."""
+    """Redraw every figure of RESULTS_DIR (a `cl-graft multitask` folder) and print its summary.
+
+    --out must be a new or empty folder, or one an earlier `cl-graft plot` wrote (its figures are replaced)."""
+    from ..artifacts import claim_out_dir
     from ..skillmaps.report import draw_figures, summary
     from ..skillmaps.results import FIGURES_DIR, load_skillmap
 
     sm = load_skillmap(results_dir)
-    fig_dir = Path(out) if out else Path(results_dir) / FIGURES_DIR
-    paths = draw_figures(sm, fig_dir)
+    if out is None:
+        fig_dir = Path(results_dir) / FIGURES_DIR                      # the multitask run's own figures
+        paths = draw_figures(sm, fig_dir)
+    else:
+        with claim_out_dir(out, "plot", settings={"results_dir": str(results_dir)}, overwrite=True) as run_dir:
+            fig_dir = run_dir.path
+            paths = draw_figures(sm, fig_dir)
+            run_dir.finish({"command": "plot", "results_dir": str(results_dir)})
     click.echo(summary(sm))
     click.echo(f"{len(paths)} figures -> {fig_dir}")

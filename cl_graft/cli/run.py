@@ -1,15 +1,10 @@
 """``cl-graft run``: continual learning on a task stream, every strategy on the same benchmark and seeds."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ..errors import UserError
 from ..strategies.registry import DEFAULT_STRATEGIES, STRATEGIES
-from .common import common_options, data_source
-
-_SAME_RUN = ("stream", "model", "head", "preset", "seed", "config", "tune")
+from .common import common_options, data_identity, data_source
 
 
 @click.command()
@@ -22,16 +17,17 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config", "tune")
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
 @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
               "(same budget for every strategy; test rows are never used to choose).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run in --out (same stream, model, preset).")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run in --out (every setting and the data must be the same).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, model, head, preset, data_dir, seed,
-        device, out, overwrite):
+def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, model, head, fresh_head, preset, data_dir,
+        seed, device, out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
 
-    from ..artifacts import RUN_CONFIG, prepare_out_dir, read_json, run_record, write_json
+    from ..artifacts import claim_out_dir, run_record
     from ..benchmarks import load_rows
     from ..benchmarks.streams import make_benchmark, parse_stream
     from ..strategies.continual_config import continual_setup
@@ -43,48 +39,36 @@ def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, mod
     tasks = parse_stream(stream, data_dir)
     names = parse_strategies(strategies)
     data, cfg = continual_setup(preset, seed=seed, steps=steps, sparsity=sparsity, method=method, k=k)
-    record = {"command": "run", "device": str(device),
-              "stream": tasks, "strategies": names, "model": model, "head": head,
-              "preset": preset, "seed": seed, "k": data.k, "config": cfg.to_json(),
-              "data": data_source(data_dir), "tune": tune}
-    if resume:
-        _check_resume(Path(out), record)
     splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
+    settings = {"command": "run", "stream": tasks, "strategies": names, "model": model, "head": head,
+                "fresh_head": fresh_head, "preset": preset, "seed": seed, "k": data.k, "dev_k": data.dev_k,
+                "eval_cap": data.eval_cap, "max_length": data.max_length,
+                "data_sha256": data_identity(tasks, data_dir), "config": cfg.to_json(), "tune": tune}
     torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=data.max_length, device=device)
+    clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
     for i, s in enumerate(splits):
         clf.add_task(s.spec, seed=seed + i)
-    out = Path(out) if resume else prepare_out_dir(out, overwrite=overwrite, owns=(RUN_CONFIG, "results.json"))
-    if not resume:
-        write_json(out / RUN_CONFIG, run_record(**record))
-    bm = make_benchmark(splits, clf)
-    tuning = {}
-    if tune:
-        tune_splits = split_dev(splits)
-        tuning = {"tune_bm": make_benchmark(tune_splits, clf),
-                  "tune_dev_rows": {s.spec.name: s.dev for s in tune_splits}}
-    _run(clf, bm, tasks, names, cfg, out, {t: s.dev for t, s in zip(tasks, splits)}, resume, quiet,
-         read_json(out / RUN_CONFIG), tuning)
-
-
-def _check_resume(out: Path, record: dict) -> None:
-    from ..artifacts import RUN_CONFIG, read_json
-
-    if not (out / RUN_CONFIG).is_file():
-        raise UserError(f"--resume: {out} holds no run to resume ({RUN_CONFIG} missing)")
-    saved = read_json(out / RUN_CONFIG)
-    for key in _SAME_RUN:
-        if saved.get(key) != record[key]:
-            was = saved.get(key) if key != "config" else "other settings"
-            raise UserError(f"--resume: {out} holds a run with another {key} ({was}); use a new --out")
+    tune_splits = split_dev(splits) if tune else None
+    record = run_record(**settings, device=str(device), data=data_source(data_dir))
+    with claim_out_dir(out, "run", settings=settings, overwrite=overwrite, resume=resume,
+                       keep_on_error=True) as run_dir:
+        bm = make_benchmark(splits, clf)
+        tuning = {}
+        if tune_splits is not None:
+            tuning = {"tune_bm": make_benchmark(tune_splits, clf),
+                      "tune_dev_rows": {s.spec.name: s.dev for s in tune_splits}}
+        _run(clf, bm, tasks, names, cfg, run_dir.path, {t: s.dev for t, s in zip(tasks, splits)}, resume,
+             quiet, record, tuning)
+        run_dir.finish(record)
 
 
 def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, tuning) -> None:
+    from ..artifacts import finish_record
     from ..strategies.report import strategy_table, summary_table, write_results
     from ..strategies.runner import run_continual
 
     results = run_continual(clf, bm, tasks, names, cfg, out=out, dev_rows=dev_rows, resume=resume,
                             progress=not quiet, on_result=lambda r: click.echo("\n" + strategy_table(r)),
                             **tuning)
-    write_results(out, results, record=record)
+    write_results(out, results, record=finish_record(record))
     click.echo("\n" + summary_table(results) + f"\n\nresults -> {out}")

@@ -39,6 +39,8 @@ class LocalizeConfig:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.steps < 0 or self.lr <= 0 or not math.isfinite(self.lr):
             raise UserError(f"steps must be >= 0 and lr a positive number, got {self.steps} and {self.lr}")
+        if not (math.isfinite(self.sigmoid_bias) and self.sigmoid_bias > 0):
+            raise UserError(f"sigmoid_bias must be a positive number, got {self.sigmoid_bias}")
         if self.budget is not None and self.budget < 1:
             raise UserError(f"budget must be >= 1 element, got {self.budget} (an empty region)")
         if not 0 <= self.base_fraction <= 1:

@@ -84,11 +84,22 @@ def _bits_sha256(packed: Mapping[str, Tensor]) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``; returns ``path``.
+
+    The file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600.
+    """
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -97,6 +108,7 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return path
 
 
 def write_folder(directory: Path, config: Mapping[str, Any], files: Mapping[str, Mapping[str, Tensor]],
@@ -113,8 +125,8 @@ def write_folder(directory: Path, config: Mapping[str, Any], files: Mapping[str,
         raise UserError(f"region meta is not JSON-serialisable: {e}") from None
     directory.mkdir(parents=True, exist_ok=True)
     for name, tensors in files.items():
-        _atomic_write(directory / name, lambda p, t=tensors: save_file(dict(t), p, metadata={"format": "pt"}))
-    _atomic_write(directory / config_name, lambda p: Path(p).write_text(text, encoding="utf-8"))
+        atomic_write(directory / name, lambda p, t=tensors: save_file(dict(t), p, metadata={"format": "pt"}))
+    atomic_write(directory / config_name, lambda p: Path(p).write_text(text, encoding="utf-8"))
     return directory
 
 

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from ..errors import UserError
 from ..grafting.graft import clone_model
 from ..training.evaluate import evaluate
-from ..training.finetune import batches
+from ..training.finetune import batches, check_finite
 from ..training.models import TextClassifier
 from .config import LocalizeConfig, LocalizeResult
 from .problem import Problem, budget_for, hard_region
@@ -166,6 +166,7 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
             torch.sigmoid(logit, out=sig)                                    # σ(S − b): (N,)
             _assign(theta, torch.addcmul, theta_base, signed, sig)           # θ(S)
         loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
+        check_finite(f"localize {task} step {step}", loss=loss)
         with torch.no_grad():
             u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)
             logit.sub_(_scale_step_(u, prob.budget, cfg, sample)).clamp_(-b, b)   # S ∈ [0, 2b]

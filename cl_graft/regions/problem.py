@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .. import ops
 from ..errors import UserError
+from ..training.finetune import check_finite
 from ..training.models import TextClassifier
 from .region import Region, fingerprint, graftable_names
 
@@ -83,6 +84,8 @@ class Problem:
             return torch.cat([tensors[n].detach().reshape(-1).to(device, torch.float32) for n in names])
 
         pre_flat, ft_flat = flat(pre_p), flat(ft_p)
+        check_finite("localize: the pre-trained model", tensors={"a graftable tensor": pre_flat})
+        check_finite("localize: the fine-tuned model", tensors={"a graftable tensor": ft_flat})
         numel = pre_flat.numel()
         if candidates is None:
             cand = torch.ones(numel, dtype=torch.bool, device=device)

@@ -4,7 +4,7 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 ICML 2023 (https://arxiv.org/abs/2302.06600): the grafted model θ_pre + γ ⊙ (θ_ft − θ_pre) recovers most
 of the fine-tuned performance with a tiny γ. A :class:`Region` maps parameter names to bool tensors of
 the parameters' shapes, carries free-form JSON ``meta`` (method, hyper-parameters, model id,
-``fingerprints``: ``{"pre": ..., "ft": ...}``) and is saved like a peft adapter (see :mod:`.region_io`).
+``fingerprints``: ``{"pre": ..., "ft": ...}``) and is saved like a peft adapter (see :mod:`.io`).
 Regions are values: every operation returns a new region and never mutates its operands.
 """
 from __future__ import annotations

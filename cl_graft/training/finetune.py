@@ -6,6 +6,7 @@ embeddings, frozen LM head for prompt-based heads), AdamW as an option, evaluati
 """
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,8 +41,11 @@ class FinetuneConfig:
         if self.optimizer not in OPTIMIZERS:
             raise UserError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         for name in ("lr", "batch_size", "steps", "eval_every"):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise UserError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("lr", "weight_decay", "clip"):
+            if not math.isfinite(getattr(self, name)):
+                raise UserError(f"{name} must be a finite number, got {getattr(self, name)}")
         if self.weight_decay < 0 or self.clip < 0:
             raise UserError("weight_decay and clip must be >= 0")
 
@@ -56,6 +60,20 @@ class FinetuneResult:
     best_step: int
     best_dev: float | None
     history: list[dict]
+
+
+def check_finite(where: str, *, loss: float | torch.Tensor | None = None,
+                 tensors: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Stops a diverged run: a one-line :class:`UserError` naming ``where`` (e.g. ``"finetune step 7"``) when
+    ``loss`` or any of ``tensors`` is NaN or infinite. The one guard of fine-tuning, multi-task training,
+    localization and the continual strategies."""
+    value = float(loss.detach()) if isinstance(loss, torch.Tensor) else loss
+    if value is not None and not math.isfinite(value):
+        raise UserError(f"{where}: the loss is {value}; training diverged (lower the learning rate)")
+    for name, t in (tensors or {}).items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise UserError(f"{where}: {name} holds NaN or infinite values; training diverged "
+                            f"(lower the learning rate)")
 
 
 def trainable_names(model, *, freeze_embeddings: bool = True) -> list[str]:
@@ -148,6 +166,7 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
         enc = {k: v.to(device) for k, v in model.encode(batch, task).items()}
         labels = torch.tensor([r["label"] for r in batch], device=device)
         loss = torch.nn.functional.cross_entropy(model(**enc, task=task), labels)
+        check_finite(f"{desc} step {step}" + ("" if task in desc else f" ({task})"), loss=loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if freeze is not None:
@@ -172,6 +191,7 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
         with torch.no_grad():
             for n, v in best["state"].items():
                 params[n].copy_(v)
+    check_finite(f"{desc} after step {cfg.steps}", tensors={n: params[n] for n in names})
     for p in params.values():
         p.requires_grad_(True)
     model.eval()

@@ -19,7 +19,7 @@ from torch import nn
 
 from ..errors import UserError
 from ..task import TaskSpec
-from .prompts import encode_prompt_batch, label_word_ids
+from .prompts import clip_text, encode_prompt_batch, label_word_ids
 
 HEAD_KINDS = ("linear", "mlm", "causal")
 POOLINGS = ("mean", "cls")
@@ -75,6 +75,8 @@ class TextClassifier(nn.Module):
         """Register a task: a fresh linear head (seeded init) or its label-word ids for prompt heads."""
         if spec.name in self.tasks:
             return
+        if hasattr(self.heads, spec.name):
+            raise UserError(f"task name {spec.name!r} is taken by torch (nn.ModuleDict.{spec.name}); rename the task")
         self.tasks[spec.name] = spec
         if self.head_kind == "linear":
             gen = torch.Generator().manual_seed(seed)
@@ -104,11 +106,12 @@ class TextClassifier(nn.Module):
         """Tokenise rows for ``task``: ``input_ids`` and ``attention_mask``, both (B, L) long, right-padded."""
         spec = self.tasks[self.resolve_task(task)]
         if self.head_kind == "linear":
+            n = self.max_length
             if spec.pair:
-                enc = self.tokenizer([r["text_a"] for r in rows], [r["text_b"] for r in rows], truncation=True,
-                                     max_length=self.max_length, padding=True, return_tensors="pt")
+                enc = self.tokenizer([clip_text(r["text_a"], n) for r in rows], [clip_text(r["text_b"], n) for r in rows],
+                                     truncation=True, max_length=n, padding=True, return_tensors="pt")
             else:
-                enc = self.tokenizer([r["text"] for r in rows], truncation=True, max_length=self.max_length,
+                enc = self.tokenizer([clip_text(r["text"], n) for r in rows], truncation=True, max_length=n,
                                      padding=True, return_tensors="pt")
             return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
         return encode_prompt_batch(self.tokenizer, rows, spec, max_length=self.max_length,
@@ -206,11 +209,13 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 def build_classifier(model: str = DEFAULT_MODEL, *, head: str = "linear", pooling: str = "mean",
                      max_length: int = 128, backbone: nn.Module | None = None, tokenizer=None,
-                     device: str | torch.device = "cpu") -> TextClassifier:
+                     device: str | torch.device = "cpu", fresh_head: bool = False) -> TextClassifier:
     """Load a backbone for ``head`` from a hub id, a local path or ``minilm``, onto ``device``; task heads
     added later land on the same device.
 
-    ``backbone``/``tokenizer`` may be passed directly (tests build tiny random models this way).
+    ``backbone``/``tokenizer`` may be passed directly (tests build tiny random models this way). A prompt head
+    (``mlm``/``causal``) needs the checkpoint's pre-trained LM head: one the checkpoint lacks (MiniLM has no
+    MLM head) would be random and frozen, so it is refused unless ``fresh_head``.
     """
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -220,7 +225,11 @@ def build_classifier(model: str = DEFAULT_MODEL, *, head: str = "linear", poolin
         auto = {"linear": AutoModel, "mlm": AutoModelForMaskedLM, "causal": AutoModelForCausalLM}.get(head)
         if auto is None:
             raise UserError(f"unknown head {head!r}; choose one of {', '.join(HEAD_KINDS)}")
-        backbone = _load_pretrained(auto, path)
+        backbone, info = _load_pretrained(auto, path, output_loading_info=True)
+        missing = sorted(info["missing_keys"])
+        if head != "linear" and missing and not fresh_head:
+            raise UserError(f"model {source!r} has no pre-trained {head} head ({missing[0]} and {len(missing) - 1} "
+                            f"more tensors missing); use --head linear, or --fresh-head to train with a random one")
         tokenizer = _load_pretrained(AutoTokenizer, path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -1,0 +1,324 @@
+"""Reliability probe of the ``cl-graft`` command line (issue 15): every command against bad data, bad options,
+foreign and earlier output folders, and interruption, run as a new user would, as subprocesses.
+
+Real MiniLM, the smoke preset and the real task data (``$CL_GRAFT_DATA`` or ``--data-dir``); runs that train
+use ``--steps 2`` where the command has it. Writes a Markdown table (case, command, exit code, first error line,
+what was kept) and the same rows as JSON::
+
+    python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data
+        # -> benchmarks/results/reliability.{md,json}; 13 minutes on 2 shared CPU cores (52 cases)
+
+A case passes when its exit code is the expected one, stderr has no traceback, and its check of the folders
+holds. The script exits 1 if any case fails.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+USER_FILES = {"figures/important.png": b"\x89PNG the user's figure", "config.json": b'{"mine": true}\n'}
+FT = ["--preset", "smoke", "--steps", "2"]
+LOC = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk",
+       "--sparsity", "0.01"]
+RUN = ["--preset", "smoke", "--steps", "2", "--quiet"]
+
+
+@dataclass
+class Case:
+    """One probe: the argv after ``cl-graft``, the exit code wanted, and a check returning what was kept."""
+
+    name: str
+    args: list
+    want: int = 2
+    check: Callable[[], str] = lambda: ""
+    setup: Callable[[], None] = lambda: None
+    interrupt: tuple[str, Callable[[], bool]] | None = None          # (signal name, when to send it)
+    result: dict = field(default_factory=dict)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def cli(args: list, *, interrupt=None, timeout: float = 900) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "cl_graft.cli", *map(str, args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if interrupt is not None:
+        sig, when = interrupt
+        t0 = time.time()
+        while proc.poll() is None and not when() and time.time() - t0 < timeout:
+            time.sleep(0.2)
+        if proc.poll() is None:
+            proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+class Probe:
+    def __init__(self, root: Path, data: Path) -> None:
+        self.root, self.data = root, data
+        self.bad = root / "bad-data"
+        self.user = root / "user"
+
+    # ----- fixtures --------------------------------------------------------------------------------------------
+    def task(self, name: str, train: bytes, *, test: bytes = b"") -> None:
+        folder = self.bad / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "meta.json").write_text(json.dumps({"labels": ["negative", "positive"]}))
+        (folder / "train.jsonl").write_bytes(train)
+        (folder / "test.jsonl").write_bytes(self.rows(40) + test)
+
+    def rows(self, n: int, *, skip_label: int | None = None) -> bytes:
+        lines = (self.data / "sst2" / "train.jsonl").read_bytes().splitlines()
+        keep = [line for line in lines if skip_label is None or json.loads(line)["label"] != skip_label]
+        return b"\n".join(keep[:n]) + b"\n"
+
+    def user_folder(self, name: str) -> Path:
+        folder = self.root / name
+        for rel, data in USER_FILES.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(data)
+        return folder
+
+    def user_kept(self, folder: Path) -> Callable[[], str]:
+        return lambda: "user's files intact" if snapshot(folder) == USER_FILES else "USER FILES CHANGED"
+
+    def absent(self, path: Path, what: str = "nothing written") -> Callable[[], str]:
+        return lambda: what if not path.exists() else f"{path.name} EXISTS"
+
+    def same(self, folder: Path, before: dict, what: str) -> Callable[[], str]:
+        return lambda: what if snapshot(folder) == before else "FOLDER CHANGED"
+
+    # ----- the cases -------------------------------------------------------------------------------------------
+    def cases(self) -> list[Case]:
+        r, d, bad = self.root, ["--data-dir", self.data], ["--data-dir", self.bad]
+        o = r / "o"
+        rows = self.rows(200)
+        self.task("malformed", rows.replace(b"}\n", b"\n", 1))
+        self.task("badlabel", rows + b'{"text": "x", "label": 7}\n')
+        self.task("latin1", b'{"text": "caf\xe9", "label": 0}\n' + rows)
+        self.task("ctrlchar", rows + b'{"text": "a\tb", "label": 0}\n')
+        self.task("empty", b"")
+        self.task("my.task", rows)
+        self.task("oneclass", self.rows(200, skip_label=1))
+        self.task("huge", rows, test=json.dumps({"text": "word " * 4_000_000, "label": 1}).encode() + b"\n")
+        (self.bad / "nolabels").mkdir(parents=True)
+        (self.bad / "nolabels" / "meta.json").write_text("{}")
+        shutil.copy(self.data / "sst2" / "train.jsonl", self.bad / "nolabels" / "train.jsonl")
+        cases = [
+            Case("malformed JSON line", ["finetune", "--task", "malformed", *bad, *FT, "--out", o], check=self.absent(o)),
+            Case("label out of range", ["finetune", "--task", "badlabel", *bad, *FT, "--out", o], check=self.absent(o)),
+            Case("non-UTF-8 first line", ["finetune", "--task", "latin1", *bad, *FT, "--out", o],
+                 check=self.absent(o)),
+            Case("control character in JSON", ["finetune", "--task", "ctrlchar", *bad, *FT, "--out", o],
+                 check=self.absent(o)),
+            Case("empty train.jsonl", ["finetune", "--task", "empty", *bad, *FT, "--out", o], check=self.absent(o)),
+            Case("meta.json without labels", ["finetune", "--task", "nolabels", *bad, *FT, "--out", o],
+                 check=self.absent(o)),
+            Case("task folder my.task", ["finetune", "--task", "my.task", *bad, *FT, "--out", o],
+                 check=self.absent(o)),
+            Case("a class without rows (warning)", ["finetune", "--task", "oneclass", *bad, *FT, "--out", r / "one"],
+                 want=0, check=lambda: "model written" if (r / "one" / "config.json").is_file() else "NO RECORD"),
+            Case("20 MB line", ["finetune", "--task", "huge", *bad, *FT, "--out", r / "huge"], want=0,
+                 check=lambda: "model written" if (r / "huge" / "config.json").is_file() else "NO RECORD"),
+            Case("--lr nan", ["finetune", "--task", "sst2", *d, *FT, "--lr", "nan", "--out", o], check=self.absent(o)),
+            Case("--lr inf", ["finetune", "--task", "sst2", *d, *FT, "--lr", "inf", "--out", o], check=self.absent(o)),
+            Case("--lr 1e9 (diverges)", ["finetune", "--task", "sst2", *d, "--preset", "smoke", "--lr", "1e9",
+                                         "--out", o], check=self.absent(o, "no model, no folder")),
+            Case("--seed 2^63", ["finetune", "--task", "sst2", *d, *FT, "--seed", str(2**63), "--out", o],
+                 check=self.absent(o)),
+            Case('--out ""', ["finetune", "--task", "sst2", *d, *FT, "--out", ""],
+                 check=lambda: "cwd untouched" if not Path(".cl-graft.json").exists() else "WROTE INTO CWD"),
+            Case("unwritable --out", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "a-file" / "out"],
+                 setup=lambda: (r / "a-file").write_text("x"), check=lambda: "nothing written"),
+            Case("--k 0", ["finetune", "--task", "sst2", *d, *FT, "--k", "0", "--out", o], check=self.absent(o)),
+            Case("--head mlm on MiniLM", ["finetune", "--task", "sst2", *d, *FT, "--head", "mlm", "--out", o],
+                 check=self.absent(o)),
+            Case("--preset huge", ["finetune", "--task", "sst2", *d, "--preset", "huge", "--out", o],
+                 check=self.absent(o)),
+            Case("finetune (the folder later cases use)", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft"],
+                 want=0, check=self.recorded(r / "ft")),
+            Case("finetune again, no --overwrite", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft"],
+                 check=self.kept_later(r / "ft", "earlier results intact")),
+            Case("finetune again, --overwrite", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft",
+                                                 "--overwrite"], want=0, check=self.recorded(r / "ft")),
+            Case("finetune killed (SIGKILL), then again", ["finetune", "--task", "sst2", *d, "--preset", "smoke",
+                                                           "--out", r / "killed"],
+                 want=-9, interrupt=("SIGKILL", lambda: (r / "killed" / ".cl-graft.json").exists()),
+                 check=self.rerun_accepted(r / "killed", ["finetune", "--task", "sst2", *d, *FT])),
+            Case("localize --sigmoid-bias nan", ["localize", "--task", "sst2", *d, *LOC, "--sigmoid-bias", "nan",
+                                                 "--out", o], check=self.absent(o)),
+            Case("localize --methods topk,,graft", ["localize", "--task", "sst2", *d, *LOC[:-4], "--methods",
+                                                    "topk,,graft", "--out", o], check=self.absent(o)),
+            Case("localize --finetuned truncated", ["localize", "--task", "sst2", *d, *LOC, "--finetuned",
+                                                    r / "ft-truncated", "--out", o],
+                 setup=lambda: self.broken_model("truncated"), check=self.absent(o)),
+            Case("localize --finetuned edited", ["localize", "--task", "sst2", *d, *LOC, "--finetuned",
+                                                 r / "ft-edited", "--out", o],
+                 setup=lambda: self.broken_model("edited"), check=self.absent(o)),
+            Case("localize --finetuned D --out D", ["localize", "--task", "sst2", *d, *LOC, "--finetuned", r / "ft",
+                                                    "--out", r / "ft", "--overwrite"],
+                 check=self.kept_later(r / "ft", "fine-tune's files intact")),
+            Case("localize", ["localize", "--task", "sst2", *d, *LOC, "--finetuned", r / "ft", "--out", r / "loc"],
+                 want=0, check=lambda: "regions: " + ", ".join(sorted(p.name for p in (r / "loc/regions").iterdir()))),
+            Case("localize --overwrite, other sparsity", ["localize", "--task", "sst2", *d, *LOC[:-1], "0.02",
+                                                          "--finetuned", r / "ft", "--out", r / "loc", "--overwrite"],
+                 want=0, setup=lambda: (r / "loc" / "notes.txt").write_text("the user's notes"),
+                 check=lambda: "regions: " + ", ".join(sorted(p.name for p in (r / "loc/regions").iterdir()))
+                 + ("; user's notes.txt kept" if (r / "loc/notes.txt").is_file() else "; NOTES LOST")),
+            Case("run --stream sst2,,cr", ["run", "--stream", "sst2,,cr", *d, *RUN, "--out", o], check=self.absent(o)),
+            Case("run --strategies magic", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "magic",
+                                            "--out", o], check=self.absent(o)),
+            Case("run graft (reference)", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
+                                                 "--out", r / "run"], want=0, check=lambda: "results written"),
+            Case("run interrupted (SIGINT) after experience 1",
+                 ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft", "--out", r / "run-int"],
+                 want=1, interrupt=("SIGINT", lambda: (r / "run-int/graft/state/progress.json").exists()),
+                 check=lambda: "state kept for --resume"),
+            Case("run --resume after SIGINT", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
+                                               "--out", r / "run-int", "--resume"], want=0, check=self.same_results),
+            Case("run --resume with --k 4", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
+                                             "--k", "4", "--out", r / "run", "--resume"],
+                 check=self.kept_later(r / "run", "earlier run intact")),
+            Case("run --resume with --strategies graft,naive", ["run", "--stream", "sst2,cr", *d, *RUN,
+                                                                "--strategies", "graft,naive", "--out", r / "run",
+                                                                "--resume"],
+                 check=self.kept_later(r / "run", "earlier run intact")),
+            Case("run --resume with other data", ["run", "--stream", "sst2,cr", "--data-dir", r / "other-data", *RUN,
+                                                  "--strategies", "graft", "--out", r / "run", "--resume"],
+                 setup=self.other_data, check=self.kept_later(r / "run", "earlier run intact")),
+            Case("multitask --tasks sst2", ["multitask", "--tasks", "sst2", *d, "--preset", "smoke", "--out", o],
+                 check=self.absent(o)),
+            Case("plot of a folder that is not a multitask run", ["plot", r / "ft"],
+                 check=self.kept_later(r / "ft", "folder intact")),
+            Case("multitask sst2,cr", ["multitask", "--tasks", "sst2,cr", "--no-single", *d, "--preset", "smoke",
+                                       "--out", r / "mt"], want=0, check=self.recorded(r / "mt")),
+            Case("multitask again, no --overwrite", ["multitask", "--tasks", "sst2,cr", "--no-single", *d,
+                                                     "--preset", "smoke", "--out", r / "mt"],
+                 check=self.kept_later(r / "mt", "earlier results intact")),
+            Case("plot into the run's figures/", ["plot", r / "mt"], want=0,
+                 check=lambda: f"{len(list((r / 'mt/figures').glob('*.png')))} figures redrawn"),
+            Case("plot --out a new folder", ["plot", r / "mt", "--out", r / "figs"], want=0,
+                 check=lambda: f"{len(list((r / 'figs').glob('*.png')))} figures + record"),
+        ]
+        for command, args in {"finetune": ["--task", "sst2", *FT], "localize": ["--task", "sst2", *LOC],
+                              "multitask": ["--tasks", "sst2,cr", "--preset", "smoke"],
+                              "run": ["--stream", "sst2,cr", *RUN, "--strategies", "naive"]}.items():
+            for overwrite in ([], ["--overwrite"]):
+                folder = self.user_folder(f"user-{command}{'-ow' if overwrite else ''}")
+                cases.append(Case(f"user's folder{' + --overwrite' if overwrite else ''}",
+                                  [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
+        plot_folder = self.user_folder("user-plot")
+        cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
+        return cases
+
+    def broken_model(self, how: str) -> None:
+        folder = self.root / f"ft-{how}"
+        shutil.copytree(self.root / "ft", folder)
+        if how == "truncated":
+            data = (folder / "model.safetensors").read_bytes()
+            (folder / "model.safetensors").write_bytes(data[: len(data) // 3])
+        else:
+            config = json.loads((folder / "classifier_config.json").read_text())
+            (folder / "classifier_config.json").write_text(json.dumps({**config, "head": "mystery"}))
+
+    def other_data(self) -> None:
+        other = self.root / "other-data"
+        for t in ("sst2", "cr"):
+            shutil.copytree(self.data / t, other / t)
+        lines = (other / "cr" / "train.jsonl").read_bytes().splitlines()
+        (other / "cr" / "train.jsonl").write_bytes(b"\n".join(lines[1:]) + b"\n")
+
+    def kept_later(self, folder: Path, what: str) -> Callable[[], str]:
+        before = {}
+
+        def check() -> str:
+            return what if snapshot(folder) == before["files"] else "FOLDER CHANGED"
+
+        check.before = lambda: before.update(files=snapshot(folder))
+        return check
+
+    def recorded(self, folder: Path) -> Callable[[], str]:
+        def check() -> str:
+            files = json.loads((folder / "config.json").read_text())["files"]
+            present = sorted(p for p in snapshot(folder) if p != ".cl-graft.json")
+            return f"record lists all {len(files)} files" if files == present else "RECORD DIFFERS"
+        return check
+
+    def rerun_accepted(self, folder: Path, args: list) -> Callable[[], str]:
+        def check() -> str:
+            code, err = cli([*args, "--out", folder])
+            return "rerun without --overwrite: exit 0" if code == 0 else f"RERUN FAILED ({code}: {err[-200:]})"
+        return check
+
+    def same_results(self) -> str:
+        full = json.loads((self.root / "run" / "results.json").read_text())["strategies"]
+        resumed = json.loads((self.root / "run-int" / "results.json").read_text())["strategies"]
+        same = all(full[n]["matrix"] == resumed[n]["matrix"] for n in full)
+        return "matrices equal the uninterrupted run's" if same else "MATRICES DIFFER"
+
+
+def first_error(stderr: str) -> str:
+    for line in stderr.splitlines():
+        if line.startswith(("error:", "Traceback", "warning:", "Aborted!")):
+            return line
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", type=Path, default=os.environ.get("CL_GRAFT_DATA"))
+    ap.add_argument("--out", type=Path, default=RESULTS / "reliability")
+    args = ap.parse_args(argv)
+    if args.data_dir is None or not (args.data_dir / "sst2").is_dir():
+        ap.error("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
+    rows, failed = [], 0
+    with tempfile.TemporaryDirectory(prefix="cl-graft-probe-") as tmp:
+        probe = Probe(Path(tmp), args.data_dir.resolve())
+        for case in probe.cases():
+            case.setup()
+            if hasattr(case.check, "before"):
+                case.check.before()
+            t0 = time.perf_counter()
+            code, err = cli(case.args, interrupt=case.interrupt)
+            kept = case.check()
+            ok = code == case.want and "Traceback" not in err and not any(w in kept for w in
+                                                                          ("CHANGED", "EXISTS", "LOST", "NO ", "DIFFER",
+                                                                           "FAILED", "CWD"))
+            failed += not ok
+            command = " ".join(str(a).replace(tmp, "$TMP") for a in case.args[:1])
+            rows.append({"case": case.name, "command": command,
+                         "args": [str(a).replace(tmp, "$TMP") for a in case.args[1:]], "exit": code,
+                         "want": case.want, "first_line": first_error(err).replace(tmp, "$TMP"), "kept": kept,
+                         "ok": ok, "seconds": round(time.perf_counter() - t0, 1)})
+            print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
+                  flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps({"cases": rows, "failed": failed}, indent=2) + "\n")
+    minutes = sum(row["seconds"] for row in rows) / 60
+    lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
+             ("`python benchmarks/reliability_probe.py --data-dir /work/shared/data`: every `cl-graft` command as a "
+              "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL."), "",
+             "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
+    for row in rows:
+        cell = row["first_line"].replace("|", "\\|")
+        lines.append(f"| {row['case']} | {row['command']} | {row['exit']} | {cell} | {row['kept']} |"
+                     + ("" if row["ok"] else " **FAILED**"))
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"{len(rows) - failed}/{len(rows)} cases as wanted -> {args.out}.md")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
