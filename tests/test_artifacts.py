@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from click.testing import CliRunner
 
-from cl_graft.artifacts import COMMAND_LINE, finish_record, git_revision, run_record
 from cl_graft.cli import main
+from cl_graft.provenance import COMMAND_LINE, finish_record, git_revision, run_record
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,9 +23,10 @@ import torch
 from cl_graft.benchmarks import load_rows
 from safetensors.torch import load_file
 
-from cl_graft.artifacts import load_classifier, run_record, save_classifier, write_json
+from cl_graft.artifacts import load_classifier, save_classifier, write_json
 from cl_graft.grafting.graft import SkillPatch, clone_model, patch_, restore_
 from cl_graft.presets import get_preset
+from cl_graft.provenance import run_record
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region

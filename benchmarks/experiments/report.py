@@ -22,10 +22,11 @@ from cl_graft.benchmarks import load_rows
 from cl_graft.strategies.owner_map import OwnerMap
 from safetensors.torch import load_file
 
-from cl_graft.artifacts import load_classifier, read_json, run_record, save_classifier, write_json
+from cl_graft.artifacts import load_classifier, read_json, save_classifier, write_json
 from cl_graft.continual_metrics import paired_interval
 from cl_graft.grafting.graft import clone_model, patch_, restore_
 from cl_graft.presets import get_preset
+from cl_graft.provenance import run_record
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier

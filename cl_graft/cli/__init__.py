@@ -12,8 +12,8 @@ import warnings
 
 import click
 
-from ..artifacts import COMMAND_LINE
 from ..errors import DataWarning, UserError
+from ..provenance import COMMAND_LINE
 
 
 class _Group(click.Group):

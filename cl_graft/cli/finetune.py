@@ -21,9 +21,11 @@ def finetune(task, k, steps, optimizer, lr, model, head, fresh_head, preset, dat
     """Fine-tune MODEL on TASK; writes model.safetensors, metrics.json and config.json under --out."""
     import torch
 
-    from ..artifacts import claim_out_dir, run_record, save_classifier, write_json
+    from ..artifacts import save_classifier, write_json
     from ..benchmarks import load_rows
+    from ..outdir import claim_out_dir
     from ..presets import get_preset
+    from ..provenance import run_record
     from ..training.evaluate import evaluate
     from ..training.finetune import finetune_
     from ..training.models import build_classifier, resolve_device

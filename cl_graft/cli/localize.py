@@ -75,16 +75,11 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     """
     import torch
 
-    from ..artifacts import (
-        claim_out_dir,
-        load_classifier,
-        run_record,
-        save_classifier,
-        write_json,
-        write_text,
-    )
+    from ..artifacts import load_classifier, save_classifier, write_json, write_text
     from ..benchmarks import cap, get_task, load_rows, load_task
+    from ..outdir import claim_out_dir
     from ..presets import get_preset
+    from ..provenance import run_record
     from ..regions.config import LocalizeConfig
     from ..regions.problem import resolve_budget
     from ..regions.region import graftable_names

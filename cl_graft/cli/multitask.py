@@ -55,8 +55,9 @@ def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, 
 
     import torch
 
-    from ..artifacts import claim_out_dir, run_record
     from ..benchmarks import get_task, load_rows
+    from ..outdir import claim_out_dir
+    from ..provenance import run_record
     from ..skillmaps.experiment import resolve_groups, run_skillmap, skillmap_setup
     from ..skillmaps.report import summary
     from ..training.models import build_classifier, resolve_device

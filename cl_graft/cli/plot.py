@@ -14,7 +14,7 @@ def plot(results_dir, out):
     """Redraw every figure of RESULTS_DIR (a `cl-graft multitask` folder) and print its summary.
 
     --out must be a new or empty folder, or one an earlier `cl-graft plot` wrote (its figures are replaced)."""
-    from ..artifacts import claim_out_dir
+    from ..outdir import claim_out_dir
     from ..skillmaps.report import draw_figures, summary
     from ..skillmaps.results import FIGURES_DIR, load_skillmap
 

@@ -27,9 +27,10 @@ def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, mod
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
 
-    from ..artifacts import claim_out_dir, run_record
     from ..benchmarks import load_rows
     from ..benchmarks.streams import make_benchmark, parse_stream
+    from ..outdir import claim_out_dir
+    from ..provenance import run_record
     from ..strategies.continual_config import continual_setup
     from ..strategies.registry import parse_strategies
     from ..strategies.tuning import split_dev
@@ -63,7 +64,7 @@ def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, mod
 
 
 def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, tuning) -> None:
-    from ..artifacts import finish_record
+    from ..provenance import finish_record
     from ..strategies.report import strategy_table, summary_table, write_results
     from ..strategies.runner import run_continual
 
