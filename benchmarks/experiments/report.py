@@ -155,8 +155,8 @@ def render(report: dict) -> str:
         lines.append(f"| {t} | {1e3 * row['serve_first_s']:.2f} | {1e3 * row['serve_last_s']:.3f} | "
                      f"{row['bytes_per_skill'] / 1e3:.0f} kB | {row['owner_map_bytes_per_skill'] / 1e3:.0f} kB | "
                      f"{row['percent_of_checkpoint']:.2f} |")
-    lines += ["", "Serving a task costs in proportion to the elements it switches (the regions of the tasks learned after "
-              "it), not to the number of stored tasks as such; the last task needs no switch."]
+    lines += ["", ("Serving a task costs in proportion to the elements it switches (the regions of the tasks learned after "
+              "it), not to the number of stored tasks as such; the last task needs no switch.")]
     lines += ["", (f"`cl-graft run` on {strat['stream']} ({strat['preset']} preset), one strategy per process: graft "
               f"{strat['graft']['wall_s']:.0f} s, peak RSS {strat['graft']['peak_rss_mb']} MB; naive "
               f"{strat['naive']['wall_s']:.0f} s, {strat['naive']['peak_rss_mb']} MB; ratio {strat['ratio']:.2f}."),
