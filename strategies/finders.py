@@ -6,8 +6,10 @@
 - :func:`independent_regions` — the paper's mode: each task's region found up front by fine-tuning a copy of
   the pre-trained model on that task alone and localizing its skill.
 
-A finder is any callable ``finder(pre, ft, train_rows, dev_rows, *, task, names, candidates) -> Region``
-(see :class:`RegionFinder`); it must return a region over ``names`` inside ``candidates``.
+A finder is any callable ``finder(pre, ft, data, *, names, candidates) -> Region`` (see :class:`RegionFinder`)
+with ``data`` a :class:`~cl_graft.regions.data.RegionData` (text rows, or an Avalanche experience with the
+strategy's criterion and forward: :class:`~.experience_data.ExperienceData`); it must return a region over
+``names`` inside ``candidates``.
 """
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from torch import nn
+
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import clone_model
 from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.methods import REGION_METHODS, find_region
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
@@ -25,10 +30,10 @@ from cl_graft.training.models import TextClassifier
 
 
 class RegionFinder(Protocol):
-    """Finds a task's region given θ_pre (``pre``) and the trained model (``ft``)."""
+    """Finds a task's region given θ_pre (``pre``), the trained model (``ft``; any modules) and the task's data."""
 
-    def __call__(self, pre: TextClassifier, ft: TextClassifier, train_rows: list[dict], dev_rows: list[dict], *,
-                 task: str, names: list[str], candidates: Region | None) -> Region: ...
+    def __call__(self, pre: nn.Module, ft: nn.Module, data: RegionData, *, names: list[str],
+                 candidates: Region | None) -> Region: ...
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,10 @@ class LocalizeFinder:
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
 
-    def __call__(self, pre: TextClassifier, ft: TextClassifier, train_rows: list[dict], dev_rows: list[dict], *,
-                 task: str, names: list[str], candidates: Region | None) -> Region:
-        return find_region(self.method, pre, ft, train_rows, dev_rows, self.config, task=task, names=names,
-                           candidates=candidates, progress=self.progress).region
+    def __call__(self, pre: nn.Module, ft: nn.Module, data: RegionData, *, names: list[str],
+                 candidates: Region | None) -> Region:
+        return find_region(self.method, pre, ft, data, [], self.config, names=names, candidates=candidates,
+                           progress=self.progress).region
 
     def to_json(self) -> dict:
         return {"method": self.method, "config": self.config.to_json()}
@@ -80,5 +85,5 @@ def independent_regions(model: TextClassifier, data: Mapping[str, tuple[list[dic
     for task, (train, dev) in data.items():
         ft = clone_model(model)
         finetune_(ft, train, dev, recipe, task=task, progress=progress)
-        out[task] = finder(model, ft, train, dev, task=task, names=names, candidates=None)
+        out[task] = finder(model, ft, TextRegionData(train, dev, task=task), names=names, candidates=None)
     return out
