@@ -20,11 +20,14 @@ _SAME_RUN = ("stream", "model", "head", "preset", "seed", "config")
 @click.option("--sparsity", type=float, default=None, help="Per-task region budget, fraction of graftable params.")
 @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
+@click.option("--task-inference", type=click.Choice(["entropy", "max-softmax"]), default=None,
+              help="After the stream, also evaluate with task labels withheld: each input goes to the task whose "
+                   "grafted model is most confident (graft, graft-paper, packnet; T forward passes per input).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out (same stream, model, preset).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, head, preset, data_dir, seed, device,
-        out, overwrite):
+def run(stream, strategies, method, sparsity, steps, k, task_inference, resume, quiet, model, head, preset, data_dir,
+        seed, device, out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
@@ -43,6 +46,7 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
     record = {"command": "run", "device": str(device),
               "stream": tasks, "strategies": names, "model": model, "head": head,
               "preset": preset, "seed": seed, "k": data.k, "config": cfg.to_json(),
+              "task_inference": task_inference,
               "data": data_source(data_dir)}
     if resume:
         _check_resume(Path(out), record)
@@ -56,7 +60,7 @@ def run(stream, strategies, method, sparsity, steps, k, resume, quiet, model, he
         write_json(out / RUN_CONFIG, run_record(**record))
     bm = make_benchmark(splits, clf)
     _run(clf, bm, tasks, names, cfg, out, {t: s.dev for t, s in zip(tasks, splits)}, resume, quiet,
-         read_json(out / RUN_CONFIG))
+         read_json(out / RUN_CONFIG), task_inference)
 
 
 def _check_resume(out: Path, record: dict) -> None:
@@ -71,11 +75,11 @@ def _check_resume(out: Path, record: dict) -> None:
             raise UserError(f"--resume: {out} holds a run with another {key} ({was}); use a new --out")
 
 
-def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record) -> None:
+def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, task_inference) -> None:
     from ..strategies.report import strategy_table, summary_table, write_results
     from ..strategies.runner import run_continual
 
     results = run_continual(clf, bm, tasks, names, cfg, out=out, dev_rows=dev_rows, resume=resume,
-                            progress=not quiet, on_result=lambda r: click.echo("\n" + strategy_table(r)))
+                            task_inference=task_inference, progress=not quiet, on_result=lambda r: click.echo("\n" + strategy_table(r)))
     write_results(out, results, record=record)
     click.echo("\n" + summary_table(results) + f"\n\nresults -> {out}")
