@@ -16,6 +16,7 @@ _EXPORTS = {
     "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
     "run_strategy": "runner", "ExperienceData": "experience_data", "GraftTarget": "targets",
     "graft_target": "targets", "TaskRouter": "routing", "TaskIdentificationAccuracy": "metrics",
+    "export_task": "export", "load_task_model": "export", "task_model": "export",
 }
 __all__ = [
     "MASK_VALUE",
@@ -35,11 +36,14 @@ __all__ = [
     "TaskAdapter",
     "TaskIdentificationAccuracy",
     "TaskRouter",
+    "export_task",
     "graft_target",
     "independent_regions",
+    "load_task_model",
     "recipe_optimizer",
     "run_continual",
     "run_strategy",
+    "task_model",
 ]
 
 

@@ -199,6 +199,25 @@ def test_resume_equals_uninterrupted(bm, mlp_run, tmp_path):
         assert all(torch.equal(a, b) for a, b in zip(probe.out[k], resumed_probe.out[k], strict=True))
 
 
+def test_export_a_task_state_dict(bm, mlp_run, tmp_path):
+    from safetensors.torch import load_file
+
+    from cl_graft.strategies.export import export_task
+
+    strategy, probe, _ = mlp_run
+    strategy.eval(bm.test_stream[:1])
+    export_task(strategy.graft.owners, strategy.model, "0", tmp_path / "task0")
+    model = mlp(7)                                              # another init: every tensor comes from the file
+    avalanche_model_adaptation(model, bm.train_stream[0])
+    avalanche_model_adaptation(model, bm.train_stream[1])
+    model.load_state_dict(load_file(str(tmp_path / "task0" / "model.safetensors")))
+    model.eval()
+    x = torch.stack([bm.test_stream[0].dataset[i][0] for i in range(len(bm.test_stream[0].dataset))])
+    assert torch.equal(model(x[:32], torch.zeros(32, dtype=torch.long)), probe.out[0][0])
+    with pytest.raises(UserError, match="no skill for task"):
+        export_task(strategy.graft.owners, strategy.model, "7", tmp_path / "x")
+
+
 class HFClassifier(nn.Module):
     """A Hugging Face model wrapped the way Avalanche's NLP notes do: x = (B, 2, L) ids + attention mask."""
 
