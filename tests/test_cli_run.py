@@ -130,11 +130,11 @@ def test_task_inference_reports_task_agnostic_accuracy(env, all_run, tmp_path):
 
 
 def test_export_a_task_as_a_transformers_folder(env, all_run, tmp_path):
+    from cl_graft.benchmarks import load_rows
+    from cl_graft.strategies.export import load_task_model
     from transformers import AutoModel
 
-    from cl_graft.benchmarks import load_rows
     from cl_graft.presets import get_preset
-    from cl_graft.strategies.export import load_task_model
     from cl_graft.training.evaluate import evaluate
 
     out = tmp_path / "alpha"

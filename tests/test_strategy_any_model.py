@@ -200,9 +200,8 @@ def test_resume_equals_uninterrupted(bm, mlp_run, tmp_path):
 
 
 def test_export_a_task_state_dict(bm, mlp_run, tmp_path):
-    from safetensors.torch import load_file
-
     from cl_graft.strategies.export import export_task
+    from safetensors.torch import load_file
 
     strategy, probe, _ = mlp_run
     strategy.eval(bm.test_stream[:1])
