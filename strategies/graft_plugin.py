@@ -124,14 +124,25 @@ class GraftPlugin(SupervisedPlugin):
         return self._target
 
     # ----- training ------------------------------------------------------------------------------
+    def before_train_dataset_adaptation(self, strategy, **kwargs) -> None:
+        """Checks the experience before anything adapts or trains (first callback of an experience)."""
+        target = self.target(strategy)
+        if self.owners is None:
+            params = dict(target.root.named_parameters())
+            self.owners = OwnerMap({n: params[n] for n in target.names()})
+        _, task = self._task(target, strategy.experience)
+        if task in self.owners.tasks:
+            raise UserError(f"task {task!r} was already learned; grafting trains each task once (a benchmark "
+                            f"without task labels gives every experience task 0: build it with task labels)")
+        if self.mode == "paper":
+            self._paper_region(task)
+        else:
+            self._check_budget(self.owners.free())
+
     def before_training_exp(self, strategy, **kwargs) -> None:
         target = self.target(strategy)
         params = dict(target.root.named_parameters())
-        if self.owners is None:
-            self.owners = OwnerMap({n: params[n] for n in target.names()})
         label, task = self._task(target, strategy.experience)
-        if task in self.owners.tasks:
-            raise UserError(f"task {task!r} was already learned; grafting trains each task once")
         changed = [n for n in self.owners.names if n not in params or params[n].shape != self.owners.pre[n].shape]
         if changed:
             raise UserError(f"graftable tensor {changed[0]!r} changed or disappeared since the first experience; "
@@ -139,8 +150,6 @@ class GraftPlugin(SupervisedPlugin):
         free = self.owners.free()
         if self.mode == "paper":
             free = free & self._paper_region(task)
-        else:
-            self._check_budget(free)
         trainable: dict = {n: m for n, m in free.masks.items()}
         trainable.update({n: None for n in target.heads(label)})
         self._freeze = ElementFreeze(params, trainable, guard=self.guard)

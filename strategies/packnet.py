@@ -51,11 +51,14 @@ class PackNetPlugin(GraftPlugin):
         self._done = 0
         self._kept: Region | None = None
 
-    def before_training_exp(self, strategy, **kwargs) -> None:
+    def before_train_dataset_adaptation(self, strategy, **kwargs) -> None:
         if self.owners is None:                              # released (and later tasks') elements are 0, not θ_pre
             target = self.target(strategy)
             params = dict(target.root.named_parameters())
             self.owners = OwnerMap({n: torch.zeros_like(params[n]) for n in target.names()})
+        super().before_train_dataset_adaptation(strategy, **kwargs)
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
         super().before_training_exp(strategy, **kwargs)
         self._done, self._kept = 0, None
 

@@ -25,6 +25,7 @@ from cl_graft.strategies import (
     OwnerMap,
     TaskIdentificationAccuracy,
     TaskRouter,
+    experience_regions,
     graft_target,
 )
 
@@ -199,6 +200,26 @@ def test_resume_equals_uninterrupted(bm, mlp_run, tmp_path):
         assert all(torch.equal(a, b) for a, b in zip(probe.out[k], resumed_probe.out[k], strict=True))
 
 
+def test_paper_mode_on_an_mlp(bm):
+    from avalanche.training import Naive
+
+    def train(model, exp):
+        torch.manual_seed(5)
+        Naive(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16, train_epochs=2,
+              evaluator=EvaluationPlugin(loggers=[])).train(exp)
+
+    model = mlp()
+    pre = {n: p.detach().clone() for n, p in model.named_parameters()}
+    regions = experience_regions(model, bm.train_stream, train, FINDER)
+    assert all(torch.equal(p, pre[n]) for n, p in model.named_parameters())        # the caller's model untouched
+    assert set(regions) == {"0", "1"} and all(0 < r.size for r in regions.values())
+    strategy, _, results = run(bm, model, mode="paper", regions=regions)
+    owners = strategy.graft.owners
+    for k, task in enumerate(owners.tasks):
+        assert (owners.patches[k].region - regions[task]).is_empty
+    assert acc(results[0], 0) == acc(results[1], 0)
+
+
 def test_export_a_task_state_dict(bm, mlp_run, tmp_path):
     from cl_graft.strategies.export import export_task
     from safetensors.torch import load_file
@@ -284,6 +305,16 @@ def test_bad_input_is_refused_before_training(bm):
     with pytest.raises(UserError, match="budget .* larger than the .* free"):
         greedy.train(bm.train_stream[1])                  # 60% more of the 40% left
     assert all(torch.equal(p, before[n]) for n, p in greedy.model.named_parameters() if n in before)
+    from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline
+    from avalanche.benchmarks.scenarios.task_aware import with_task_labels
+
+    both = bm.train_stream[0].dataset.concat(bm.train_stream[1].dataset)
+    mixed = with_classes_timeline(with_task_labels(benchmark_from_datasets(train=[both], test=[both])))
+    model = mlp()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(UserError, match="one task per experience"):
+        strategy_for(model).train(mixed.train_stream[0])
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters() if n in before)
     strategy, _, _ = run(bm, mlp(), stop=1)
     with pytest.raises(UserError, match="already learned"):
         strategy.train(bm.train_stream[0])
