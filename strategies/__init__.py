@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "freeze", "GraftPlugin": "graft_plugin",
+    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "cl_graft.training.freeze", "GraftPlugin": "graft_plugin",
     "GraftStrategy": "graft_strategy", "OwnerMap": "owner_map", "PackNetPlugin": "packnet",
     "ClipGrad": "recipe", "StepLimit": "recipe", "recipe_optimizer": "recipe",
     "LocalizeFinder": "finders", "RegionFinder": "finders", "independent_regions": "finders",
@@ -52,4 +52,5 @@ __all__ = [
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    module = _EXPORTS[name]
+    return getattr(importlib.import_module(module if "." in module else f".{module}", __name__), name)
