@@ -275,13 +275,14 @@ class GraftPlugin(SupervisedPlugin):
             self._router = None
 
     def _check_labels(self, labels: list[int]) -> None:
-        """Refuses test task labels the model cannot serve (never trained and no head registered)."""
+        """Refuses test task labels the model cannot serve: out of a ``TaskAdapter``'s range, or (other models,
+        whose heads appear when a task trains) never trained."""
         target = self._router.target
         for label in labels:
-            if target.task_names is None and target.task(label) not in self.owners.tasks:
+            task = target.task(label)
+            if target.task_names is None and task not in self.owners.tasks:
                 raise UserError(f"test data has task label {label}, which the strategy never trained (trained: "
                                 f"{', '.join(self.owners.tasks)}); use task_inference= for unlabeled data")
-            target.task(label)
 
     # ----- helpers -------------------------------------------------------------------------------
     @staticmethod
