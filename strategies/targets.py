@@ -91,8 +91,9 @@ def _selector(graftable: Graftable, default: Callable[[str, Tensor], bool]) -> C
 
 
 def graft_target(model: nn.Module, *, graftable: Graftable = None, heads: HeadNames | None = None) -> GraftTarget:
-    """The :class:`GraftTarget` of ``model`` (unwrapping DataParallel-like ``.module``)."""
-    inner = getattr(model, "module", model)
+    """The :class:`GraftTarget` of ``model`` (unwrapping ``DataParallel``/``DistributedDataParallel``)."""
+    wrapped = isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel))
+    inner = model.module if wrapped else model
     if isinstance(inner, TaskAdapter):
         clf = inner.clf
         return GraftTarget(clf, model, _selector(graftable, lambda n, p: bool(re.search(DEFAULT_GRAFTABLE, n))),
