@@ -57,15 +57,17 @@ class OutDir:
     a :class:`UserError` removes what it wrote (unless ``keep_on_error``: a resumable run keeps its state).
     """
 
-    def __init__(self, path: Path, *, kept: set[str], created: bool, keep_on_error: bool) -> None:
+    def __init__(self, path: Path, *, kept: set[str], created: bool, keep_on_error: bool,
+                 record_name: str = RUN_CONFIG) -> None:
         self.path, self.kept, self.created, self.keep_on_error = path, kept, created, keep_on_error
+        self.record_name = record_name
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
     def finish(self, record: dict) -> None:
         """Writes the run record last, with what the run cost since the folder was claimed
         (:func:`~.provenance.finish_record`) and every file this run wrote."""
-        files = sorted((_files(self.path) - self.kept) | {RUN_CONFIG})
-        write_json(self.path / RUN_CONFIG, {**finish_record({**record, "started": self.started}), "files": files})
+        files = sorted((_files(self.path) - self.kept) | {self.record_name})
+        write_json(self.path / self.record_name, {**finish_record({**record, "started": self.started}), "files": files})
 
     def discard(self) -> None:
         """Removes what this run wrote; gives the folder up when nothing else is in it."""
@@ -84,7 +86,7 @@ class OutDir:
 
 
 def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: bool = False,
-                  resume: bool = False, keep_on_error: bool = False) -> OutDir:
+                  resume: bool = False, keep_on_error: bool = False, record_name: str = RUN_CONFIG) -> OutDir:
     """Makes ``out`` the output folder of ``command`` (see :class:`OutDir`) and returns it.
 
     Args:
@@ -95,6 +97,8 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
             if it never finished, everything but what was there before it), and nothing else.
         resume: continue the unfinished (or finished) run of ``command`` in ``out``; its settings must match.
         keep_on_error: a :class:`UserError` inside the ``with`` block leaves the files (resumable runs).
+        record_name: the run record's file name (another one where ``config.json`` means something else, e.g.
+            an exported transformers folder).
 
     Raises:
         UserError: an empty or unwritable path, a file, a folder holding anything else, or (``resume``) no
@@ -112,11 +116,12 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
         if not mine:
             raise UserError(f"--resume: {out} holds no output of cl-graft {command} to resume")
         _check_same(out, owner.get("settings") or {}, settings)
-        return OutDir(out, kept=set(owner.get("kept", [])), created=False, keep_on_error=keep_on_error)
+        return OutDir(out, kept=set(owner.get("kept", [])), created=False, keep_on_error=keep_on_error,
+                      record_name=record_name)
     present = _files(out) if out.is_dir() else set()
     if mine:
         kept = set(owner.get("kept", []))
-        record = read_json(out / RUN_CONFIG) if (out / RUN_CONFIG).is_file() else None
+        record = read_json(out / record_name) if (out / record_name).is_file() else None
         earlier = present & set(record["files"]) if isinstance(record, dict) and "files" in record \
             else present - kept
         if earlier and not overwrite:
@@ -135,7 +140,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
         write_json(owner_path, {"command": command, "settings": settings, "kept": sorted(present)})
     except OSError as e:
         raise UserError(f"--out {out}: cannot write there ({e.strerror or e})") from None
-    return OutDir(out, kept=present, created=created, keep_on_error=keep_on_error)
+    return OutDir(out, kept=present, created=created, keep_on_error=keep_on_error, record_name=record_name)
 
 
 def _check_same(out: Path, saved: dict, settings: dict) -> None:

@@ -9,20 +9,25 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "freeze", "GraftPlugin": "graft_plugin",
+    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "cl_graft.training.freeze", "GraftPlugin": "graft_plugin",
     "GraftStrategy": "graft_strategy", "OwnerMap": "owner_map", "PackNetPlugin": "packnet",
     "ClipGrad": "recipe", "StepLimit": "recipe", "recipe_optimizer": "recipe",
     "LocalizeFinder": "finders", "RegionFinder": "finders", "independent_regions": "finders",
+    "experience_regions": "finders",
     "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
-    "run_strategy": "runner",
+    "run_strategy": "runner", "ExperienceData": "experience_data", "GraftTarget": "targets",
+    "graft_target": "targets", "TaskRouter": "routing", "TaskIdentificationAccuracy": "metrics",
+    "export_task": "export", "load_task_model": "export", "task_model": "export",
 }
 __all__ = [
     "MASK_VALUE",
     "ClipGrad",
     "ContinualConfig",
     "ElementFreeze",
+    "ExperienceData",
     "GraftPlugin",
     "GraftStrategy",
+    "GraftTarget",
     "LocalizeFinder",
     "OwnerMap",
     "PackNetPlugin",
@@ -30,14 +35,22 @@ __all__ = [
     "StepLimit",
     "StrategyResult",
     "TaskAdapter",
+    "TaskIdentificationAccuracy",
+    "TaskRouter",
+    "experience_regions",
+    "export_task",
+    "graft_target",
     "independent_regions",
+    "load_task_model",
     "recipe_optimizer",
     "run_continual",
     "run_strategy",
+    "task_model",
 ]
 
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    module = _EXPORTS[name]
+    return getattr(importlib.import_module(module if "." in module else f".{module}", __name__), name)

@@ -8,15 +8,11 @@ training) are split by task; each part is trimmed to its own longest row, so a s
 on the other tasks in its batch. Outputs have one column per label of the widest task; a narrower task's
 extra columns hold :data:`MASK_VALUE` (softmax weight 0, never the argmax).
 
-For per-mini-batch model reconstruction (grafting), ``param_view`` may be set to a function
-``task_label → {name: tensor}``; the classifier then runs with those tensors substituted
-(``torch.func.functional_call``) and its own parameters untouched.
-
 Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600) use QNLI (2 labels), AG News (4) and SST-2 (2).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
 import torch
 from avalanche.models import MultiTaskModule
@@ -27,8 +23,6 @@ from cl_graft.training.models import TextClassifier
 
 MASK_VALUE = -1000.0
 """Logit of the columns a task does not have (Avalanche's ``MultiHeadClassifier`` uses the same value)."""
-
-ParamView = Callable[[int], Mapping[str, Tensor]]
 
 
 class TaskAdapter(MultiTaskModule):
@@ -41,7 +35,6 @@ class TaskAdapter(MultiTaskModule):
     Attributes:
         clf: the wrapped classifier (parameter names inside it are ``clf.<name>``).
         task_names: as given.
-        param_view: optional per-task tensor substitution (see the module docstring); None = off.
     """
 
     def __init__(self, clf: TextClassifier, task_names: Sequence[str]) -> None:
@@ -52,7 +45,6 @@ class TaskAdapter(MultiTaskModule):
         self.clf = clf
         self.task_names = list(task_names)
         self.max_class_label = max(clf.tasks[t].num_labels for t in self.task_names)
-        self.param_view: ParamView | None = None
 
     def adaptation(self, experience) -> None:
         """Records the experience's task labels; the output width is fixed by the task list (no growth)."""
@@ -80,17 +72,5 @@ class TaskAdapter(MultiTaskModule):
             raise UserError(f"task label {task_label} outside the adapter's {len(self.task_names)} tasks")
         width = int(x[:, 1].sum(1).max())                                    # longest row of this task
         ids, mask = x[:, 0, :width], x[:, 1, :width]                         # (B, L'), (B, L')
-        task = self.task_names[task_label]
-        if self.param_view is None:
-            return self.clf(ids, mask, task=task)
-        view = self.param_view(task_label)
-        return torch.func.functional_call(self.clf, dict(view), (ids, mask), {"task": task}, strict=False)
+        return self.clf(ids, mask, task=self.task_names[task_label])
 
-
-def classifier_of(model: torch.nn.Module) -> TaskAdapter:
-    """The :class:`TaskAdapter` a strategy trains (the model itself, or one wrapped by DataParallel-like
-    modules that expose ``.module``)."""
-    inner = getattr(model, "module", model)
-    if not isinstance(inner, TaskAdapter):
-        raise UserError(f"grafting needs a TaskAdapter model, got {type(inner).__name__}")
-    return inner

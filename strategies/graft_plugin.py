@@ -1,46 +1,58 @@
-"""GraftPlugin: forget-free continual learning by grafting, for any Avalanche ``SupervisedTemplate``.
+"""GraftPlugin: forget-free continual learning by grafting, for any Avalanche ``SupervisedTemplate`` and any model.
 
 Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned Language Models", ICML 2023
 (https://arxiv.org/abs/2302.06600), §5.2. Each task ends up owning a small region γ_t of the graftable
 parameters; regions are disjoint; task ``i`` is served by the regions of tasks learned up to ``i`` with every
 other graftable element at θ_pre. Earlier regions are frozen bit-exactly, so forgetting is exactly zero.
 
+The model is any ``torch.nn.Module`` an Avalanche template trains (a ``MultiTaskModule`` such as ``MTSimpleMLP``,
+a single-head module, a wrapped Hugging Face model, cl-graft's :class:`~.adapter.TaskAdapter`); what is graftable
+and what is a per-task head (stored whole per task) is decided by :mod:`.targets`.
+
 Two modes:
 
 - ``"stream"`` (default): experience t trains every free element (outside earlier regions) and its task's
   head; afterwards the finder localizes γ_t among the free elements (θ_pre := the model at the start of the
-  experience, θ_ft := the trained model); trained values are kept inside γ_t, every other free element is
-  reset to θ_pre.
+  experience, θ_ft := the trained model) on the experience's data with the strategy's criterion and forward
+  (:class:`~.experience_data.ExperienceData`; text rows for a ``TaskAdapter``), selecting on
+  ``valid_stream`` when given; trained values are kept inside γ_t, every other free element is reset to θ_pre.
 - ``"paper"``: regions are given up front (e.g. by :func:`~cl_graft.strategies.finders.independent_regions`);
   experience t trains only γ_t minus earlier regions, which becomes task t's region.
 
-Evaluation rebuilds the task's model (``reconstruct``): ``"experience"`` swaps θ_pre onto later tasks' regions
-in ``before_eval_exp`` and back in ``after_eval_exp`` (O(|γ|)); experiences that mix tasks fall back to
-``"minibatch"``, which evaluates each task's part of a batch with substituted tensors (``functional_call``),
-leaving the model untouched; ``"all"`` uses every region for every input.
+Evaluation rebuilds the task's model in place (:class:`~.routing.TaskRouter`, patch switching): ``"experience"``
+switches once per experience; experiences that mix tasks fall back to ``"minibatch"``, which switches per task
+part of each batch; ``"all"`` uses every region for every input. With ``task_inference`` (or test experiences
+without task labels) each input goes to the most confident task (T forward passes per input); the chosen
+tasks are counted in :attr:`GraftPlugin.task_id` (see :class:`~.metrics.TaskIdentificationAccuracy`).
 
-The model must be a :class:`~cl_graft.strategies.adapter.TaskAdapter`. Reads ``strategy.model``,
-``strategy.experience`` (task labels and dataset rows), ``strategy.optimizer``; writes only the model's
-parameters (freezing, reset) and, during ``"minibatch"`` evaluation, ``model.param_view``. Put this plugin
-before plugins that read gradients in ``before_update`` (e.g. gradient clipping) so they see masked
-gradients; :class:`~cl_graft.strategies.graft_strategy.GraftStrategy` does.
+Reads ``strategy.model``, ``strategy.experience``, ``strategy.optimizer``, ``strategy._criterion`` and, in
+evaluation, ``strategy.mb_x``/``mb_task_id``; writes only the model's parameters (freezing, reset, task
+states, always put back after each evaluated experience) and ``strategy.mb_output`` of routed batches. Put
+this plugin before plugins that read gradients in ``before_update`` (e.g. gradient clipping) so they see
+masked gradients; :class:`~cl_graft.strategies.graft_strategy.GraftStrategy` does, and routes batches in its
+``forward`` (with a plain template the plugin recomputes a routed batch's output in ``after_eval_forward``).
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 from avalanche.core import SupervisedPlugin
+from torch import Tensor
 
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model, patch_, restore_
-from cl_graft.regions.region import DEFAULT_GRAFTABLE, Region, graftable_names
+from cl_graft.grafting.graft import clone_model
+from cl_graft.regions.data import RegionData, TextRegionData
+from cl_graft.regions.problem import resolve_budget
+from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
-from .adapter import TaskAdapter, classifier_of
+from .experience_data import ExperienceData
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
+from .routing import TASK_INFERENCE, TaskRouter
+from .targets import Graftable, GraftTarget, HeadNames, graft_target
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -54,8 +66,11 @@ class GraftPlugin(SupervisedPlugin):
         finder: region finder of the stream mode (default: :class:`LocalizeFinder` with method ``graft``).
         regions: task name → region, required in paper mode.
         reconstruct: ``"experience"``, ``"minibatch"`` or ``"all"``.
-        dev_rows: task name → dev rows handed to the finder for region selection (default: none).
-        graftable: regex of the graftable tensors (default: everything inside the transformer layers).
+        valid_stream: held-out experiences for region selection (Avalanche's ``benchmark.valid_stream``),
+            matched to training experiences by task label; default: none (selection on training examples).
+        graftable: regex or ``(name, parameter) -> bool`` choosing the graftable tensors (default: see
+            :mod:`.targets`); heads: a per-task head hook (see :mod:`.targets`).
+        task_inference: None (task-aware), ``"entropy"`` or ``"max-softmax"``: route test inputs to a task.
         owners: an :class:`OwnerMap` to continue from (resume); default: created at the first experience
             from the model's values then (θ_pre).
         guard: also restore frozen elements from a snapshot after each step (bit-exact belt).
@@ -63,12 +78,13 @@ class GraftPlugin(SupervisedPlugin):
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
         localize_seconds: wall time of each region search (stream mode).
+        task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
     """
 
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
-                 dev_rows: Mapping[str, list[dict]] | None = None, graftable: str = DEFAULT_GRAFTABLE,
-                 owners: OwnerMap | None = None, guard: bool = True) -> None:
+                 valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
+                 task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True) -> None:
         super().__init__()
         if mode not in MODES:
             raise UserError(f"mode must be one of {MODES}, got {mode!r}")
@@ -76,31 +92,67 @@ class GraftPlugin(SupervisedPlugin):
             raise UserError(f"reconstruct must be one of {RECONSTRUCT}, got {reconstruct!r}")
         if mode == "paper" and not regions:
             raise UserError("paper mode needs the tasks' regions (regions={task: Region})")
-        self.mode, self.reconstruct, self.guard, self.graftable = mode, reconstruct, guard, graftable
+        self.mode, self.reconstruct, self.guard = mode, reconstruct, guard
+        self.graftable, self.heads = graftable, heads
+        self.task_inference = task_inference
         self.finder: RegionFinder = finder or LocalizeFinder()
         self.regions = dict(regions or {})
-        self.dev_rows = dict(dev_rows or {})
+        self.valid = {int(e.task_labels[0]): e.dataset for e in (valid_stream or []) if len(e.task_labels) == 1}
         self.owners = owners
-        self._freeze: ElementFreeze | None = None
-        self._stash = None
-        self._views: dict[int, dict] = {}
         self.localize_seconds: list[float] = []
+        self.task_id: dict[int, list[int]] = {}
+        self._freeze: ElementFreeze | None = None
+        self._target: GraftTarget | None = None
+        self._router: TaskRouter | None = None
+        self._route: str | None = None                    # per-batch routing of this experience: aware / infer
+        self._routed = False
+
+    @property
+    def task_inference(self) -> str | None:
+        return self._task_inference
+
+    @task_inference.setter
+    def task_inference(self, how: str | None) -> None:
+        if how is not None and how not in TASK_INFERENCE:
+            raise UserError(f"task_inference must be one of {TASK_INFERENCE} or None, got {how!r}")
+        self._task_inference = how
+
+    def target(self, strategy) -> GraftTarget:
+        """The strategy model's :class:`~.targets.GraftTarget` (built once per model)."""
+        if self._target is None or self._target.model is not strategy.model:
+            self._target = graft_target(strategy.model, graftable=self.graftable, heads=self.heads)
+        return self._target
 
     # ----- training ------------------------------------------------------------------------------
-    def before_training_exp(self, strategy, **kwargs) -> None:
-        adapter = classifier_of(strategy.model)
-        clf = adapter.clf
+    def before_train_dataset_adaptation(self, strategy, **kwargs) -> None:
+        """Checks the experience before anything adapts or trains (first callback of an experience)."""
+        target = self.target(strategy)
         if self.owners is None:
-            self.owners = self._new_owners(clf)
-        task = self._task(adapter, strategy.experience)
+            params = dict(target.root.named_parameters())
+            self.owners = OwnerMap({n: params[n] for n in target.names()})
+        _, task = self._task(target, strategy.experience)
         if task in self.owners.tasks:
-            raise UserError(f"task {task!r} was already learned; grafting trains each task once")
+            raise UserError(f"task {task!r} was already learned; grafting trains each task once (a benchmark "
+                            f"without task labels gives every experience task 0: build it with task labels)")
+        if self.mode == "paper":
+            self._paper_region(task)
+        else:
+            self._check_budget(self.owners.free())
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        target = self.target(strategy)
+        params = dict(target.root.named_parameters())
+        label, task = self._task(target, strategy.experience)
+        changed = [n for n in self.owners.names if n not in params or params[n].shape != self.owners.pre[n].shape]
+        if changed:
+            raise UserError(f"graftable tensor {changed[0]!r} changed or disappeared since the first experience; "
+                            f"leave growing layers out with graftable=")
         free = self.owners.free()
         if self.mode == "paper":
             free = free & self._paper_region(task)
         trainable: dict = {n: m for n, m in free.masks.items()}
-        trainable.update({n: None for n in clf.task_head_names(task)})
-        self._freeze = ElementFreeze(dict(clf.named_parameters()), trainable, guard=self.guard)
+        trainable.update({n: None for n in target.heads(label)})
+        self._freeze = ElementFreeze(params, trainable, guard=self.guard)
         self._freeze.begin_(strategy.optimizer)
 
     def before_update(self, strategy, **kwargs) -> None:
@@ -114,41 +166,56 @@ class GraftPlugin(SupervisedPlugin):
     def after_training_exp(self, strategy, **kwargs) -> None:
         self._freeze.end_(strategy.optimizer)
         self._freeze = None
-        adapter = classifier_of(strategy.model)
-        task = self._task(adapter, strategy.experience)
+        target = self.target(strategy)
+        label, task = self._task(target, strategy.experience)
         free = self.owners.free()
         if self.mode == "paper":
             region = free & self._paper_region(task)
         else:
-            region = self._localize(adapter, task, free, strategy.experience.dataset)
-        self.owners.add_(adapter.clf, task, region, head_names=adapter.clf.task_head_names(task))
+            region = self._localize(target, free, self._data(strategy, target, label, task))
+        self.owners.add_(target.root, task, region, head_names=target.heads(label))
         strategy.model.zero_grad(set_to_none=True)
 
+    def _data(self, strategy, target: GraftTarget, label: int, task: str) -> RegionData:
+        """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches."""
+        held_out = self.valid.get(label)
+        if target.task_names is not None:
+            dataset = strategy.experience.dataset
+            dev = [held_out[i] for i in range(len(held_out))] if held_out is not None else []
+            return TextRegionData([dataset[i] for i in range(len(dataset))], dev, task=task)
+        return ExperienceData(strategy.experience.dataset, criterion=strategy._criterion, held_out=held_out,
+                              task=task)
+
     @torch.no_grad()
-    def _localize(self, adapter: TaskAdapter, task: str, free: Region, dataset) -> Region:
+    def _localize(self, target: GraftTarget, free: Region, data: RegionData) -> Region:
         """Finds γ_t among the free elements, then resets the other free elements to θ_pre (in place)."""
-        clf, owners = adapter.clf, self.owners
-        was_training = adapter.training
-        pre = clone_model(clf)                                       # θ_pre(t): free elements at θ_pre
-        params, pre_params = dict(clf.named_parameters()), dict(pre.named_parameters())
+        root, owners = target.root, self.owners
+        was_training = target.model.training
+        pre = clone_model(root)                                      # θ_pre(t): free elements at θ_pre
+        params, pre_params = dict(root.named_parameters()), dict(pre.named_parameters())
         for n, m in free.masks.items():
             device = params[n].device
             pre_params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
-        rows = [dataset[i] for i in range(len(dataset))]
         t0 = time.perf_counter()
         with torch.enable_grad():
-            region = self.finder(pre, clf, rows, self.dev_rows.get(task, []), task=task, names=owners.names,
-                                 candidates=free)
+            region = self.finder(pre, root, data, names=owners.names, candidates=free)
         self.localize_seconds.append(round(time.perf_counter() - t0, 1))
         region = region.restrict(owners.names) & free
         for n, m in (free - region).masks.items():
             params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))
-        adapter.train(was_training)
+        target.model.train(was_training)
         return region
 
-    def _new_owners(self, clf) -> OwnerMap:
-        """The owner map of a new stream: θ_pre := the model's graftable values now."""
-        return OwnerMap.from_model(clf, graftable_names(clf.named_parameters(), self.graftable))
+    def _check_budget(self, free: Region) -> None:
+        """Refuses a finder budget larger than the free elements (before anything trains)."""
+        cfg = getattr(self.finder, "config", None)
+        if cfg is None:
+            return
+        numel = sum(o.numel() for o in self.owners.owner.values())
+        budget = resolve_budget(cfg, numel)
+        if budget > free.size:
+            raise UserError(f"region budget {budget} is larger than the {free.size} free graftable elements; "
+                            f"lower the sparsity")
 
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:
@@ -157,51 +224,71 @@ class GraftPlugin(SupervisedPlugin):
 
     # ----- evaluation ----------------------------------------------------------------------------
     def before_eval(self, strategy, **kwargs) -> None:
-        self._views = {}
+        self.task_id = {}
+        if self.owners is not None:
+            self._router = TaskRouter(self.target(strategy), self.owners)
 
     def before_eval_exp(self, strategy, **kwargs) -> None:
-        if self.owners is None or self.reconstruct == "all":
+        self._route = None
+        if self._router is None:
             return
-        adapter = classifier_of(strategy.model)
-        labels = list(strategy.experience.task_labels)
+        labels = [int(t) for t in getattr(strategy.experience, "task_labels", [])]
+        if self.task_inference or not labels:
+            self._route = "infer"
+            return
+        self._check_labels(labels)
+        if self.reconstruct == "all":
+            return
         if self.reconstruct == "minibatch" or len(labels) > 1:
-            adapter.param_view = self.task_view(adapter)
-            return
-        patch = self.owners.rollback_patch(self._order(adapter, labels[0]))
-        self._stash = patch_(adapter.clf, patch) if patch is not None else None
+            self._route = "aware"
+        else:
+            self._router.switch_(self._router.order(labels[0]))
+
+    def eval_forward(self, strategy) -> Tensor | None:
+        """The current eval mini-batch's logits when this plugin routes it, else None (the model's own forward)."""
+        if self._route is None:
+            return None
+        self._routed = True
+        if self._route == "aware":
+            return self._router.forward(strategy.mb_x, strategy.mb_task_id)
+        out, chosen = self._router.infer(strategy.mb_x, self.task_inference or TASK_INFERENCE[0])
+        if hasattr(strategy.experience, "task_labels"):
+            counts = self.task_id.setdefault(strategy.experience.current_experience, [0, 0])
+            counts[0] += int((chosen == strategy.mb_task_id.to(chosen.device)).sum())
+            counts[1] += len(chosen)
+        return out
+
+    def before_eval_forward(self, strategy, **kwargs) -> None:
+        self._routed = False
+
+    def after_eval_forward(self, strategy, **kwargs) -> None:
+        if self._route is not None and not self._routed:            # a plain template: route here instead
+            strategy.mb_output = self.eval_forward(strategy)
 
     def after_eval_exp(self, strategy, **kwargs) -> None:
-        adapter = classifier_of(strategy.model)
-        adapter.param_view = None
-        if self._stash is not None:
-            restore_(adapter.clf, self._stash)
-            self._stash = None
+        if self._router is not None:
+            self._router.switch_(None)
 
     def after_eval(self, strategy, **kwargs) -> None:
-        self._views = {}
+        if self._router is not None:
+            self._router.close_()
+            self._router = None
 
-    def task_view(self, adapter: TaskAdapter):
-        """``task_label → {name: tensor}`` giving the task's model (cached until the end of the eval phase)."""
-        params = dict(adapter.clf.named_parameters())
-
-        def view(label: int) -> dict:
-            k = self._order(adapter, label)
-            if k not in self._views:
-                self._views[k] = self.owners.view(params, k)
-            return self._views[k]
-
-        return view
+    def _check_labels(self, labels: list[int]) -> None:
+        """Refuses test task labels the model cannot serve: out of a ``TaskAdapter``'s range, or (other models,
+        whose heads appear when a task trains) never trained."""
+        target = self._router.target
+        for label in labels:
+            task = target.task(label)
+            if target.task_names is None and task not in self.owners.tasks:
+                raise UserError(f"test data has task label {label}, which the strategy never trained (trained: "
+                                f"{', '.join(self.owners.tasks)}); use task_inference= for unlabeled data")
 
     # ----- helpers -------------------------------------------------------------------------------
-    def _order(self, adapter: TaskAdapter, label: int) -> int:
-        """Position of the label's task in the learning order; untrained tasks see every region so far."""
-        k = self.owners.index(adapter.task_names[label])
-        return len(self.owners.tasks) - 1 if k is None else k
-
     @staticmethod
-    def _task(adapter: TaskAdapter, experience) -> str:
-        """The one task an experience trains."""
-        labels = list(experience.task_labels)
+    def _task(target: GraftTarget, experience) -> tuple[int, str]:
+        """The one task label (and task name) an experience trains."""
+        labels = list(getattr(experience, "task_labels", [0]))
         if len(labels) != 1:
             raise UserError(f"grafting trains one task per experience, this one has task labels {labels}")
-        return adapter.task_names[labels[0]]
+        return int(labels[0]), target.task(int(labels[0]))

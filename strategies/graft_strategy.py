@@ -2,7 +2,12 @@
 
 Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600): forget-free continual learning by grafting.
 The strategy is a thin composition, like Avalanche's stock wrappers; all behaviour lives in the plugin, so
-``SupervisedTemplate(plugins=[GraftPlugin(...), ...])`` is equivalent.
+``SupervisedTemplate(plugins=[GraftPlugin(...), ...])`` gives the same results. The one addition: evaluation
+batches the plugin routes (mixed tasks, task inference, test data without task labels) are computed by the
+plugin in :meth:`GraftStrategy.forward` instead of after the model's own forward (one forward pass saved, and
+models that need task labels are never called without them).
+
+Any model an Avalanche template trains works; swap ``Naive(model=..., ...)`` for ``GraftStrategy(model=..., ...)``.
 """
 from __future__ import annotations
 
@@ -14,26 +19,27 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 
-from cl_graft.regions.region import DEFAULT_GRAFTABLE, Region
+from cl_graft.regions.region import Region
 
-from .adapter import TaskAdapter
 from .finders import RegionFinder
 from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
+from .targets import Graftable, HeadNames
 
 
 class GraftStrategy(SupervisedTemplate):
     """Continual learning by grafting; every argument is keyword-only.
 
     Args:
-        model: a :class:`~cl_graft.strategies.adapter.TaskAdapter`.
+        model: any ``torch.nn.Module`` (an Avalanche ``MultiTaskModule``, a single-head module, a wrapped
+            Hugging Face model, a :class:`~cl_graft.strategies.adapter.TaskAdapter`).
         optimizer: any torch optimizer over ``model``'s parameters (weight decay, momentum and Adam state
             are handled so that earlier regions stay bit-exact).
         criterion: the loss (default: cross-entropy).
         train_mb_size, train_epochs, eval_mb_size, device, evaluator, eval_every: as for Avalanche's
             ``SupervisedTemplate``.
         plugins: user plugins; they run after the graft plugin (so they see masked gradients).
-        mode, finder, regions, reconstruct, dev_rows, graftable, owners, guard: see
+        mode, finder, regions, reconstruct, valid_stream, graftable, heads, task_inference, owners, guard: see
             :class:`~cl_graft.strategies.graft_plugin.GraftPlugin`.
         **base_kwargs: passed to ``SupervisedTemplate``.
 
@@ -41,19 +47,26 @@ class GraftStrategy(SupervisedTemplate):
         graft: the :class:`GraftPlugin` (its ``owners`` is the owner map of the run).
     """
 
-    def __init__(self, *, model: TaskAdapter, optimizer: torch.optim.Optimizer,
+    def __init__(self, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  criterion: Callable | None = None, train_mb_size: int = 1, train_epochs: int = 1,
                  eval_mb_size: int | None = None, device: str | torch.device = "cpu",
                  plugins: Sequence[SupervisedPlugin] | None = None,
                  evaluator: EvaluationPlugin | Callable[[], EvaluationPlugin] = default_evaluator,
                  eval_every: int = -1, mode: str = "stream", finder: RegionFinder | None = None,
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
-                 dev_rows: Mapping[str, list[dict]] | None = None, graftable: str = DEFAULT_GRAFTABLE,
-                 owners: OwnerMap | None = None, guard: bool = True, **base_kwargs) -> None:
+                 valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
+                 task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
+                 **base_kwargs) -> None:
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
-                                 dev_rows=dev_rows, graftable=graftable, owners=owners, guard=guard)
+                                 valid_stream=valid_stream, graftable=graftable, heads=heads,
+                                 task_inference=task_inference, owners=owners, guard=guard)
         super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
                          train_mb_size=train_mb_size,
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
                          plugins=[self.graft, *(plugins or [])], evaluator=evaluator, eval_every=eval_every,
                          **base_kwargs)
+
+    def forward(self):
+        """The model's output; in evaluation, the graft plugin's routed output when it routes the batch."""
+        routed = None if self.is_training else self.graft.eval_forward(self)
+        return super().forward() if routed is None else routed

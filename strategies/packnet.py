@@ -1,8 +1,8 @@
 """A PackNet baseline that works on transformers (Mallya & Lazebnik 2018, https://arxiv.org/abs/1711.05769).
 
 Avalanche's ``PackNetModel`` wraps only Linear/Conv layers and refuses BERT's Embedding and LayerNorm. This
-plugin applies PackNet's recipe to the graftable tensors of a :class:`~cl_graft.strategies.adapter.TaskAdapter`,
-with the owner-map machinery of grafting (one owner byte per element):
+plugin applies PackNet's recipe to the graftable tensors of any model (:mod:`.targets`), with the owner-map
+machinery of grafting (one owner byte per element):
 
 1. experience t trains the free elements (not owned by an earlier task) and the task's head;
 2. after ``prune_at`` of its steps, it keeps the largest-|w| fraction ``keep`` of the free elements for task
@@ -16,7 +16,8 @@ whose weights are knowledge rather than an init) or to zero (``release="zero"``,
 models trained from scratch, which wipes most of a pre-trained encoder after the first task). It differs from
 grafting (:class:`~cl_graft.strategies.graft_plugin.GraftPlugin`) in what a task keeps: its largest weights
 rather than a learned/largest-change region. ``keep=None`` splits the capacity evenly: task t keeps
-``1 / (T − t)`` of the free elements, T = the adapter's number of tasks, so the last task takes everything left.
+``1 / (T − t)`` of the free elements, T = the adapter's number of tasks (``n_tasks`` for other models), so the last
+task takes everything left.
 """
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ import torch
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.regions.region import DEFAULT_GRAFTABLE, Region, graftable_names
+from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
-from .adapter import classifier_of
 from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
+from .targets import Graftable, HeadNames
 
 RELEASE = ("pre", "zero")
 
@@ -42,31 +43,36 @@ class PackNetPlugin(GraftPlugin):
         prune_at: fraction of the steps trained before pruning (1.0 = prune at the end, no retraining).
         keep: fraction of the free elements each task keeps (None = even split, see the module docstring).
         release: what released elements become: ``"pre"`` (θ_pre) or ``"zero"``.
-        reconstruct, graftable, guard: as for :class:`GraftPlugin`.
+        n_tasks: the stream's length, for the even split of a model that is not a ``TaskAdapter``.
+        reconstruct, graftable, heads, guard: as for :class:`GraftPlugin`.
     """
 
     def __init__(self, *, steps: int, prune_at: float = 0.75, keep: float | None = None, release: str = "pre",
-                 reconstruct: str = "experience", graftable: str = DEFAULT_GRAFTABLE, guard: bool = True) -> None:
-        super().__init__(reconstruct=reconstruct, graftable=graftable, guard=guard)
+                 n_tasks: int | None = None, reconstruct: str = "experience", graftable: Graftable = None,
+                 heads: HeadNames | None = None, guard: bool = True) -> None:
+        super().__init__(reconstruct=reconstruct, graftable=graftable, heads=heads, guard=guard)
         if not 0 < prune_at <= 1 or (keep is not None and not 0 < keep <= 1):
             raise UserError(f"prune_at and keep must be in (0, 1], got {prune_at} and {keep}")
         if release not in RELEASE:
             raise UserError(f"release must be one of {RELEASE}, got {release!r}")
         self.release = release
-        self.prune_step, self.keep = max(1, round(prune_at * steps)), keep
+        self.prune_step, self.keep, self.n_tasks = max(1, round(prune_at * steps)), keep, n_tasks
         self._done = 0
         self._kept: Region | None = None
 
-    def _new_owners(self, clf) -> OwnerMap:
-        """The map's "pre" values are what released (and later tasks') elements become: θ_pre or zero."""
-        if self.release == "pre":
-            return super()._new_owners(clf)
-        params = dict(clf.named_parameters())
-        return OwnerMap({n: torch.zeros_like(params[n]) for n in graftable_names(params.items(), self.graftable)})
+    def before_train_dataset_adaptation(self, strategy, **kwargs) -> None:
+        if self.owners is None and self.release == "zero":   # the map's "pre" values: what released elements become
+            target = self.target(strategy)
+            params = dict(target.root.named_parameters())
+            self.owners = OwnerMap({n: torch.zeros_like(params[n]) for n in target.names()})
+        super().before_train_dataset_adaptation(strategy, **kwargs)
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         super().before_training_exp(strategy, **kwargs)
         self._done, self._kept = 0, None
+
+    def _check_budget(self, free: Region) -> None:
+        """PackNet keeps a share of the free elements, not a finder's budget: nothing to check."""
 
     def after_training_iteration(self, strategy, **kwargs) -> None:
         self._done += 1
@@ -78,28 +84,31 @@ class PackNetPlugin(GraftPlugin):
             self._prune(strategy)
         self._freeze.end_(strategy.optimizer)
         self._freeze = None
-        adapter = classifier_of(strategy.model)
-        task = self._task(adapter, strategy.experience)
-        self.owners.add_(adapter.clf, task, self._kept, head_names=adapter.clf.task_head_names(task))
+        target = self.target(strategy)
+        label, task = self._task(target, strategy.experience)
+        self.owners.add_(target.root, task, self._kept, head_names=target.heads(label))
         strategy.model.zero_grad(set_to_none=True)
 
     @torch.no_grad()
     def _prune(self, strategy) -> None:
-        """Keeps the largest free weights for this task, zeroes the other free ones, retrains only the kept."""
-        adapter = classifier_of(strategy.model)
-        clf, owners = adapter.clf, self.owners
-        params = dict(clf.named_parameters())
+        """Keeps the largest free weights for this task, releases the other free ones, retrains only the kept."""
+        target, owners = self.target(strategy), self.owners
+        params = dict(target.root.named_parameters())
         free = owners.free()
-        keep = self.keep if self.keep is not None else 1 / max(1, len(adapter.task_names) - len(owners.tasks))
+        n_tasks = len(target.task_names) if target.task_names is not None else self.n_tasks
+        if self.keep is None and n_tasks is None:
+            raise UserError("PackNet needs keep= or n_tasks= (the stream's length) for a model that is not a "
+                            "TaskAdapter")
+        keep = self.keep if self.keep is not None else 1 / max(1, n_tasks - len(owners.tasks))
         scores = {n: torch.where(m.to(params[n].device), params[n].abs(), -1.0) for n, m in free.masks.items()}
         kept = ops.topk_mask(scores, round(keep * free.size), absolute=False)
         self._kept = Region.adopt({n: m.cpu() for n, m in kept.items()}, {"method": "packnet", "keep": keep}) & free
         for n, m in (free - self._kept).masks.items():
             device = params[n].device
             params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
-        task = self._task(adapter, strategy.experience)
+        label, _ = self._task(target, strategy.experience)
         self._freeze.end_(strategy.optimizer)
         trainable: dict = dict(self._kept.masks)
-        trainable.update({n: None for n in clf.task_head_names(task)})
+        trainable.update({n: None for n in target.heads(label)})
         self._freeze = ElementFreeze(params, trainable, guard=self.guard)
         self._freeze.begin_(strategy.optimizer)

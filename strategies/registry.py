@@ -47,7 +47,8 @@ class BuildContext:
         plugins: the recipe plugins every strategy gets (gradient clipping, step limit).
         tasks: the stream's tasks, in order.
         bm: the benchmark (for builders that need every experience up front, e.g. ``graft-paper``).
-        dev_rows: task → dev rows (region selection).
+        dev_rows: task → dev rows (the paper mode's independent fine-tuning; stream-mode grafting selects regions
+            on ``bm.valid_stream``, the same rows).
         owners: a saved owner map to continue from (resumed ``graft``), else None.
         progress: show progress bars.
     """
@@ -111,7 +112,8 @@ def _graft(ctx: BuildContext):
     from .graft_strategy import GraftStrategy
 
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
-                         reconstruct=ctx.cfg.reconstruct, dev_rows=ctx.dev_rows, owners=ctx.owners)
+                         reconstruct=ctx.cfg.reconstruct, valid_stream=getattr(ctx.bm, "valid_stream", None),
+                         owners=ctx.owners)
 
 
 def _graft_paper(ctx: BuildContext):
@@ -121,7 +123,7 @@ def _graft_paper(ctx: BuildContext):
     data = {t: ([e for e in exp.dataset], ctx.dev_rows.get(t, [])) for t, exp in zip(ctx.tasks, ctx.bm.train_stream)}
     regions = independent_regions(ctx.adapter.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="paper", finder=_finder(ctx), regions=regions,
-                         reconstruct=ctx.cfg.reconstruct, dev_rows=ctx.dev_rows, owners=ctx.owners)
+                         reconstruct=ctx.cfg.reconstruct, owners=ctx.owners)
 
 
 def _packnet(release: str) -> Callable[[BuildContext], Any]:

@@ -44,6 +44,12 @@ def strategy_table(res: StrategyResult) -> str:
         lines.append(f"{label:<{width}}" + "".join(f"{_pct(v):>9}" for v in row))
     lines.append(f"average {_pct(s['average']).strip()}  forgetting {_pct(s['forgetting']).strip()}  "
                  f"BWT {_pct(s['bwt']).strip()}  stored {human_bytes(res.bytes)}  wall {res.seconds:.0f}s")
+    agnostic = res.info.get("task_inference")
+    if agnostic:
+        lines += [f"{'no task labels':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["accuracy"]),
+                  f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"]),
+                  (f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "
+                  f"task-aware {_pct(s['average']).strip()}; eval {agnostic['seconds']:.0f}s")]
     tuning = res.info.get("tuning")
     if tuning:
         tried = ", ".join(f"{p} {_pct(v).strip()}" for p, v in zip(tuning["grid"], tuning["dev_average"]))

@@ -109,7 +109,7 @@ def _train(strategy, experience, seed: int) -> None:
 
 
 def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: ContinualConfig, *,
-                 dev_rows: dict | None = None, state_dir: Path | None = None,
+                 dev_rows: dict | None = None, state_dir: Path | None = None, task_inference: str | None = None,
                  progress: bool = True) -> StrategyResult:
     """Runs one strategy on ``bm`` from a copy of ``base`` (never modified).
 
@@ -121,6 +121,9 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
         cfg: the comparison's settings.
         dev_rows: task → dev rows for region selection (graft).
         state_dir: where a resumable strategy saves its state after every experience and resumes from.
+        task_inference: ``"entropy"`` or ``"max-softmax"``: after the stream, evaluate the test stream again
+            with task labels withheld (strategies that keep an owner map: graft, graft-paper, packnet); the
+            result goes to ``info["task_inference"]`` (not counted in ``seconds``).
         progress: Avalanche's interactive logger (progress bars and metrics).
     """
     t0, c0 = time.perf_counter(), time.process_time()
@@ -160,7 +163,24 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
                 _save_progress(state_dir, owner_plugin(strategy).owners, tasks, cfg, rows, seconds)
     size, info = entry.storage(strategy, adapter)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
-    return StrategyResult(name, tasks, rows, round(before + time.perf_counter() - t0, 1), size, info)
+    seconds = round(before + time.perf_counter() - t0, 1)
+    if task_inference and any(isinstance(getattr(p, "owners", None), OwnerMap) for p in strategy.plugins):
+        info["task_inference"] = task_agnostic_eval(strategy, bm, n, task_inference)
+    return StrategyResult(name, tasks, rows, seconds, size, info)
+
+
+def task_agnostic_eval(strategy, bm, n_tasks: int, how: str) -> dict:
+    """Accuracy per task with task labels withheld (each input routed to the most confident task, T forward
+    passes per input), task-identification accuracy per task and the seconds it took."""
+    plugin = owner_plugin(strategy)
+    plugin.task_inference = how
+    t0 = time.perf_counter()
+    try:
+        row = _row(strategy.eval(bm.test_stream), n_tasks)
+    finally:
+        plugin.task_inference = None
+    ids = [plugin.task_id[j][0] / plugin.task_id[j][1] for j in range(n_tasks)]
+    return {"how": how, "accuracy": row, "task_id": ids, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: ContinualConfig, rows: list,
@@ -187,7 +207,7 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
 
 def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[str], cfg: ContinualConfig, *,
                   out: Path, dev_rows: dict | None = None, tune_bm=None, tune_dev_rows: dict | None = None,
-                  resume: bool = False, progress: bool = True,
+                  resume: bool = False, task_inference: str | None = None, progress: bool = True,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
 
@@ -216,7 +236,7 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
             if tune_bm is not None:
                 run_cfg, tuning = tune(name, cfg, lambda c, name=name: dev_average(name, c))
             results[name] = run_strategy(name, base, bm, tasks, run_cfg, dev_rows=dev_rows, progress=progress,
-                                         state_dir=state)
+                                         state_dir=state, task_inference=task_inference)
             if tuning:
                 results[name].info["tuning"] = tuning
             write_json(path, results[name].to_json())

@@ -114,6 +114,45 @@ def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, m
     assert resumed["matrix"] == full["matrix"] and resumed["bytes"] == full["bytes"]
 
 
+def test_task_inference_reports_task_agnostic_accuracy(env, all_run, tmp_path):
+    out = tmp_path / "agnostic"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,naive", "--task-inference", "entropy",
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "task-agnostic (entropy)" in result.output
+    strategies = json.loads((out / "results.json").read_text())["strategies"]
+    full = json.loads((all_run[0] / "results.json").read_text())["strategies"]["graft"]
+    assert strategies["graft"]["matrix"] == full["matrix"]          # task-aware results unchanged
+    agnostic = strategies["graft"]["info"]["task_inference"]
+    assert agnostic["how"] == "entropy" and len(agnostic["accuracy"]) == len(agnostic["task_id"]) == 2
+    assert all(0 <= v <= 1 for v in agnostic["accuracy"] + agnostic["task_id"])
+    assert "task_inference" not in strategies["naive"]["info"]      # no regions to route between
+
+
+def test_export_a_task_as_a_transformers_folder(env, all_run, tmp_path):
+    from cl_graft.benchmarks import load_rows
+    from cl_graft.strategies.export import load_task_model
+    from transformers import AutoModel
+
+    from cl_graft.presets import get_preset
+    from cl_graft.training.evaluate import evaluate
+
+    out = tmp_path / "alpha"
+    args = ["export", "--skills", str(all_run[0] / "graft" / "state" / "skills"), "--task", "alpha",
+            "--data-dir", str(env / "data"), "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert AutoModel.from_pretrained(out).config.id2label == {0: "negative", 1: "positive"}
+    model = load_task_model(out)
+    rows = load_rows("alpha", env / "data", get_preset("smoke", seed=0), seed=0).test
+    final = json.loads((all_run[0] / "results.json").read_text())["strategies"]["graft"]["matrix"][-1][0]
+    assert evaluate(model, rows, "alpha")[0]["accuracy"] == pytest.approx(final)
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 2 and "already holds" in again.output
+    missing = CliRunner().invoke(main, [*args[:4], "gamma", *args[5:], "--overwrite"])
+    assert missing.exit_code == 2 and "not in the run's stream" in missing.output
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shared_data_dir() is None, reason="needs the real data in ../shared/data")
 def test_minilm_smoke_run(tmp_path):

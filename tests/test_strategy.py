@@ -30,6 +30,7 @@ from cl_graft.strategies import (
     LocalizeFinder,
     OwnerMap,
     TaskAdapter,
+    TaskRouter,
     independent_regions,
 )
 
@@ -213,7 +214,7 @@ def test_minibatch_and_experience_reconstruction_identical(bm, graft_run):
     for k in by_mode["experience"]:
         pairs = zip(by_mode["experience"][k], by_mode["minibatch"][k], strict=True)
         assert all(torch.equal(a, b) for a, b in pairs)
-    assert strategy.model.param_view is None                      # nothing left behind
+    assert plugin._router is None                                  # nothing left behind
 
 
 def test_mixed_task_batches_match_per_task_logits(bm, graft_run):
@@ -222,20 +223,21 @@ def test_mixed_task_batches_match_per_task_logits(bm, graft_run):
     collate = bm.test_stream[0].dataset.collate_fn
     rows = [bm.test_stream[t].dataset[i] for t in (0, 1) for i in range(6)]
     adapter.eval()
-    adapter.param_view = plugin.task_view(adapter)
+    before = {n: p.detach().clone() for n, p in adapter.clf.named_parameters()}
+    router = TaskRouter(plugin.target(strategy), plugin.owners)
     try:
         expected = {}
         for t in (0, 1):                                          # per-experience batches (one task each)
             x, _, labels = collate(rows[6 * t:6 * t + 6])
-            for i, logits in enumerate(adapter(x, labels)):
+            for i, logits in enumerate(router.forward(x, labels)):
                 expected[6 * t + i] = logits
         order = random.Random(0).sample(range(len(rows)), len(rows))
         x, _, labels = collate([rows[i] for i in order])          # one mixed batch, shuffled
-        mixed = adapter(x, labels)
+        mixed = router.forward(x, labels)
     finally:
-        adapter.param_view = None
-        plugin._views = {}
+        router.close_()
     assert all(torch.equal(mixed[j], expected[i]) for j, i in enumerate(order))
+    assert all(torch.equal(p, before[n]) for n, p in adapter.clf.named_parameters())   # put back
 
 
 def test_all_regions_mode_uses_current_model(bm, graft_run):

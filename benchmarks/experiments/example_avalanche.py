@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
             loggers=[InteractiveLogger(), TextLogger(log), CSVLogger(str(log_dir))])
         strategy = GraftStrategy(model=model, optimizer=optimizer, train_mb_size=16, train_epochs=args.epochs,
                                  eval_mb_size=64, evaluator=evaluator, finder=finder,
-                                 dev_rows={t.spec.name: t.dev for t in tasks})
+                                 valid_stream=getattr(benchmark, "valid_stream", None))
         for experience in benchmark.train_stream:                # Avalanche's own loop
             print(f"--- experience {experience.current_experience}: {model.task_names[experience.task_label]}")
             strategy.train(experience)

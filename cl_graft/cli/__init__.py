@@ -56,8 +56,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import finetune, localize, multitask, plot, run
+    from . import export, finetune, localize, multitask, plot, run
 
+    main.add_command(export.export)
     main.add_command(finetune.finetune)
     main.add_command(localize.localize)
     main.add_command(multitask.multitask)

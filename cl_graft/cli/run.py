@@ -17,12 +17,15 @@ from .common import common_options, data_identity, data_source
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
 @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
               "(same budget for every strategy; test rows are never used to choose).")
+@click.option("--task-inference", type=click.Choice(["entropy", "max-softmax"]), default=None,
+              help="After the stream, also evaluate with task labels withheld: each input goes to the task whose "
+                   "grafted model is most confident (graft, graft-paper, packnet; T forward passes per input).")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run in --out (every setting and the data must be the same).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, model, head, fresh_head, preset, data_dir,
-        seed, device, out, overwrite):
+def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, resume, quiet, model, head, fresh_head,
+        preset, data_dir, seed, device, out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
@@ -44,7 +47,8 @@ def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, mod
     settings = {"command": "run", "stream": tasks, "strategies": names, "model": model, "head": head,
                 "fresh_head": fresh_head, "preset": preset, "seed": seed, "k": data.k, "dev_k": data.dev_k,
                 "eval_cap": data.eval_cap, "max_length": data.max_length,
-                "data_sha256": data_identity(tasks, data_dir), "config": cfg.to_json(), "tune": tune}
+                "data_sha256": data_identity(tasks, data_dir), "config": cfg.to_json(), "tune": tune,
+                "task_inference": task_inference}
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
     for i, s in enumerate(splits):
@@ -59,17 +63,17 @@ def run(stream, strategies, method, sparsity, steps, k, tune, resume, quiet, mod
             tuning = {"tune_bm": make_benchmark(tune_splits, clf),
                       "tune_dev_rows": {s.spec.name: s.dev for s in tune_splits}}
         _run(clf, bm, tasks, names, cfg, run_dir.path, {t: s.dev for t, s in zip(tasks, splits)}, resume,
-             quiet, record, tuning)
+             quiet, record, tuning, task_inference)
         run_dir.finish(record)
 
 
-def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, tuning) -> None:
+def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, tuning, task_inference) -> None:
     from ..provenance import finish_record
     from ..strategies.report import strategy_table, summary_table, write_results
     from ..strategies.runner import run_continual
 
     results = run_continual(clf, bm, tasks, names, cfg, out=out, dev_rows=dev_rows, resume=resume,
-                            progress=not quiet, on_result=lambda r: click.echo("\n" + strategy_table(r)),
-                            **tuning)
+                            task_inference=task_inference, progress=not quiet,
+                            on_result=lambda r: click.echo("\n" + strategy_table(r)), **tuning)
     write_results(out, results, record=finish_record(record))
     click.echo("\n" + summary_table(results) + f"\n\nresults -> {out}")

@@ -31,9 +31,10 @@ from .patch_io import read_patch, write_patch
 OUTSIDE = ("pre", "zero")
 
 
-def clone_model(model: TextClassifier) -> TextClassifier:
-    """A deep copy of ``model`` that shares its (read-only) tokenizer."""
-    return copy.deepcopy(model, memo={id(model.tokenizer): model.tokenizer})
+def clone_model(model: nn.Module) -> nn.Module:
+    """A deep copy of ``model`` (any module) that shares its (read-only) tokenizer, if it has one."""
+    tokenizer = getattr(model, "tokenizer", None)
+    return copy.deepcopy(model, memo={id(tokenizer): tokenizer} if tokenizer is not None else {})
 
 
 def _params(model: TextClassifier) -> dict[str, Tensor]:

@@ -36,19 +36,16 @@ fixed device.
 from __future__ import annotations
 
 import math
-import random
 import time
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ..errors import UserError
 from ..grafting.graft import clone_model
-from ..training.evaluate import evaluate
-from ..training.finetune import batches, check_finite
-from ..training.models import TextClassifier
+from ..training.finetune import check_finite
 from .config import LocalizeConfig, LocalizeResult
+from .data import RegionData, region_data
 from .problem import Problem, budget_for, hard_region
 from .region import Region
 
@@ -78,17 +75,14 @@ def _assign(out: Tensor, op, *args: Tensor) -> None:
         out.copy_(op(*args))
 
 
-def _mean_gradient(work: TextClassifier, plist: list[Tensor], out: list[Tensor], batches_: list[list[dict]],
-                   task: str) -> float:
+def _mean_gradient(work: nn.Module, plist: list[Tensor], out: list[Tensor], batches_: list,
+                   data: RegionData) -> float:
     """Writes the mean over ``batches_`` of ∇L w.r.t. ``plist`` into the flat views ``out``; returns mean loss."""
-    device = plist[0].device
     for p in plist:
         p.requires_grad_(True)
     total = 0.0
     for i, batch in enumerate(batches_):
-        enc = {k: v.to(device) for k, v in work.encode(batch, task).items()}
-        labels = torch.tensor([r["label"] for r in batch], device=device)
-        loss = torch.nn.functional.cross_entropy(work(**enc, task=task), labels) / len(batches_)
+        loss = data.loss(work, batch) / len(batches_)
         for view, g in zip(out, torch.autograd.grad(loss, plist), strict=True):
             if i:
                 view.add_(g.reshape(-1))
@@ -100,16 +94,19 @@ def _mean_gradient(work: TextClassifier, plist: list[Tensor], out: list[Tensor],
     return total
 
 
-def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict], dev_rows: list[dict],
+def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionData, dev_rows: list[dict],
                  cfg: LocalizeConfig, *, task: str | None = None, names: list[str] | None = None,
                  candidates: Region | None = None, progress: bool = True) -> LocalizeResult:
     """Learns γ (paper Eq. 3, budgeted and normalised; see the module docstring). Never mutates its inputs.
 
     Args:
-        pre: θ_pre (needs only the graftable tensors).
-        ft: θ_ft with ``task`` registered; heads and other non-graftable tensors are used as they are.
-        train_rows: rows for the gradient and (≤ ``select_rows``) for selection.
-        dev_rows: rows for selection (≤ ``select_rows``); may be empty.
+        pre: θ_pre (needs only the graftable tensors); any ``nn.Module``.
+        ft: θ_ft (with ``task`` registered for a text classifier); heads and other non-graftable tensors are
+            used as they are.
+        train_rows: text rows for the gradient and (≤ ``select_rows``) for selection, or a
+            :class:`~cl_graft.regions.data.RegionData` (any model: its batches, loss and scores; then
+            ``dev_rows`` and ``task`` are unused).
+        dev_rows: text rows for selection (≤ ``select_rows``); may be empty.
         cfg: hyper-parameters.
         task: the task (default: ``ft``'s only task).
         names: graftable tensors (default ``graftable_names(ft.named_parameters())``).
@@ -122,9 +119,7 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
         and the seconds taken.
     """
     t0 = time.perf_counter()
-    if not train_rows:
-        raise UserError("no training rows to localize on")
-    task = ft.resolve_task(task)
+    data = region_data(ft, train_rows, dev_rows, task=task)
     prob = Problem.build(pre, ft, cfg, names=names, candidates=candidates)
     work = clone_model(ft).eval()
     for p in work.parameters():
@@ -140,10 +135,7 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     # (0 outside the candidates, so they keep θ_pre and get no step): one fused pass per step.
     theta_base = torch.where(base, prob.ft_flat, prob.pre_flat)             # (N,)
     signed = torch.where(base, -prob.delta, prob.delta).masked_fill_(~prob.cand, 0.0)   # D: (N,)
-    rng = random.Random(cfg.seed)
-    select_train = rng.sample(train_rows, min(cfg.select_rows, len(train_rows)))
-    select_dev = dev_rows[: cfg.select_rows]
-    stream = batches(train_rows, cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
+    stream = data.batches(cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
     history: list[dict] = []
     best: dict = {"score": -math.inf}
     grad, sig = torch.zeros_like(prob.delta), torch.empty_like(prob.delta)  # (N,) mean ∇_θ L, σ(S − b)
@@ -152,21 +144,20 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
     def select(step: int, hard: Tensor, loss: float | None) -> None:
         with torch.no_grad():
             _assign(theta, torch.where, hard, prob.ft_flat, prob.pre_flat)
-        tr = evaluate(work, select_train, task)[0]["score"]
-        dv = evaluate(work, select_dev, task)[0]["score"] if select_dev else 0.0
+        tr, dv = (data.score(work, split, limit=cfg.select_rows, seed=cfg.seed) for split in ("train", "dev"))
         history.append({"step": step, "size": int(torch.count_nonzero(hard)), "flips_in": int((hard & ~base).sum()),
                         "flips_out": int((base & ~hard).sum()), "loss": loss, "train": tr, "dev": dv})
         if tr + dv > best["score"]:
             best.update(score=tr + dv, step=step, hard=hard.clone())
 
     select(0, hard_region(logit, base, prob.budget)[0], None)
-    bar = tqdm(range(1, cfg.steps + 1), desc=f"localize {task}", disable=not progress)
+    bar = tqdm(range(1, cfg.steps + 1), desc=f"localize {data.task}", disable=not progress)
     for step in bar:
         with torch.no_grad():
             torch.sigmoid(logit, out=sig)                                    # σ(S − b): (N,)
             _assign(theta, torch.addcmul, theta_base, signed, sig)           # θ(S)
-        loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], task)
-        check_finite(f"localize {task} step {step}", loss=loss)
+        loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], data)
+        check_finite(f"localize {data.task} step {step}", loss=loss)
         with torch.no_grad():
             u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)
             logit.sub_(_scale_step_(u, prob.budget, cfg, sample)).clamp_(-b, b)   # S ∈ [0, 2b]
@@ -176,6 +167,6 @@ def learn_region(pre: TextClassifier, ft: TextClassifier, train_rows: list[dict]
             select(step, hard, loss)
             bar.set_postfix(size=history[-1]["size"], train=f"{history[-1]['train']:.3f}",
                             dev=f"{history[-1]['dev']:.3f}")
-    region = prob.region(best["hard"], method="graft", cfg=cfg, task=task, ft=ft, best_step=best["step"],
+    region = prob.region(best["hard"], method="graft", cfg=cfg, task=data.task, ft=ft, best_step=best["step"],
                          base_size=int(base.sum()))
     return LocalizeResult(region, history, time.perf_counter() - t0)

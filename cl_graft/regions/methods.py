@@ -1,6 +1,7 @@
 """One registry of region finders: the learned graft region and the baselines of Panigrahi et al. 2023.
 
-Every finder has the same contract: given θ_pre, θ_ft (with the task registered), rows and a
+Every finder has the same contract: given θ_pre, θ_ft (any models), the task's data (text rows or a
+:class:`~cl_graft.regions.data.RegionData`) and a
 :class:`~cl_graft.regions.config.LocalizeConfig`, it returns a :class:`~cl_graft.regions.config.LocalizeResult` whose
 region covers the graftable tensors, holds at most ``budget`` (default ⌊sparsity · N⌋) elements, selects only
 ``candidates`` when given, records its method/config/size/fingerprints in ``meta``, and is deterministic under
@@ -13,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ..errors import UserError
 from ..grafting.graft import clone_model
-from ..training.finetune import batches
-from ..training.models import TextClassifier
 from .config import LocalizeConfig, LocalizeResult
+from .data import RegionData, region_data
 from .learned import learn_region
 from .problem import Problem
 from .region import Region
@@ -33,11 +33,10 @@ class Context:
     """What a finder gets: the flat problem, the models, the rows and the settings."""
 
     prob: Problem
-    pre: TextClassifier
-    ft: TextClassifier
-    train_rows: list[dict]
+    pre: nn.Module
+    ft: nn.Module
+    data: RegionData | None                  # None: no rows given (methods that need none)
     cfg: LocalizeConfig
-    task: str
     progress: bool
 
 
@@ -82,7 +81,7 @@ def fisher_diagonal(ctx: Context) -> Tensor:
     Uses ``n_batches · batch_size`` training rows in the seeded batch order, one row at a time (per-example
     gradients, as FISH does).
     """
-    prob, task = ctx.prob, ctx.task
+    prob, data = ctx.prob, ctx.data
     work = clone_model(ctx.ft).eval()
     for p in work.parameters():
         p.requires_grad_(False)
@@ -92,14 +91,13 @@ def fisher_diagonal(ctx: Context) -> Tensor:
         p.requires_grad_(True)
     fisher = torch.zeros_like(theta)                                           # (N,)
     views = [fisher[a:z] for a, z in prob.spans]
-    n_rows = min(ctx.cfg.n_batches * ctx.cfg.batch_size, len(ctx.train_rows))
-    rows = next(batches(ctx.train_rows, n_rows, 1, ctx.cfg.seed))
-    for row in tqdm(rows, desc=f"fisher {task}", disable=not ctx.progress):
-        enc = {k: v.to(prob.device) for k, v in work.encode([row], task).items()}
-        log_p = torch.log_softmax(work(**enc, task=task), dim=-1)[0, row["label"]]
+    n_rows = min(ctx.cfg.n_batches * ctx.cfg.batch_size, len(data))
+    for one in tqdm(data.batches(1, n_rows, ctx.cfg.seed), total=n_rows, desc=f"fisher {data.task}",
+                    disable=not ctx.progress):                                 # the seeded order, one at a time
+        log_p = data.log_likelihood(work, one)[0]
         for view, g in zip(views, torch.autograd.grad(log_p, plist), strict=True):
             view.add_(g.reshape(-1).square())
-    return fisher / len(rows)
+    return fisher / n_rows
 
 
 def _fish(ctx: Context) -> tuple[Tensor, dict]:
@@ -118,11 +116,12 @@ REGION_METHODS: dict[str, RegionMethod] = {m.name: m for m in (
 )}
 
 
-def find_region(method: str, pre: TextClassifier, ft: TextClassifier, train_rows: list[dict],
+def find_region(method: str, pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionData,
                 dev_rows: list[dict], cfg: LocalizeConfig, *, task: str | None = None,
                 names: list[str] | None = None, candidates: Region | None = None,
                 progress: bool = True) -> LocalizeResult:
-    """Finds a region with the named method of :data:`REGION_METHODS` (arguments as for ``learn_region``)."""
+    """Finds a region with the named method of :data:`REGION_METHODS` (arguments as for ``learn_region``:
+    text rows, or a :class:`~cl_graft.regions.data.RegionData` for any model)."""
     if method not in REGION_METHODS:
         raise UserError(f"unknown region method {method!r}; choose from {', '.join(REGION_METHODS)}")
     spec = REGION_METHODS[method]
@@ -130,10 +129,12 @@ def find_region(method: str, pre: TextClassifier, ft: TextClassifier, train_rows
         return learn_region(pre, ft, train_rows, dev_rows, cfg, task=task, names=names, candidates=candidates,
                             progress=progress)
     t0 = time.perf_counter()
-    task = ft.resolve_task(task)
-    prob = Problem.build(pre, ft, cfg, names=names, candidates=candidates)
     if method == "fish" and not train_rows:
         raise UserError("no training rows to compute the Fisher information on")
-    flat, extra = spec.find(Context(prob, pre, ft, train_rows, cfg, task, progress))
+    data = (region_data(ft, train_rows, dev_rows, task=task)
+            if train_rows else None)                                  # topk/random/… need no rows
+    task = data.task if data is not None else ft.resolve_task(task)
+    prob = Problem.build(pre, ft, cfg, names=names, candidates=candidates)
+    flat, extra = spec.find(Context(prob, pre, ft, data, cfg, progress))
     region = prob.region(flat, method=method, cfg=cfg, task=task, ft=ft, **extra)
     return LocalizeResult(region, [], time.perf_counter() - t0)

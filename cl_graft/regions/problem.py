@@ -11,12 +11,11 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .. import ops
 from ..errors import UserError
 from ..training.finetune import check_finite
-from ..training.models import TextClassifier
 from .region import Region, fingerprint, graftable_names
 
 
@@ -59,7 +58,7 @@ class Problem:
         return self.delta.device
 
     @classmethod
-    def build(cls, pre: TextClassifier, ft: TextClassifier, cfg, *, names: list[str] | None = None,
+    def build(cls, pre: nn.Module, ft: nn.Module, cfg, *, names: list[str] | None = None,
               candidates: Region | None = None) -> Problem:
         """Flattens the graftable tensors of ``pre`` and ``ft`` (on ``ft``'s device) and fixes the budget.
 
@@ -103,7 +102,7 @@ class Problem:
         return cls(names, shapes, spans, pre_flat, ft_flat, ft_flat - pre_flat, cand, min(budget, n_cand),
                    {"pre": fingerprint(pre_p, names), "ft": fingerprint(ft_p, names)})
 
-    def bind(self, work: TextClassifier) -> tuple[Tensor, list[Tensor]]:
+    def bind(self, work: nn.Module) -> tuple[Tensor, list[Tensor]]:
         """Makes ``work``'s graftable parameters views of one ``(N,)`` buffer (initialised to θ_ft).
 
         Returns:
@@ -133,7 +132,7 @@ class Problem:
         """γ_base: top-k |Δ| among the candidates, (N,) bool."""
         return self.topk(self.delta.abs(), k)
 
-    def region(self, flat_mask: Tensor, *, method: str, cfg, task: str | None, ft: TextClassifier,
+    def region(self, flat_mask: Tensor, *, method: str, cfg, task: str | None, ft: nn.Module,
                **extra) -> Region:
         """The Region of a flat ``(N,)`` bool mask, with the metadata every finder records."""
         mask = flat_mask.detach().cpu()
@@ -142,7 +141,8 @@ class Problem:
         meta = {"method": method, "task": task, "sparsity": cfg.sparsity, "budget": self.budget, "size": size,
                 "numel": self.numel, "density": size / self.numel, "outside": "pre", "config": cfg.to_json(),
                 "candidates": None if bool(self.cand.all()) else int(self.cand.sum()),
-                "fingerprints": dict(self.fingerprints), "model": ft.source, "head": ft.head_kind, **extra}
+                "fingerprints": dict(self.fingerprints), "model": getattr(ft, "source", type(ft).__name__),
+                "head": getattr(ft, "head_kind", None), **extra}
         return Region.adopt(masks, meta)
 
 

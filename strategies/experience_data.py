@@ -1,0 +1,87 @@
+"""An Avalanche experience as a region finder's data: its dataset and collate, the strategy's criterion and forward.
+
+Region finders (:mod:`cl_graft.regions.methods`: the learned region of Panigrahi et al. 2023 Eq. 3, top-k,
+random, FISH, …) read a task through :class:`~cl_graft.regions.data.RegionData`. :class:`ExperienceData` is that
+for any model an Avalanche template trains: mini-batches are drawn (seeded) from the experience's dataset and
+collated with its ``collate_fn`` into Avalanche's ``[x, y, …, t]``, the loss is ``criterion(forward(model, x, t),
+y)`` with ``forward`` = Avalanche's ``avalanche_forward`` (task labels reach only a ``MultiTaskModule``), and a
+region is selected on accuracy over a seeded sample of the training examples plus, when given, a held-out
+dataset (Avalanche's ``valid_stream`` convention).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from avalanche.models.utils import avalanche_forward
+from torch import Tensor, nn
+from torch.utils.data import default_collate
+
+from cl_graft.errors import UserError
+from cl_graft.regions.data import selection
+from cl_graft.training.finetune import batches
+
+Forward = Callable[[nn.Module, Tensor, Tensor], Tensor]
+EVAL_BATCH = 256
+
+
+class ExperienceData:
+    """A :class:`~cl_graft.regions.data.RegionData` over Avalanche datasets.
+
+    Args:
+        dataset: the experience's training dataset (items collate to ``[x, y, …, t]``).
+        criterion: ``criterion(logits (B, C), y (B,)) -> scalar`` (the strategy's ``_criterion``).
+        forward: ``forward(model, x, task_labels (B,)) -> logits (B, C)`` (default: ``avalanche_forward``).
+        held_out: a dataset for region selection (e.g. the experience of ``benchmark.valid_stream``), or None.
+        task: the task's name (recorded in the region's meta).
+    """
+
+    def __init__(self, dataset, *, criterion: Callable[[Tensor, Tensor], Tensor], forward: Forward = avalanche_forward,
+                 held_out=None, task: str | None = None) -> None:
+        if len(dataset) == 0:
+            raise UserError("the experience has no training examples to localize on")
+        self.dataset, self.criterion, self.forward, self.task = dataset, criterion, forward, task
+        self.splits = {"train": _eval_view(dataset), "dev": _eval_view(held_out) if held_out is not None else None}
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def batches(self, batch_size: int, steps: int, seed: int) -> Iterator[list[Tensor]]:
+        for idx in batches(list(range(len(self.dataset))), batch_size, steps, seed):
+            yield _collate(self.dataset, idx)
+
+    def _logits(self, model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, Tensor]:
+        device = next(model.parameters()).device
+        x, y, t = batch[0].to(device), batch[1].to(device), batch[-1].to(device)
+        return self.forward(model, x, t), y                                   # (B, C), (B,)
+
+    def loss(self, model: nn.Module, batch: list[Tensor]) -> Tensor:
+        return self.criterion(*self._logits(model, batch))
+
+    def log_likelihood(self, model: nn.Module, batch: list[Tensor]) -> Tensor:
+        logits, y = self._logits(model, batch)
+        return torch.log_softmax(logits, dim=-1).gather(1, y[:, None]).squeeze(1)  # (B,)
+
+    @torch.no_grad()
+    def score(self, model: nn.Module, split: str, *, limit: int, seed: int) -> float:
+        """Accuracy on the split's selection examples (0.0 when there are none)."""
+        dataset = self.splits[split]
+        idx = selection(list(range(len(dataset))), split, limit=limit, seed=seed) if dataset is not None else []
+        if not idx:
+            return 0.0
+        correct = 0
+        for s in range(0, len(idx), EVAL_BATCH):
+            logits, y = self._logits(model, _collate(dataset, idx[s:s + EVAL_BATCH]))
+            correct += int((logits.argmax(-1) == y).sum())
+        return correct / len(idx)
+
+
+def _eval_view(dataset):
+    """The dataset with its evaluation transforms (Avalanche datasets), else itself."""
+    return dataset.eval() if hasattr(dataset, "eval") else dataset
+
+
+def _collate(dataset, idx: list[int]) -> Any:
+    collate = getattr(dataset, "collate_fn", None) or default_collate
+    return collate([dataset[i] for i in idx])

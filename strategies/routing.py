@@ -1,0 +1,114 @@
+"""Serving grafted tasks at evaluation: task-aware reconstruction and task-agnostic inference, by patch switching.
+
+After a grafting stream (Panigrahi et al. 2023, §5.2) one model holds every task's region; task ``k`` is served
+by the regions of tasks ``≤ k`` with θ_pre on later tasks' elements. :class:`TaskRouter` puts the model into
+task ``k``'s state in place (a rollback :class:`~cl_graft.grafting.graft.SkillPatch`: O(|later regions|), well
+under a millisecond on MiniLM) and back, never copying the model.
+
+- **Task-aware**: a mini-batch is split by task label; each part runs with its task's state.
+- **Task-agnostic** (beyond the paper; SupSup, Wortsman et al. 2020, https://arxiv.org/abs/2006.14769, route by
+  output entropy): every input runs through each of the T learned tasks' models (T forward passes per input,
+  plus T patch switches per mini-batch); it goes to the task whose model is the most confident — lowest entropy
+  of the softmax (``"entropy"``) or highest top probability (``"max-softmax"``) — and gets that task's logits.
+"""
+from __future__ import annotations
+
+import torch
+from avalanche.models.utils import avalanche_forward
+from torch import Tensor
+
+from cl_graft.errors import UserError
+from cl_graft.grafting.graft import Stash, patch_, restore_
+
+from .adapter import MASK_VALUE
+from .owner_map import OwnerMap
+from .targets import GraftTarget
+
+TASK_INFERENCE = ("entropy", "max-softmax")
+
+
+def confidence(logits: Tensor, how: str) -> Tensor:
+    """Confidence of each row of ``logits`` (B, C): −entropy or the top softmax probability, ``(B,)``."""
+    p = torch.softmax(logits.float(), dim=-1)
+    if how == "entropy":
+        return torch.special.xlogy(p, p).sum(-1)                            # −H(p); masked columns: 0·log 0 = 0
+    return p.max(-1).values
+
+
+def _pad(parts: list[Tensor], width: int) -> list[Tensor]:
+    """Logit blocks padded on the right with :data:`MASK_VALUE` to ``width`` columns."""
+    return [torch.nn.functional.pad(p, (0, width - p.shape[-1]), value=MASK_VALUE) for p in parts]
+
+
+class TaskRouter:
+    """Task states of a grafted model, switched in place.
+
+    Args:
+        target: the model's :class:`~.targets.GraftTarget`.
+        owners: the owner map of the stream (the model holds every learned region).
+    """
+
+    def __init__(self, target: GraftTarget, owners: OwnerMap) -> None:
+        self.target, self.owners = target, owners
+        self._patches: dict[int, object] = {}
+        self._stash: Stash | None = None
+        self._state: int | None = None                                   # None: every region (as trained)
+
+    def order(self, label: int) -> int:
+        """Position of the label's task in the learning order; an untrained task sees every region so far."""
+        k = self.owners.index(self.target.task(label))
+        return len(self.owners.tasks) - 1 if k is None else k
+
+    def switch_(self, k: int | None) -> None:
+        """Puts the model IN PLACE into task ``k``'s state (``None``: back to every region)."""
+        if k == self._state:
+            return
+        if self._stash is not None:
+            restore_(self.target.root, self._stash)
+            self._stash = None
+        self._state = k
+        if k is None:
+            return
+        if k not in self._patches:
+            self._patches[k] = self.owners.rollback_patch(k)
+        if self._patches[k] is not None:
+            self._stash = patch_(self.target.root, self._patches[k])
+
+    def forward(self, x: Tensor, labels: Tensor) -> Tensor:
+        """Task-aware logits ``(B, C)``: each task's rows through its own state (rows keep their batch order)."""
+        parts = []
+        for t in torch.unique(labels).tolist():
+            mask = labels == t
+            self.switch_(self.order(t))
+            parts.append((mask, avalanche_forward(self.target.model, x[mask], labels[mask])))
+        width = max(p.shape[-1] for _, p in parts)
+        out = torch.full((x.shape[0], width), MASK_VALUE, dtype=parts[0][1].dtype, device=parts[0][1].device)
+        for mask, logits in parts:
+            out[mask, :logits.shape[-1]] = logits
+        return out
+
+    def infer(self, x: Tensor, how: str) -> tuple[Tensor, Tensor]:
+        """Task-agnostic logits ``(B, C)`` and the chosen task labels ``(B,)`` (T forward passes per input).
+
+        Raises:
+            UserError: no task learned yet.
+        """
+        if not self.owners.tasks:
+            raise UserError("task inference needs at least one learned task")
+        labels = [self.target.label(t) for t in self.owners.tasks]
+        outs, scores = [], []
+        for k, label in enumerate(labels):
+            self.switch_(k)
+            logits = avalanche_forward(self.target.model, x, label)          # (B, C_k)
+            outs.append(logits)
+            scores.append(confidence(logits, how))
+        pick = torch.stack(scores).argmax(0)                                 # (B,) position among the tasks
+        stacked = torch.stack(_pad(outs, max(o.shape[-1] for o in outs)))   # (T, B, C)
+        rows = torch.arange(x.shape[0], device=pick.device)
+        chosen = torch.tensor(labels, device=pick.device)[pick]
+        return stacked[pick, rows], chosen
+
+    def close_(self) -> None:
+        """Back to every region and drops the cached patches (the owner map may change after this)."""
+        self.switch_(None)
+        self._patches = {}
