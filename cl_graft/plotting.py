@@ -44,11 +44,13 @@ def plot_matrix(matrix: np.ndarray, path: str | Path, *, rows: Sequence[str], co
     return _save(fig, path)
 
 
-def plot_anatomy(counts: Mapping[str, Mapping[str, int]], path: str | Path, *, title: str = "") -> Path:
+def plot_anatomy(counts: Mapping[str, Mapping[str, float]], path: str | Path, *, title: str = "",
+                 ylabel: str = "parameters in region") -> Path:
     """Stacked bars of a region's size per layer (x) and parameter type (stack).
 
     Args:
-        counts: ``{layer_label: {param_type: selected_elements}}``, e.g. from ``Region.breakdown()``.
+        counts: ``{layer_label: {param_type: selected_elements}}``, e.g. from ``Region.breakdown()`` (or any
+            per-layer, per-type amount, named by ``ylabel``).
     """
     plt = _plt()
     layers = list(counts)
@@ -60,7 +62,7 @@ def plot_anatomy(counts: Mapping[str, Mapping[str, int]], path: str | Path, *, t
         ax.bar(range(len(layers)), vals, bottom=bottom, label=t)
         bottom += vals
     ax.set_xticks(range(len(layers)), layers, rotation=0)
-    ax.set(title=title, xlabel="layer", ylabel="parameters in region")
+    ax.set(title=title, xlabel="layer", ylabel=ylabel)
     ax.legend(fontsize=7, ncol=2, frameon=False)
     fig.tight_layout()
     return _save(fig, path)

@@ -28,13 +28,14 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import finetune, localize, multitask, plot, run
+    from . import finetune, localize, multitask, plot, run, surgical
 
     main.add_command(finetune.finetune)
     main.add_command(localize.localize)
     main.add_command(multitask.multitask)
     main.add_command(plot.plot)
     main.add_command(run.run)
+    main.add_command(surgical.surgical)
 
 
 _register()
