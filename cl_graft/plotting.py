@@ -116,3 +116,26 @@ def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *
     ax.legend(fontsize=7, ncol=min(len(series), 4 if wide > 6 else 2), frameon=False)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_reliability(panels: Mapping[str, Mapping[str, Sequence]], path: str | Path, *, title: str = "") -> Path:
+    """Reliability diagrams, one panel per model: accuracy per confidence bin against the diagonal.
+
+    Args:
+        panels: ``{model: {"edges": (B+1,), "accuracy": (B,), "confidence": (B,), "count": (B,), "ece": float}}``
+            as from :func:`cl_graft.calibration.reliability`; empty bins (None) are left out.
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 2.9), dpi=120, squeeze=False)
+    for ax, (name, bins) in zip(axes[0], panels.items(), strict=True):
+        edges = np.asarray(bins["edges"], dtype=float)
+        acc = np.array([np.nan if a is None else a for a in bins["accuracy"]], dtype=float)
+        ok = np.isfinite(acc)
+        ax.bar(edges[:-1][ok], acc[ok], width=np.diff(edges)[ok], align="edge", edgecolor="black", linewidth=0.4)
+        ax.plot([0, 1], [0, 1], color="gray", linestyle="--", linewidth=0.8)
+        ax.set(xlim=(0, 1), ylim=(0, 1), title=f"{name}\nECE {100 * bins['ece']:.1f}", xlabel="confidence")
+    axes[0][0].set_ylabel("accuracy")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -28,8 +28,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import finetune, localize, multitask, plot, run, surgical
+    from . import analyze, finetune, localize, multitask, plot, run, surgical
 
+    main.add_command(analyze.analyze)
     main.add_command(finetune.finetune)
     main.add_command(localize.localize)
     main.add_command(multitask.multitask)
