@@ -8,8 +8,9 @@ skill in a sparse region instead. This module runs both on one task and puts the
 - FIM scores at θ_pre (the fresh task head, seeded as in full FT), which choose the layers;
 - full FT (given or trained), surgical FT of the top-k layers for each k, random k layers (seeded control),
   and a learned graft region with as many elements as the top-k layers hold ("grafting at a matching size");
-- ranking stability: FIM at the start (θ_pre), middle (step ``steps // 2`` of the same run, reproduced by
-  re-running the first half with the same seed and batch order; no dev selection) and end (θ_ft);
+- ranking stability: FIM at the start (θ_pre), end (θ_ft) and, with ``stability``, the middle (step
+  ``steps // 2`` of the same run, reproduced by re-running the first half with the same seed and batch order;
+  no dev selection);
 - where skills live: FIM shares per layer next to a small graft region's share per layer (its anatomy).
 """
 from __future__ import annotations
@@ -96,7 +97,7 @@ def surgical_table(pre: TextClassifier, ft: TextClassifier, ft_seconds: float | 
         mid = clone_model(pre)
         finetune_(mid, splits.train, [], replace(cfg, steps=max(1, cfg.steps // 2)), task=task, progress=progress)
         fim["middle"] = layer_fisher(mid, sample, task=task, batch_size=plan.fisher_batch, progress=progress)
-        fim["end"] = layer_fisher(ft, sample, task=task, batch_size=plan.fisher_batch, progress=progress)
+    fim["end"] = layer_fisher(ft, sample, task=task, batch_size=plan.fisher_batch, progress=progress)
     ks = sorted(set(plan.top))
     stability = {f"{a}-{b}": {str(k): rank_agreement(fim[a], fim[b], k) for k in ks}
                  for a, b in (("start", "middle"), ("start", "end"), ("middle", "end")) if a in fim and b in fim}

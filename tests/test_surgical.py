@@ -160,13 +160,13 @@ def test_cli_end_to_end(cli_setup):
     assert config["argv"] and config["git_revision"] and config["torch"]
     assert (out / "fim_layers.png").stat().st_size > 0 and (out / "fim_groups.png").stat().st_size > 0
     assert "FIM top-2" in (out / "table.md").read_text()
-    # reusing the saved fine-tune gives the same FT row
-    again = _run(["--task", "toy", "--top-layers", "1", "--random-layers", "", "--no-graft", "--no-stability",
-                  "--fisher-rows", "20", "--anatomy-sparsity", "0.01", "--finetuned", str(out / "finetuned"),
-                  *base, "--out", str(root / "again")])
-    assert again.exit_code == 0, again.output
-    first = json.loads((root / "again" / "results.json").read_text())["rows"][0]
-    assert first["accuracy"] == rows["FT"]["accuracy"]
+    no_mid = _run(["--task", "toy", "--top-layers", "1", "--random-layers", "", "--no-graft", "--no-stability",
+                   "--fisher-rows", "20", "--anatomy-sparsity", "0.01", "--finetuned", str(out / "finetuned"),
+                   *base, "--out", str(root / "again")])
+    assert no_mid.exit_code == 0, no_mid.output
+    again = json.loads((root / "again" / "results.json").read_text())
+    assert list(again["fim"]) == ["start", "end"] and list(again["stability"]) == ["start-end"]
+    assert again["rows"][0]["accuracy"] == rows["FT"]["accuracy"]            # the saved fine-tune is reused
 
 
 @pytest.mark.parametrize("args, message", [

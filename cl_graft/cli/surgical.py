@@ -51,7 +51,7 @@ def load_finetuned(path: str | None, task: str, device):
 @click.option("--graft/--no-graft", default=True, show_default=True,
               help="Also graft a learned region as large as each top-k layer set.")
 @click.option("--stability/--no-stability", default=True, show_default=True,
-              help="FIM ranks at the start, middle and end of full FT (costs half a fine-tuning run).")
+              help="Also FIM ranks in the middle of full FT, not only start and end (costs half a fine-tuning run).")
 @common_options
 def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_batch, anatomy_sparsity, graft,
              stability, model, head, preset, data_dir, seed, device, out, overwrite):
