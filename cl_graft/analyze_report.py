@@ -113,9 +113,18 @@ def analyze_task(pre: TextClassifier, ft: TextClassifier, splits, ood: dict[str,
         rows.append(row)
     curves = {}
     if "wise" in plan.sections:
-        grafted = graft_model(pre, ft, regions[plan.wise_sparsity])
-        for name, other in (("WiSE-FT", ft), (f"WiSE-graft-{plan.wise_sparsity:g}", grafted)):
-            curves[name] = [_scores(wise(pre, other, a), splits, ood, plan.n_bins)[0] for a in plan.alphas]
+        ends = {r["name"]: {k: r[k] for k in ("accuracy", "f1", "ece", "score", "ood") if k in r} for r in rows}
+        label = f"graft-{plan.wise_sparsity:g}"
+        grafted = next(m for name, _, m, _ in models if name == label)
+        start = None                              # α = 0 is θ_pre with FT's head for both curves: score it once
+        for name, other, end in (("WiSE-FT", ft, ends["FT"]), (f"WiSE-{label}", grafted, ends[label])):
+            curves[name] = []
+            for a in plan.alphas:
+                if a == 0:
+                    start = start or _scores(wise(pre, other, 0.0), splits, ood, plan.n_bins)[0]
+                point = end if a == 1 else start if a == 0 else _scores(wise(pre, other, a), splits, ood,
+                                                                            plan.n_bins)[0]
+                curves[name].append(point)
     return {"rows": rows, "reliability": bins, "wise": {"alphas": plan.alphas, "curves": curves}}
 
 
