@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from cl_graft import fisher_layers
 from cl_graft.cli import main
 from cl_graft.errors import UserError
 from cl_graft.finetune import FinetuneConfig
-from cl_graft.fisher_layers import fisher_diagonal, fisher_sample, layer_fisher, rank_agreement
+from cl_graft.fisher_layers import fisher_sample, fisher_sums, layer_fisher, rank_agreement
 from cl_graft.localize import LocalizeConfig
 from cl_graft.region import graftable_names, layer_index
 from cl_graft.region_methods import find_region
@@ -40,24 +41,29 @@ def _loop_fisher(model, rows):
 
 def test_batched_fisher_matches_one_backward_per_row(tiny_model):
     before = {n: p.detach().clone() for n, p in tiny_model.named_parameters()}
-    got = fisher_diagonal(tiny_model, ROWS, batch_size=4)
-    ref = _loop_fisher(tiny_model, ROWS)
-    scale = max(float(r.abs().max()) for r in ref.values())
+    modes = [m.training for m in tiny_model.modules()]
+    got = fisher_sums(tiny_model, ROWS, batch_size=4)
+    ref = {n: float(f.sum()) for n, f in _loop_fisher(tiny_model, ROWS).items()}
+    assert list(got) == list(ref)
+    scale = max(ref.values())
     for n, r in ref.items():
-        torch.testing.assert_close(got[n], r, atol=1e-5 * scale, rtol=1e-4)
+        assert got[n] == pytest.approx(r, rel=1e-4, abs=1e-6 * scale), n
     assert all(torch.equal(p, before[n]) for n, p in tiny_model.named_parameters())
+    assert modes == [m.training for m in tiny_model.modules()]
 
 
 def test_layer_scores_on_a_hand_made_fisher(monkeypatch):
     """Known per-tensor Fisher sums → shares per layer and per group, per-element means, ranking."""
     prefix = "backbone.encoder.layer"
-    fake = {f"{prefix}.0.attention.self.query.weight": torch.full((2, 2), 1.0),     # layer 0: 4
-            f"{prefix}.0.output.LayerNorm.weight": torch.full((4,), 1.0),          #          + 4
-            f"{prefix}.1.intermediate.dense.weight": torch.full((2, 2), 6.0),       # layer 1: 24
-            f"{prefix}.1.attention.output.dense.bias": torch.full((2,), 2.0),       #          + 4
-            f"{prefix}.2.output.dense.weight": torch.full((2, 2), 0.5)}             # layer 2: 2
-    monkeypatch.setattr(fisher_layers, "fisher_diagonal", lambda *a, **k: fake)
-    lf = layer_fisher(None, ROWS)
+    fake = {f"{prefix}.0.attention.self.query.weight": 4.0,           # layer 0: 4 elements, sum 4
+            f"{prefix}.0.output.LayerNorm.weight": 4.0,                #          + 4 elements, sum 4
+            f"{prefix}.1.intermediate.dense.weight": 24.0,             # layer 1: 4 elements, sum 24
+            f"{prefix}.1.attention.output.dense.bias": 4.0,            #          + 2 elements, sum 4
+            f"{prefix}.2.output.dense.weight": 2.0}                    # layer 2: 4 elements, sum 2
+    sizes = [4, 4, 4, 2, 4]
+    model = types.SimpleNamespace(named_parameters=lambda: [(n, torch.zeros(k)) for n, k in zip(fake, sizes)])
+    monkeypatch.setattr(fisher_layers, "fisher_sums", lambda *a, **k: fake)
+    lf = layer_fisher(model, ROWS)
     assert lf.layers == [0, 1, 2]
     assert lf.scores == pytest.approx([8 / 38, 28 / 38, 2 / 38])
     assert lf.per_element == pytest.approx([1.0, 28 / 6, 0.5])
@@ -77,7 +83,7 @@ def test_empty_fisher_sample_is_refused():
     model = tiny_bert()
     model.add_task(SENTIMENT)
     with pytest.raises(UserError, match="empty"):
-        fisher_diagonal(model, [])
+        fisher_sums(model, [])
     with pytest.raises(UserError, match="empty"):
         fisher_sample([], 10, 0)
 
