@@ -10,7 +10,8 @@ skill in a sparse region instead. This module runs both on one task and puts the
   and a learned graft region with as many elements as the top-k layers hold ("grafting at a matching size");
 - ranking stability: FIM at the start (θ_pre), end (θ_ft) and, with ``stability``, the middle (step
   ``steps // 2`` of the same run, reproduced by re-running the first half with the same seed and batch order;
-  no dev selection);
+  no dev selection); also θ_pre's body with θ_ft's head (``pre_ft_head``), which separates the head's part
+  in a change of ranking from the body's;
 - where skills live: FIM shares per layer next to a small graft region's share per layer (its anatomy).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from .finetune import FinetuneConfig, finetune_, trainable_names
 from .fisher_layers import LayerFisher, layer_fisher, rank_agreement
-from .graft import clone_model, graft_model
+from .graft import clone_model, graft_model, wise
 from .localize import LocalizeConfig
 from .localize_report import anatomy_counts, score_model
 from .models import TextClassifier
@@ -92,15 +93,18 @@ def surgical_table(pre: TextClassifier, ft: TextClassifier, ft_seconds: float | 
             rows.append(_row(f"graft ~top-{k}", "graft", None, region.size, time.perf_counter() - t0, scores))
     for r in rows:
         r["relative"] = r[splits.spec.metric] / ft_scores[splits.spec.metric] if ft_scores[splits.spec.metric] else None
-    fim = {"start": fim_start}
+    fim = {"start": fim_start,
+           "pre_ft_head": layer_fisher(wise(pre, ft, 0.0), sample, task=task, batch_size=plan.fisher_batch,
+                                       progress=progress)}
     if plan.stability:
         mid = clone_model(pre)
         finetune_(mid, splits.train, [], replace(cfg, steps=max(1, cfg.steps // 2)), task=task, progress=progress)
         fim["middle"] = layer_fisher(mid, sample, task=task, batch_size=plan.fisher_batch, progress=progress)
     fim["end"] = layer_fisher(ft, sample, task=task, batch_size=plan.fisher_batch, progress=progress)
     ks = sorted(set(plan.top))
+    stages = list(fim)
     stability = {f"{a}-{b}": {str(k): rank_agreement(fim[a], fim[b], k) for k in ks}
-                 for a, b in (("start", "middle"), ("start", "end"), ("middle", "end")) if a in fim and b in fim}
+                 for i, a in enumerate(stages) for b in stages[i + 1:]}
     acfg = LocalizeConfig(sparsity=plan.anatomy_sparsity, seed=seed)
     region = find_region("graft", pre, ft, splits.train, splits.dev, acfg, task=task, progress=progress).region
     counts = anatomy_counts(region)
