@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 
-import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
@@ -22,7 +21,7 @@ from .errors import UserError
 from .finetune import FinetuneConfig, FinetuneResult, finetune_, trainable_names
 from .graft import clone_model
 from .models import TextClassifier
-from .region import Region, graftable_names, layer_index
+from .region import graftable_names, layer_index
 
 
 class Frozen(nn.Module):
@@ -50,15 +49,6 @@ def check_layers(model: TextClassifier, layers: list[int]) -> None:
     bad = [i for i in layers if i not in have]
     if not layers or bad or len(set(layers)) != len(layers):
         raise UserError(f"layers {layers} are not distinct layers of the model's {len(have)} (0..{len(have) - 1})")
-
-
-def layers_region(model: TextClassifier, layers: list[int]) -> Region:
-    """Every element of the chosen layers, over all graftable tensors (for grafting and anatomy views)."""
-    check_layers(model, layers)
-    chosen = {n for i in layers for n in layer_names(model)[i]}
-    params = dict(model.named_parameters())
-    return Region({n: torch.full(params[n].shape, n in chosen, dtype=torch.bool)
-                   for n in graftable_names(params.items())}, {"method": "layers", "layers": sorted(layers)})
 
 
 def random_layers(model: TextClassifier, k: int, seed: int) -> list[int]:

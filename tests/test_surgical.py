@@ -18,7 +18,7 @@ from cl_graft.fisher_layers import fisher_sample, fisher_sums, layer_fisher, ran
 from cl_graft.localize import LocalizeConfig
 from cl_graft.region import graftable_names, layer_index
 from cl_graft.region_methods import find_region
-from cl_graft.surgical import layers_region, random_layers, surgical_finetune
+from cl_graft.surgical import check_layers, layer_names, random_layers, surgical_finetune, trained_count
 
 from conftest import SENTIMENT, tiny_bert
 
@@ -104,13 +104,15 @@ def test_surgical_finetune_moves_only_the_chosen_layer(tiny_model, toy_rows, opt
 
 def test_layer_choices_are_checked():
     model = tiny_bert()
-    with pytest.raises(UserError, match="layers"):
-        layers_region(model, [2])
+    for bad in ([2], [], [0, 0]):
+        with pytest.raises(UserError, match="layers"):
+            check_layers(model, bad)
     with pytest.raises(UserError, match="layers"):
         random_layers(model, 3, seed=0)
     assert random_layers(model, 2, seed=0) == [0, 1]
-    region = layers_region(model, [0])
-    assert region.size == sum(m.numel() for n, m in region.masks.items() if layer_index(n) == 0)
+    params = dict(model.named_parameters())
+    assert trained_count(model, [0]) == sum(params[n].numel() for n in layer_names(model)[0])
+    assert all(layer_index(n) == 0 for n in layer_names(model)[0])
 
 
 def test_fim_layers_region_fills_top_layers_first(toy_rows):
@@ -121,7 +123,7 @@ def test_fim_layers_region_fills_top_layers_first(toy_rows):
     with torch.no_grad():
         for p in ft.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    numel = sum(m.numel() for n, m in layers_region(pre, [0, 1]).masks.items())
+    numel = trained_count(pre, [0, 1])
     cfg = LocalizeConfig(sparsity=0.6, seed=0, n_batches=1, batch_size=8)
     region = find_region("fim-layers", pre, ft, toy_rows, [], cfg, progress=False).region
     ranking = region.meta["fim_ranking"]
