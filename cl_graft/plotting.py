@@ -46,11 +46,13 @@ def plot_matrix(matrix: np.ndarray, path: str | Path, *, rows: Sequence[str], co
     return _save(fig, path)
 
 
-def plot_anatomy(counts: Mapping[str, Mapping[str, int]], path: str | Path, *, title: str = "") -> Path:
+def plot_anatomy(counts: Mapping[str, Mapping[str, float]], path: str | Path, *, title: str = "",
+                 ylabel: str = "parameters in region") -> Path:
     """Stacked bars of a region's size per layer (x) and parameter type (stack).
 
     Args:
-        counts: ``{layer_label: {param_type: selected_elements}}``, e.g. from ``Region.breakdown()``.
+        counts: ``{layer_label: {param_type: selected_elements}}``, e.g. from ``Region.breakdown()`` (or any
+            per-layer, per-type amount, named by ``ylabel``).
     """
     plt = _plt()
     layers = list(counts)
@@ -62,7 +64,7 @@ def plot_anatomy(counts: Mapping[str, Mapping[str, int]], path: str | Path, *, t
         ax.bar(range(len(layers)), vals, bottom=bottom, label=t)
         bottom += vals
     ax.set_xticks(range(len(layers)), layers, rotation=0)
-    ax.set(title=title, xlabel="layer", ylabel="parameters in region")
+    ax.set(title=title, xlabel="layer", ylabel=ylabel)
     ax.legend(fontsize=7, ncol=2, frameon=False)
     fig.tight_layout()
     return _save(fig, path)
@@ -115,5 +117,28 @@ def plot_grouped_bars(values: Mapping[str, Sequence[float]], path: str | Path, *
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.axhline(0, color="black", linewidth=0.6)
     ax.legend(fontsize=7, ncol=min(len(series), 4 if wide > 6 else 2), frameon=False)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_reliability(panels: Mapping[str, Mapping[str, Sequence]], path: str | Path, *, title: str = "") -> Path:
+    """Reliability diagrams, one panel per model: accuracy per confidence bin against the diagonal.
+
+    Args:
+        panels: ``{model: {"edges": (B+1,), "accuracy": (B,), "confidence": (B,), "count": (B,), "ece": float}}``
+            as from :func:`cl_graft.calibration.reliability`; empty bins (None) are left out.
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 2.9), dpi=120, squeeze=False)
+    for ax, (name, bins) in zip(axes[0], panels.items(), strict=True):
+        edges = np.asarray(bins["edges"], dtype=float)
+        acc = np.array([np.nan if a is None else a for a in bins["accuracy"]], dtype=float)
+        ok = np.isfinite(acc)
+        ax.bar(edges[:-1][ok], acc[ok], width=np.diff(edges)[ok], align="edge", edgecolor="black", linewidth=0.4)
+        ax.plot([0, 1], [0, 1], color="gray", linestyle="--", linewidth=0.8)
+        ax.set(xlim=(0, 1), ylim=(0, 1), title=f"{name}\nECE {100 * bins['ece']:.1f}", xlabel="confidence")
+    axes[0][0].set_ylabel("accuracy")
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return _save(fig, path)

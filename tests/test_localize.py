@@ -138,7 +138,7 @@ def test_methods_registry(planted, method):
     r = res.region
     assert r == again.region and r.meta["method"] == method and r.size <= 67 and not r.is_empty
     assert REGION_METHODS[method].paper.startswith("https://")
-    if method in ("topk", "random", "bias", "fish", "lottery"):
+    if method in ("topk", "random", "bias", "fish", "lottery", "fim-layers"):
         assert r.size == 67
     if method == "bias":
         assert all(not c or n.endswith(".bias") for n, c in r.counts().items())

@@ -286,7 +286,9 @@ def test_region_finders_on_an_mlp(bm):
     names = graft_target(model).names()
     free = Region.random({n: tuple(p.shape) for n, p in model.named_parameters() if n in names}, 300, seed=0)
     cfg = LocalizeConfig(budget=40, steps=3, select_rows=32, seed=0)
-    for method in REGION_METHODS:
+    with pytest.raises(UserError, match="fim-layers .* text rows"):      # ranks a text classifier's layers
+        find_region("fim-layers", model, ft, data, [], cfg, names=names, candidates=free, progress=False)
+    for method in (m for m in REGION_METHODS if m != "fim-layers"):
         region = find_region(method, model, ft, data, [], cfg, names=names, candidates=free, progress=False).region
         again = find_region(method, model, ft, data, [], cfg, names=names, candidates=free, progress=False).region
         assert region == again and 0 < region.size <= 40, method

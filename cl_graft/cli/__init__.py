@@ -56,14 +56,16 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import export, finetune, localize, multitask, plot, run
+    from . import analyze, export, finetune, localize, multitask, plot, run, surgical
 
+    main.add_command(analyze.analyze)
     main.add_command(export.export)
     main.add_command(finetune.finetune)
     main.add_command(localize.localize)
     main.add_command(multitask.multitask)
     main.add_command(plot.plot)
     main.add_command(run.run)
+    main.add_command(surgical.surgical)
 
 
 _register()

@@ -18,12 +18,13 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ..errors import UserError
-from ..grafting.graft import clone_model
+from ..grafting.graft import clone_model, wise
+from ..surgical.fisher import fisher_sample, layer_fisher
 from .config import LocalizeConfig, LocalizeResult
-from .data import RegionData, region_data
+from .data import RegionData, TextRegionData, region_data
 from .learned import learn_region
 from .problem import Problem
-from .region import Region
+from .region import Region, layer_index
 
 PAPER = "https://arxiv.org/abs/2302.06600"
 
@@ -104,6 +105,22 @@ def _fish(ctx: Context) -> tuple[Tensor, dict]:
     return ctx.prob.topk(fisher_diagonal(ctx), ctx.prob.budget), {}
 
 
+def _fim_layers(ctx: Context) -> tuple[Tensor, dict]:
+    """Whole layers in FIM-score order (Lodha et al. 2023, θ_pre with θ_ft's head), top |Δ| in the last one."""
+    prob, data = ctx.prob, ctx.data
+    if data is not None and not isinstance(data, TextRegionData):
+        raise UserError("fim-layers ranks the layers of a cl-graft text classifier: it needs the task's text rows")
+    rows = fisher_sample(data.rows if data is not None else [], ctx.cfg.n_batches * ctx.cfg.batch_size, ctx.cfg.seed)
+    fim = layer_fisher(wise(ctx.pre, ctx.ft, 0.0), rows, task=data.task, batch_size=ctx.cfg.batch_size,
+                       progress=ctx.progress)
+    order = {layer: len(fim.layers) - r for r, layer in enumerate(fim.ranking())}   # top layer highest
+    closeness = prob.delta.abs() / prob.delta.abs().max().clamp_min(1e-30)          # (N,) in [0, 1]
+    scores = torch.empty(prob.numel, device=prob.device)                           # (N,) 2·order + |Δ|
+    for n, (a, z) in zip(prob.names, prob.spans, strict=True):
+        scores[a:z] = 2.0 * order[layer_index(n)] + closeness[a:z]
+    return prob.topk(scores, prob.budget), {"fim_ranking": fim.ranking(), "fim_scores": fim.scores}
+
+
 REGION_METHODS: dict[str, RegionMethod] = {m.name: m for m in (
     RegionMethod("graft", None, PAPER, "learned region, paper Eq. 3 (budgeted, normalised step)"),
     RegionMethod("topk", _topk, PAPER, "global top-k |θ_ft − θ_pre| (the base region of Eq. 3)"),
@@ -113,6 +130,8 @@ REGION_METHODS: dict[str, RegionMethod] = {m.name: m for m in (
                  "FISH mask: top-k diagonal Fisher of θ_pre on training rows (Sung et al. 2021)"),
     RegionMethod("lottery", _lottery, "https://arxiv.org/abs/1803.03635",
                  "top-k |Δ| with 0 (not θ_pre) outside the region, lottery-ticket style; meta outside=zero"),
+    RegionMethod("fim-layers", _fim_layers, "https://aclanthology.org/2023.findings-emnlp.204",
+                 "whole layers by FIM score (surgical fine-tuning, Lodha et al. 2023) among the free elements; text classifiers"),
 )}
 
 

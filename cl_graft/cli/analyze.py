@@ -1,0 +1,110 @@
+"""``cl-graft analyze``: calibration (reliability, temperature, head re-fit), OOD accuracy and WiSE curves."""
+from __future__ import annotations
+
+import click
+
+from ..errors import UserError
+from .common import common_options, data_identity, data_source
+from .localize import parse_sparsities
+from .surgical import load_finetuned
+
+RESULTS_FILE, TABLE_FILE, RELIABILITY_PNG, WISE_PNG, FINETUNED_DIR = (
+    "results.json", "table.md", "reliability.png", "wise.png", "finetuned")
+
+
+def _items(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_alphas(text: str) -> list[float]:
+    try:
+        return [float(t) for t in _items(text)]
+    except ValueError:
+        raise UserError(f"--alphas {text!r} is not a comma-separated list of numbers") from None
+
+
+@click.command()
+@click.argument("sections", nargs=-1)
+@click.option("--task", required=True, help="Task name (see benchmarks.TASKS) or a folder name under --data-dir.")
+@click.option("--finetuned", type=click.Path(file_okay=False), default=None,
+              help="Folder written by `cl-graft finetune` (default: fine-tune here, saved under --out/finetuned).")
+@click.option("--sparsity", "sparsities", default="1e-4,1e-3,1e-2", show_default=True,
+              help="Comma-separated sizes of the learned graft regions, fractions of the graftable parameters.")
+@click.option("--ood", default=None, help="Comma-separated OOD tasks (default: all known pairs of --task).")
+@click.option("--baselines/--no-baselines", default=True, show_default=True,
+              help="Calibration: also graft re-training and BitFit (each costs about one fine-tuning run).")
+@click.option("--retrain-sparsity", type=float, default=None, help="Region size for graft re-training (default: middle).")
+@click.option("--alphas", default="0,0.25,0.5,0.75,1", show_default=True, help="WiSE mixing weights in [0, 1].")
+@click.option("--wise-sparsity", type=float, default=None, help="Region size for WiSE-graft (default: middle).")
+@common_options
+def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_sparsity, alphas, wise_sparsity,
+            model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
+    """Calibration, OOD and WiSE analyses of FT vs grafted models on TASK. SECTIONS: any of calibration, ood,
+    wise (default: all). Writes results.json, table.md, reliability.png, wise.png and config.json under --out."""
+    import torch
+
+    from ..analyze.calibration import OOD_PAIRS, check_ood_pair
+    from ..analyze.report import AnalyzePlan, analyze_task, format_analysis
+    from ..artifacts import save_classifier, write_json, write_text
+    from ..benchmarks import cap, get_task, load_rows, load_task
+    from ..grafting.graft import clone_model
+    from ..outdir import claim_out_dir
+    from ..plotting import plot_curves, plot_reliability
+    from ..presets import get_preset
+    from ..provenance import run_record
+    from ..regions.report import ood_rows
+    from ..training.finetune import finetune_
+    from ..training.models import build_classifier, resolve_device
+
+    device = resolve_device(device)
+    sections = tuple(sections) or ("calibration", "ood", "wise")
+    levels = parse_sparsities(sparsities)
+    middle = levels[len(levels) // 2]
+    ood_names = (_items(ood) if ood else list(OOD_PAIRS.get(task, ()))) if "ood" in sections else []
+    if "ood" in sections and not ood_names:
+        raise UserError(f"no OOD pairs known for {task!r}; known: {', '.join(OOD_PAIRS)}")
+    for name in ood_names:
+        check_ood_pair(task, name)
+    plan = AnalyzePlan(sections=sections, sparsities=levels, baselines=baselines,
+                       retrain_sparsity=retrain_sparsity or middle, alphas=parse_alphas(alphas),
+                       wise_sparsity=wise_sparsity or middle, seed=seed)
+    cfg = get_preset(preset, seed=seed)
+    splits = load_rows(task, data_dir, cfg, seed=seed)
+    ood_sets = {n: ood_rows(cap(load_task(n, data_dir).test, cfg.eval_cap, seed=seed), get_task(n, data_dir),
+                            splits.spec) for n in ood_names}
+    ft, _ = load_finetuned(finetuned, task, device)
+    source = ft.source if ft is not None else model
+    torch.manual_seed(seed)
+    pre = build_classifier(source, head=ft.head_kind if ft else head, pooling=ft.pooling if ft else "mean",
+                           max_length=cfg.max_length, device=device, fresh_head=fresh_head)
+    pre.add_task(splits.spec, seed=seed)
+    settings = {"command": "analyze", "task": task, "finetuned": finetuned, "model": source, "head": pre.head_kind,
+                "fresh_head": fresh_head, "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k,
+                "eval_cap": cfg.eval_cap, "data_sha256": data_identity([task, *ood_names], data_dir),
+                "finetune": cfg.finetune.to_json(), "sections": list(sections), "sparsities": levels,
+                "ood": ood_names, "baselines": baselines, "retrain_sparsity": plan.retrain_sparsity,
+                "alphas": plan.alphas, "wise_sparsity": plan.wise_sparsity}
+    record = run_record(**settings, device=str(device), data=data_source(data_dir))
+    with claim_out_dir(out, "analyze", settings=settings, overwrite=overwrite) as run_dir:
+        out = run_dir.path
+        if ft is None:
+            ft = clone_model(pre)
+            finetune_(ft, splits.train, splits.dev, cfg.finetune)
+            save_classifier(ft, out / FINETUNED_DIR)
+        result = analyze_task(pre, ft, splits, ood_sets, cfg.finetune, plan)
+        if result["reliability"]:
+            plot_reliability(result["reliability"], out / RELIABILITY_PNG, title=f"{task}: reliability on test rows")
+        curves = {}
+        for name, points in result["wise"]["curves"].items():
+            curves[f"{name} ID"] = [p["score"] for p in points]
+            curves.update({f"{name} {n}": [p["ood"][n] for p in points] for n in ood_names})
+        if curves:
+            plot_curves(curves, out / WISE_PNG, x=plan.alphas, title=f"{task}: WiSE, θ_pre (α=0) to model (α=1)",
+                        xlabel="α", ylabel="accuracy")
+        table = format_analysis(result, task=task, metric=splits.spec.metric)
+        write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test),
+                                        "ood_n": {k: len(v) for k, v in ood_sets.items()}, **result, "config": record})
+        write_text(out / TABLE_FILE, table + "\n")
+        run_dir.finish(record)
+    click.echo(table)
+    click.echo(f"-> {out}")
