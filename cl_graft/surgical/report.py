@@ -135,7 +135,8 @@ def format_surgical(result: dict, *, task: str) -> str:
         lines.append(f"| FIM {stage} | " + " | ".join(pct(s) for s in fim["scores"]) + " |")
     an = result["anatomy"]
     lines.append(f"| graft region {an['sparsity']:g} | " + " | ".join(pct(s) for s in an["share"]) + " |")
+    lines.append("")
     for pair, per_k in result["stability"].items():
         cells = ", ".join(f"top-{k} overlap {100 * v[f'top{k}_overlap']:.0f}%" for k, v in per_k.items())
-        lines.append(f"\nFIM ranking {pair}: Spearman {next(iter(per_k.values()))['spearman']:.2f}; {cells}")
+        lines.append(f"- FIM ranking {pair}: Spearman {next(iter(per_k.values()))['spearman']:.2f}; {cells}")
     return "\n".join(lines)
