@@ -4,9 +4,8 @@ from __future__ import annotations
 import click
 
 from ..errors import UserError
-from .common import common_options, data_identity, data_source
+from .common import common_options, data_identity, data_source, pre_and_finetuned
 from .localize import parse_sparsities
-from .surgical import load_finetuned
 
 RESULTS_FILE, TABLE_FILE, RELIABILITY_PNG, WISE_PNG, FINETUNED_DIR = (
     "results.json", "table.md", "reliability.png", "wise.png", "finetuned")
@@ -41,7 +40,6 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
             model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Calibration, OOD and WiSE analyses of FT vs grafted models on TASK. SECTIONS: any of calibration, ood,
     wise (default: all). Writes results.json, table.md, reliability.png, wise.png and config.json under --out."""
-    import torch
 
     from ..analyze.calibration import OOD_PAIRS, check_ood_pair
     from ..analyze.report import AnalyzePlan, analyze_task, format_analysis
@@ -54,7 +52,7 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     from ..provenance import run_record
     from ..regions.report import ood_rows
     from ..training.finetune import finetune_
-    from ..training.models import build_classifier, resolve_device
+    from ..training.models import resolve_device
 
     device = resolve_device(device)
     sections = tuple(sections) or ("calibration", "ood", "wise")
@@ -72,12 +70,9 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     splits = load_rows(task, data_dir, cfg, seed=seed)
     ood_sets = {n: ood_rows(cap(load_task(n, data_dir).test, cfg.eval_cap, seed=seed), get_task(n, data_dir),
                             splits.spec) for n in ood_names}
-    ft, _ = load_finetuned(finetuned, task, device)
-    source = ft.source if ft is not None else model
-    torch.manual_seed(seed)
-    pre = build_classifier(source, head=ft.head_kind if ft else head, pooling=ft.pooling if ft else "mean",
-                           max_length=cfg.max_length, device=device, fresh_head=fresh_head)
-    pre.add_task(splits.spec, seed=seed)
+    pre, ft, _ = pre_and_finetuned(finetuned, splits.spec, model=model, head=head, fresh_head=fresh_head,
+                                       max_length=cfg.max_length, device=device, seed=seed)
+    source = pre.source
     settings = {"command": "analyze", "task": task, "finetuned": finetuned, "model": source, "head": pre.head_kind,
                 "fresh_head": fresh_head, "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k,
                 "eval_cap": cfg.eval_cap, "data_sha256": data_identity([task, *ood_names], data_dir),

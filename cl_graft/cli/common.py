@@ -49,3 +49,36 @@ def data_identity(tasks: list[str], data_dir: str | None) -> dict[str, str]:
     from ..benchmarks import data_sha256
 
     return {t: data_sha256(t, data_dir) for t in tasks}
+
+
+def load_finetuned(path: str | None, task: str, device):
+    """The saved fine-tune (checked to hold ``task``) and its training seconds from metrics.json, or Nones."""
+    from pathlib import Path
+
+    from ..artifacts import load_classifier, read_json
+
+    if path is None:
+        return None, None
+    ft = load_classifier(path, device=device)
+    if task not in ft.tasks:
+        raise UserError(f"--finetuned {path} has tasks {sorted(ft.tasks)}, not {task!r}")
+    metrics = Path(path) / "metrics.json"
+    return ft, (read_json(metrics).get("train_seconds") if metrics.exists() else None)
+
+
+def pre_and_finetuned(finetuned: str | None, spec, *, model: str, head: str, fresh_head: bool, max_length: int,
+                      device, seed: int):
+    """θ_pre with the task's head at its fine-tuning init (seeded), the saved fine-tune of ``--finetuned`` (or
+    None: the command fine-tunes) and that fine-tune's training seconds. θ_pre comes from the fine-tune's own
+    source model, head kind and pooling when one is given."""
+    import torch
+
+    from ..training.models import build_classifier
+
+    ft, seconds = load_finetuned(finetuned, spec.name, device)
+    torch.manual_seed(seed)
+    pre = build_classifier(ft.source if ft else model, head=ft.head_kind if ft else head,
+                           pooling=ft.pooling if ft else "mean", max_length=max_length, device=device,
+                           fresh_head=fresh_head)
+    pre.add_task(spec, seed=seed)
+    return pre, ft, seconds

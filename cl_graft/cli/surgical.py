@@ -6,7 +6,7 @@ import time
 import click
 
 from ..errors import UserError
-from .common import common_options, data_identity, data_source
+from .common import common_options, data_identity, data_source, pre_and_finetuned
 
 RESULTS_FILE, TABLE_FILE, FIM_PNG, GROUPS_PNG, FINETUNED_DIR = (
     "results.json", "table.md", "fim_layers.png", "fim_groups.png", "finetuned")
@@ -18,21 +18,6 @@ def parse_ints(text: str, what: str) -> list[int]:
         return [int(t) for t in text.split(",")] if text.strip() else []
     except ValueError:
         raise UserError(f"--{what} {text!r} is not a comma-separated list of integers") from None
-
-
-def load_finetuned(path: str | None, task: str, device):
-    """The saved fine-tune (checked to hold ``task``) and its training seconds from metrics.json, or Nones."""
-    from pathlib import Path
-
-    from ..artifacts import load_classifier, read_json
-
-    if path is None:
-        return None, None
-    ft = load_classifier(path, device=device)
-    if task not in ft.tasks:
-        raise UserError(f"--finetuned {path} has tasks {sorted(ft.tasks)}, not {task!r}")
-    metrics = Path(path) / "metrics.json"
-    return ft, (read_json(metrics).get("train_seconds") if metrics.exists() else None)
 
 
 @click.command()
@@ -57,7 +42,6 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     """Surgical fine-tuning of TASK (Lodha et al. 2023): FIM layer ranking, top-k layers vs full FT vs random
     layers vs grafting, ranking stability. Writes results.json, table.md, fim_layers.png, fim_groups.png and
     config.json under --out (and the fine-tuned model when --finetuned is not given)."""
-    import torch
 
     from ..artifacts import save_classifier, write_json, write_text
     from ..benchmarks import load_rows
@@ -70,7 +54,7 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     from ..surgical.fisher import fisher_sample, layer_fisher
     from ..surgical.report import SurgicalPlan, format_surgical, surgical_table
     from ..training.finetune import finetune_
-    from ..training.models import build_classifier, resolve_device
+    from ..training.models import resolve_device
 
     device = resolve_device(device)
     top = parse_ints(top_layers, "top-layers")
@@ -82,12 +66,9 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     cfg = get_preset(preset, seed=seed)
     splits = load_rows(task, data_dir, cfg, seed=seed)
     sample = fisher_sample(splits.train, fisher_rows, seed)
-    ft, ft_seconds = load_finetuned(finetuned, task, device)
-    source = ft.source if ft is not None else model
-    torch.manual_seed(seed)
-    pre = build_classifier(source, head=ft.head_kind if ft else head, pooling=ft.pooling if ft else "mean",
-                           max_length=cfg.max_length, device=device, fresh_head=fresh_head)
-    pre.add_task(splits.spec, seed=seed)
+    pre, ft, ft_seconds = pre_and_finetuned(finetuned, splits.spec, model=model, head=head, fresh_head=fresh_head,
+                                       max_length=cfg.max_length, device=device, seed=seed)
+    source = pre.source
     n_layers = len(layer_names(pre))
     bad = [k for k in top + rand if not 1 <= k <= n_layers]
     if bad:
