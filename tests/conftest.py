@@ -1,6 +1,7 @@
 """Shared fixtures: tiny randomly initialised BERT, RoBERTa-MLM and GPT-2 classifiers, built locally (no downloads)."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -97,3 +98,20 @@ def toy_rows() -> list[dict]:
     good = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
     bad = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
     return [{"text": t, "label": 1} for t in good] + [{"text": t, "label": 0} for t in bad]
+
+
+def save_tiny_model(folder: Path) -> Path:
+    """:func:`tiny_bert`'s backbone and tokenizer saved as a Hugging Face folder (what ``--model`` takes)."""
+    clf = tiny_bert()
+    clf.backbone.save_pretrained(folder)
+    clf.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_task(folder: Path, labels: list[str], splits: dict[str, list[dict]]) -> Path:
+    """A task folder of a data dir: ``meta.json`` with ``labels`` and one ``<split>.jsonl`` per split."""
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text(json.dumps({"labels": labels}))
+    for split, rows in splits.items():
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder

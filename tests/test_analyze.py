@@ -22,7 +22,7 @@ from cl_graft.metrics import ece, softmax
 from cl_graft.regions.report import ood_rows
 from cl_graft.task import TaskSpec
 
-from conftest import SENTIMENT, tiny_bert
+from conftest import SENTIMENT, save_tiny_model, tiny_bert
 
 
 def test_reliability_bins_by_hand():
@@ -80,9 +80,7 @@ def test_refit_head_keeps_body_and_fits_the_features(toy_rows):
 @pytest.fixture(scope="module")
 def cli_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("analyze")
-    model = tiny_bert()
-    model.backbone.save_pretrained(root / "tiny")
-    model.tokenizer.save_pretrained(root / "tiny")
+    save_tiny_model(root / "tiny")
     for i, name in enumerate(("sst2", "yelp", "imdb")):
         _write_task(root / "data", name, 80, i)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]

@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 from cl_graft.cli import main
 from cl_graft.regions.region import MASKS_NAME, Region
 
-from conftest import shared_data_dir, tiny_bert
+from conftest import save_tiny_model, shared_data_dir, write_task
 
 POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
 NEUTRAL = ["it", "was", "and", "a", "movie", "the", "film", "is", "plot", "news", "world", "this"]
@@ -19,25 +19,26 @@ FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows"
 
 
 def _write_task(root, name: str, n: int, seed: int) -> None:
-    rng, folder = random.Random(seed), root / name
-    folder.mkdir(parents=True)
-    (folder / "meta.json").write_text(json.dumps({"labels": ["negative", "positive"]}))
-    for split, count in (("train", n), ("test", 40)):
-        lines = []
+    """``n`` train and 40 test rows: four neutral words and one sentiment word (label 1 = positive)."""
+    rng = random.Random(seed)
+
+    def rows(count: int) -> list[dict]:
+        out = []
         for i in range(count):
             words = [rng.choice(NEUTRAL) for _ in range(4)]
             words.insert(rng.randrange(5), rng.choice(POS if i % 2 else NEG))
-            lines.append(json.dumps({"text": " ".join(words), "label": i % 2}))
-        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+            out.append({"text": " ".join(words), "label": i % 2})
+        return out
+
+    train = rows(n)
+    write_task(root / name, ["negative", "positive"], {"train": train, "test": rows(40)})
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A tiny BERT saved as a Hugging Face folder, toy data, and one finished localize run."""
     root = tmp_path_factory.mktemp("cli")
-    model = tiny_bert()
-    model.backbone.save_pretrained(root / "tiny")
-    model.tokenizer.save_pretrained(root / "tiny")
+    save_tiny_model(root / "tiny")
     _write_task(root / "data", "toy", 80, 0)
     _write_task(root / "data", "toyood", 80, 1)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), *FAST]

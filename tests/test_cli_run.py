@@ -9,7 +9,7 @@ from test_strategy import _rows
 
 from cl_graft.cli import main
 
-from conftest import shared_data_dir, tiny_bert
+from conftest import save_tiny_model, shared_data_dir, write_task
 
 ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
 
@@ -18,15 +18,10 @@ ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
 def env(tmp_path_factory):
     """A saved tiny BERT and a data dir with tasks ``alpha`` (sentiment) and ``beta`` (labels swapped)."""
     root = tmp_path_factory.mktemp("cli_run")
-    clf = tiny_bert()
-    clf.backbone.save_pretrained(root / "model")
-    clf.tokenizer.save_pretrained(root / "model")
+    save_tiny_model(root / "model")
     for name, flip in (("alpha", False), ("beta", True)):
-        folder = root / "data" / name
-        folder.mkdir(parents=True)
-        (folder / "meta.json").write_text(json.dumps({"labels": ["negative", "positive"]}))
-        for split, (n, seed) in {"train": (96, 1 + flip), "test": (40, 3 + flip)}.items():
-            (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(n, seed, flip)))
+        write_task(root / "data" / name, ["negative", "positive"],
+                   {"train": _rows(96, 1 + flip, flip), "test": _rows(40, 3 + flip, flip)})
     return root
 
 

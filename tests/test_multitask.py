@@ -17,7 +17,7 @@ from cl_graft.task import TaskRows
 from cl_graft.training.finetune import FinetuneConfig
 from cl_graft.training.multitask import finetune_multitask_, task_schedule
 
-from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
+from conftest import PAIR, SENTIMENT, save_tiny_model, tiny_bert, tiny_gpt2, tiny_roberta_mlm, write_task
 
 GOOD = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
 BAD = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
@@ -200,16 +200,9 @@ def _cli(args):
 def tiny_setup(tmp_path_factory):
     """A tiny BERT saved as a local model folder and a data folder with two toy tasks."""
     root = tmp_path_factory.mktemp("cli")
-    model = tiny_bert()
-    model.backbone.save_pretrained(root / "model")
-    model.tokenizer.save_pretrained(root / "model")
+    save_tiny_model(root / "model")
     for name, rows in toy_tasks().items():
-        d = root / "data" / name
-        d.mkdir(parents=True)
-        (d / "meta.json").write_text(json.dumps({"labels": ["a", "b"]}))
-        lines = "\n".join(json.dumps(r) for r in rows * 4) + "\n"
-        (d / "train.jsonl").write_text(lines)
-        (d / "test.jsonl").write_text(lines)
+        write_task(root / "data" / name, ["a", "b"], {"train": rows * 4, "test": rows * 4})
     return root
 
 

@@ -24,7 +24,7 @@ from cl_graft.regions.region import graftable_names
 from cl_graft.training.finetune import FinetuneConfig
 from cl_graft.training.multitask import finetune_multitask_
 
-from conftest import SENTIMENT, tiny_bert
+from conftest import SENTIMENT, save_tiny_model, tiny_bert, write_task
 
 USER_FILES = {"figures/important.png": b"\x89PNG user figure", "config.json": b'{"mine": true}\n'}
 LOCALIZE_FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16"]
@@ -34,15 +34,10 @@ LOCALIZE_FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--sel
 def env(tmp_path_factory):
     """A saved tiny BERT (no MLM head), data with tasks ``alpha`` and ``beta``, a finetune, run and multitask folder."""
     root = tmp_path_factory.mktemp("reliability")
-    clf = tiny_bert()
-    clf.backbone.save_pretrained(root / "model")
-    clf.tokenizer.save_pretrained(root / "model")
-    for name, flip in (("alpha", False), ("beta", True)):
-        folder = root / "data" / name
-        folder.mkdir(parents=True)
-        (folder / "meta.json").write_text(json.dumps({"labels": ["bad", "good"]}))     # words of the tiny vocabulary
-        for split, (n, seed) in {"train": (96, 1 + flip), "test": (40, 3 + flip)}.items():
-            (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(n, seed, flip)))
+    save_tiny_model(root / "model")
+    for name, flip in (("alpha", False), ("beta", True)):                         # labels: words of the vocabulary
+        write_task(root / "data" / name, ["bad", "good"],
+                   {"train": _rows(96, 1 + flip, flip), "test": _rows(40, 3 + flip, flip)})
     assert cli(root, "finetune", "--task", "alpha", "--steps", "2", "--out", root / "ft").exit_code == 0
     res = cli(root, "run", "--stream", "alpha,beta", "--strategies", "naive", "--quiet", "--out", root / "run")
     assert res.exit_code == 0, res.output

@@ -26,7 +26,7 @@ from cl_graft.surgical.finetune import (
 from cl_graft.surgical.fisher import fisher_sample, fisher_sums, layer_fisher, rank_agreement
 from cl_graft.training.finetune import FinetuneConfig
 
-from conftest import SENTIMENT, tiny_bert
+from conftest import SENTIMENT, save_tiny_model, tiny_bert
 
 ROWS = [{"text": t, "label": i % 2} for i, t in enumerate(
     ["it was great fun", "bad and boring plot terrible", "a good movie", "the film is wonderful and great fun",
@@ -144,9 +144,7 @@ def test_fim_layers_region_fills_top_layers_first(toy_rows):
 @pytest.fixture(scope="module")
 def cli_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("surg")
-    model = tiny_bert()
-    model.backbone.save_pretrained(root / "tiny")
-    model.tokenizer.save_pretrained(root / "tiny")
+    save_tiny_model(root / "tiny")
     _write_task(root / "data", "toy", 80, 0)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]
     return root, base
