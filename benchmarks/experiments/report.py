@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -120,7 +121,7 @@ def continual_table() -> dict:
              "rows": {"graft (5%)": {"mean": float(np.mean(ours)), "std": float(np.std(ours, ddof=1))}}}
     for name in runs[0]:
         values = [r[name]["summary"]["average"] for r in runs]
-        label = "graft (1%)" if name == "graft" else name
+        label = {"graft": "graft (1%)", "packnet": "packnet, zeroed release (now packnet-zero)"}.get(name, name)
         table["rows"][label] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)),
                                 "graft_minus": paired_interval(ours, values)}
     return table
@@ -138,6 +139,9 @@ def render(report: dict) -> str:
              f" torch {rec['torch']}, transformers {rec['transformers']}, avalanche {rec['avalanche']}; git "
              f"{rec['git_revision']}). Numbers: `benchmarks/results/report.json`."), "",
              "## Performance (measured now, MiniLM)", "",
+             ("Timings are wall clock on the machine named above, with whatever else ran on it (load averages, when "
+              f"recorded: {rec.get('load_average_start', 'not recorded')} at the start, "
+              f"{rec.get('load_average_end', 'not recorded')} at the end); compare ratios within this page only."), "",
              "| localization | seconds | × a fine-tuning step (16 rows) |", "|---|---|---|",
              f"| fine-tuning step | {cost['finetune_step_s']:.3f} | 1.00 |"]
     for key, v in cost.items():
@@ -188,7 +192,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    record = run_record(command="benchmarks.report", device="cpu", quick=args.quick)
+    record = run_record(command="benchmarks.report", device="cpu", quick=args.quick,
+                        load_average_start=os.getloadavg())
     preset = get_preset("smoke", seed=args.seed)
     rows = load_rows("sst2", args.data_dir, preset, seed=args.seed)
     torch.manual_seed(args.seed)
@@ -202,6 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
         serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in args.tasks.split(",")], args.seed)
     report = {"record": record, "cost": cost, "serving": serving,
               "strategies": measure_strategies(args.data_dir, args.quick, args.work), "continual": continual_table()}
+    record["load_average_end"] = os.getloadavg()
     write_json(args.json, json.loads(json.dumps(report, default=float)))
     args.out.write_text(render(report), encoding="utf-8")
     print(render(report))
