@@ -27,6 +27,7 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import TensorDataset
 
 from cl_graft.continual_metrics import summarize
+from cl_graft.provenance import run_record
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 STRATEGIES = ("graft", "naive", "ewc", "lwf", "si", "packnet", "packnet-cl-graft")
@@ -157,7 +158,8 @@ def _mean_sd(values: list[float]) -> str:
 
 def write(rows: list[dict], out: Path, command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "avalanche_digits.json").write_text(json.dumps({"command": command, "runs": rows}, indent=1) + "\n")
+    record = run_record(command=command, device="cpu")
+    (out / "avalanche_digits.json").write_text(json.dumps({"run": record, "runs": rows}, indent=1) + "\n")
     lines = ["# GraftStrategy in a plain Avalanche experiment: split digits, MTSimpleMLP", "",
              (f"Command: `{command}` (2 shared CPU cores; wall times are noisy). sklearn's `load_digits` "
              "(1797 8×8 images; 70/30 stratified split), Avalanche's `nc_benchmark` (5 experiences × 2 classes, "

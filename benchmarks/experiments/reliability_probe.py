@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cl_graft.provenance import run_record
+
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 USER_FILES = {"figures/important.png": b"\x89PNG the user's figure", "config.json": b'{"mine": true}\n'}
 FT = ["--preset", "smoke", "--steps", "2"]
@@ -305,10 +307,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"cases": rows, "failed": failed}, indent=2) + "\n")
+    record = run_record(command="benchmarks.reliability_probe", device="cpu")
+    args.out.with_suffix(".json").write_text(json.dumps({"run": record, "cases": rows, "failed": failed}, indent=2) + "\n")
     minutes = sum(row["seconds"] for row in rows) / 60
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
-             ("`python benchmarks/reliability_probe.py --data-dir /work/shared/data`: every `cl-graft` command as a "
+             (f"`{record['command_line']}` at {record['git_revision'][:12]} on {record['device_name']}: every `cl-graft` command as a "
               "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL."), "",
              "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
     for row in rows:
