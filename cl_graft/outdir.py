@@ -4,16 +4,23 @@ The folder's owner file (:data:`OWNER_FILE`) names the command that claimed it, 
 numbers (compared on ``--resume``) and the files that were there before; the run record
 (:data:`~.artifacts.RUN_CONFIG`), written last, lists every file the run wrote, so ``--overwrite`` removes
 exactly those and nothing of the user's.
+
+Under torchrun only rank 0 writes ``--out``; every other rank works in a private scratch copy of it (what was
+there when the command started, so ``--resume`` and the checks see the same folder), removed when it exits.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import distributed
 from .artifacts import RUN_CONFIG, read_json, write_json
 from .errors import UserError
 from .provenance import finish_record
@@ -101,12 +108,16 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
             an exported transformers folder).
 
     Raises:
-        UserError: an empty or unwritable path, a file, a folder holding anything else, or (``resume``) no
-            earlier run or one with other settings.
+        UserError: an empty or unwritable path, a file, a folder holding anything else, (``resume``) no
+            earlier run or one with other settings, or (torchrun) ranks with different settings or data.
     """
     if not str(out).strip():
         raise UserError("--out is empty; give a folder name")
     out = Path(out)
+    distributed.check_same(settings, "the command's settings and data")
+    if not distributed.is_main():
+        out = _scratch_copy(out)
+    distributed.barrier()                                   # rank 0 changes the folder after every rank copied it
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
     owner_path = out / OWNER_FILE
@@ -141,6 +152,16 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
     except OSError as e:
         raise UserError(f"--out {out}: cannot write there ({e.strerror or e})") from None
     return OutDir(out, kept=present, created=created, keep_on_error=keep_on_error, record_name=record_name)
+
+
+def _scratch_copy(out: Path) -> Path:
+    """A private copy of ``out`` for a non-zero rank (a path that does not exist yet when ``out`` does not),
+    removed when the process exits."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"cl-graft-rank{distributed.rank()}-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    if out.is_dir():
+        shutil.copytree(out, scratch / "out", symlinks=True)
+    return scratch / "out"
 
 
 def _check_same(out: Path, saved: dict, settings: dict) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from . import distributed
 from .artifacts import version
 
 
@@ -64,11 +65,13 @@ def run_record(**fields: Any) -> dict:
             "device_name": device_name(fields.get("device")), "cl_graft_version": version("cl-graft"),
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": version("transformers"), "avalanche": version("avalanche-lib"),
-            "numpy": version("numpy"), "platform": platform.platform(), "git_revision": git_revision(), **fields}
+            "numpy": version("numpy"), "platform": platform.platform(), "git_revision": git_revision(),
+            "processes": distributed.describe(), **fields}
 
 
 def finish_record(record: dict) -> dict:
-    """``record`` with the run's cost so far: wall seconds since ``started``, process CPU seconds, peak RSS."""
+    """``record`` with the run's cost so far: wall seconds since ``started``, process CPU seconds, peak RSS
+    (of this process: rank 0's under torchrun)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     started = datetime.fromisoformat(record["started"])
     return {**record, "wall_seconds": round((datetime.now(timezone.utc) - started).total_seconds(), 1),

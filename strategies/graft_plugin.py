@@ -25,6 +25,10 @@ part of each batch; ``"all"`` uses every region for every input. With ``task_inf
 without task labels) each input goes to the most confident task (T forward passes per input); the chosen
 tasks are counted in :attr:`GraftPlugin.task_id` (see :class:`~.metrics.TaskIdentificationAccuracy`).
 
+Avalanche's distributed mode (torchrun; ``supports_distributed``): the model in ``DistributedDataParallel``,
+each rank trains on its shard of every mini-batch, the region search averages its gradient over the ranks
+(:mod:`cl_graft.distributed`), and the owner map is checked identical on every rank after each experience.
+
 Reads ``strategy.model``, ``strategy.experience``, ``strategy.optimizer``, ``strategy._criterion`` and, in
 evaluation, ``strategy.mb_x``/``mb_task_id``; writes only the model's parameters (freezing, reset, task
 states, always put back after each evaluated experience) and ``strategy.mb_output`` of routed batches. Put
@@ -41,6 +45,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 from torch import Tensor
 
+from cl_graft import distributed
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import clone_model
 from cl_graft.regions.data import RegionData, TextRegionData
@@ -58,7 +63,7 @@ MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
 
 
-class GraftPlugin(SupervisedPlugin):
+class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     """Trains each task outside earlier regions, localizes its region, and rebuilds task models at eval.
 
     Args:
@@ -174,6 +179,7 @@ class GraftPlugin(SupervisedPlugin):
         else:
             region = self._localize(target, free, self._data(strategy, target, label, task))
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
+        distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
         strategy.model.zero_grad(set_to_none=True)
 
     def _data(self, strategy, target: GraftTarget, label: int, task: str) -> RegionData:

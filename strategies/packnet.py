@@ -35,7 +35,7 @@ from .targets import Graftable, HeadNames
 RELEASE = ("pre", "zero")
 
 
-class PackNetPlugin(GraftPlugin):
+class PackNetPlugin(GraftPlugin, supports_distributed=True):
     """PackNet on the graftable tensors; evaluation and storage as in :class:`GraftPlugin`.
 
     Args:

@@ -4,12 +4,18 @@ Every strategy of a comparison gets the same optimizer (SGD, weight decay 1e-4 e
 as Panigrahi et al. 2023 fine-tune), the same frozen input embeddings, gradient clipping and the same number
 of optimizer steps per experience: Avalanche counts epochs, so :class:`StepLimit` stops an experience after
 ``steps`` mini-batches (give the strategy ``train_epochs=steps``: every epoch has at least one batch).
+
+Every plugin here declares ``supports_distributed`` (Avalanche's flag): under torchrun the gradients they read
+are the ranks' average (``DistributedDataParallel``) and every rank counts the same steps; :class:`WholeEval`
+keeps evaluation on whole experiences.
 """
 from __future__ import annotations
 
 import torch
+from avalanche.benchmarks.utils.data_loader import SingleDatasetDataLoader
 from avalanche.core import SupervisedPlugin
 
+from cl_graft import distributed
 from cl_graft.errors import UserError
 from cl_graft.training.finetune import FinetuneConfig, check_finite, make_optimizer, trainable_names
 
@@ -31,7 +37,7 @@ def recipe_optimizer(model: TaskAdapter, cfg: FinetuneConfig) -> torch.optim.Opt
     return make_optimizer(model.clf, every, cfg)
 
 
-class StepLimit(SupervisedPlugin):
+class StepLimit(SupervisedPlugin, supports_distributed=True):
     """Stops each training experience after ``steps`` optimizer steps (Avalanche's early-stop flag)."""
 
     def __init__(self, steps: int) -> None:
@@ -53,7 +59,7 @@ class StepLimit(SupervisedPlugin):
         strategy._stop_training = False              # a stop on the last batch must not leak into the next one
 
 
-class ClipGrad(SupervisedPlugin):
+class ClipGrad(SupervisedPlugin, supports_distributed=True):
     """Clips the global gradient norm in ``before_update`` (after any gradient masking placed before it)."""
 
     def __init__(self, max_norm: float) -> None:
@@ -66,7 +72,7 @@ class ClipGrad(SupervisedPlugin):
             torch.nn.utils.clip_grad_norm_(grads, self.max_norm)
 
 
-class FiniteGuard(SupervisedPlugin):
+class FiniteGuard(SupervisedPlugin, supports_distributed=True):
     """Stops training with a one-line error when the loss (every iteration) or a weight (after each
     experience) is NaN or infinite: :func:`cl_graft.finetune.check_finite` on the Avalanche path."""
 
@@ -83,6 +89,16 @@ class FiniteGuard(SupervisedPlugin):
 
     def after_training_exp(self, strategy, **kwargs) -> None:
         check_finite(_where(strategy), tensors=dict(strategy.model.named_parameters()))
+
+
+class WholeEval(SupervisedPlugin, supports_distributed=True):
+    """Every rank evaluates every row of an eval experience (Avalanche's distributed mode gives each rank a
+    shard, and its metrics would then count that shard alone); a no-op in a single process."""
+
+    def before_eval_exp(self, strategy, **kwargs) -> None:
+        if distributed.world_size() > 1:
+            strategy.dataloader = SingleDatasetDataLoader(strategy.adapted_dataset, batch_size=strategy.eval_mb_size,
+                                                          distributed_sampling=False)
 
 
 def _where(strategy) -> str:

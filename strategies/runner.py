@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cl_graft import distributed
 from cl_graft.artifacts import read_json, write_json
 from cl_graft.continual_metrics import summarize
 from cl_graft.errors import UserError
@@ -27,7 +28,7 @@ from cl_graft.training.models import TextClassifier
 from .adapter import TaskAdapter
 from .continual_config import ContinualConfig
 from .owner_map import OwnerMap
-from .recipe import ClipGrad, FiniteGuard, StepLimit, recipe_optimizer
+from .recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
 from .registry import STRATEGIES, BuildContext, owner_plugin
 from .tuning import tune
 
@@ -76,7 +77,7 @@ def _evaluator(progress: bool):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                           # "no loggers" when progress is off
-        loggers = [InteractiveLogger()] if progress else []
+        loggers = [InteractiveLogger()] if progress and distributed.is_main() else []   # Avalanche: rank 0 logs
         return EvaluationPlugin(accuracy_metrics(experience=True), loggers=loggers)
 
 
@@ -91,14 +92,25 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
 
 def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *, bm, tasks: list[str],
            dev_rows: dict, owners: OwnerMap | None, progress: bool):
-    """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``)."""
-    template = {"model": adapter, "optimizer": recipe_optimizer(adapter, cfg.recipe),
-                "device": next(adapter.parameters()).device,
-                "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": cfg.recipe.batch_size,
-                "train_epochs": steps, "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
-    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard()]
-    return STRATEGIES[name].build(BuildContext(adapter, cfg, template, plugins, tasks, bm, dev_rows, owners,
-                                               progress))
+    """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``).
+
+    Under torchrun (Avalanche's distributed mode) the model is wrapped in ``DistributedDataParallel``, each rank
+    takes ``batch_size / world size`` rows of every mini-batch, and a strategy with a plugin that does not
+    declare ``supports_distributed`` is refused.
+    """
+    optimizer = recipe_optimizer(adapter, cfg.recipe)                    # sets requires_grad: before wrapping
+    template = {"model": distributed.wrap(adapter, unused=True), "optimizer": optimizer,
+                "device": next(adapter.parameters()).device, "criterion": torch.nn.CrossEntropyLoss(),
+                "train_mb_size": distributed.check_batch(cfg.recipe.batch_size), "train_epochs": steps,
+                "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
+    plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard(), WholeEval()]
+    strategy = STRATEGIES[name].build(BuildContext(adapter, cfg, template, plugins, tasks, bm, dev_rows, owners,
+                                                   progress))
+    unsupported = [type(p).__name__ for p in strategy.plugins if not getattr(p, "supports_distributed", False)]
+    if distributed.world_size() > 1 and unsupported:
+        raise UserError(f"strategy {name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
+                        f"support distributed training")
+    return strategy
 
 
 def _train(strategy, experience, seed: int) -> None:

@@ -3,23 +3,36 @@
 Each command lives in its own module and imports heavy things (torch models, Avalanche) only when run.
 A :class:`~cl_graft.errors.UserError` (or an ``OSError``: an unwritable folder, a full disk) becomes a one-line
 ``error: ...`` on stderr and exit code 2; a :class:`~cl_graft.errors.DataWarning` a one-line ``warning: ...``.
+
+Started by ``torchrun`` (``torchrun --nproc_per_node N -m cl_graft.cli <command> ...``), a command joins the
+process group first (:mod:`cl_graft.distributed`) and runs data-parallel; ranks other than 0 print nothing and
+exit with rank 0's code. ``cl-graft --distributed <command>`` insists on that environment.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
 import shlex
 import sys
 import warnings
 
 import click
 
+from .. import distributed
 from ..errors import DataWarning, UserError
 from ..provenance import COMMAND_LINE
+
+AVALANCHE_COMMANDS = ("run", "export")
+"""Commands that use Avalanche: it is imported before the process group exists, because importing it later on
+a rank other than 0 fails (a logger built at import time refuses non-main processes)."""
 
 
 class _Group(click.Group):
     def main(self, args=None, prog_name=None, **extra):
         """Records the full command line (for run records) while the command runs."""
         argv = sys.argv[1:] if args is None else list(args)
+        self._argv = argv
         token = COMMAND_LINE.set(shlex.join(["cl-graft", *argv]))
         try:
             return super().main(args, prog_name, **extra)
@@ -27,19 +40,50 @@ class _Group(click.Group):
             COMMAND_LINE.reset(token)
 
     def invoke(self, ctx: click.Context):
+        main_rank = True
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), contextlib.ExitStack() as stack:
                 warnings.showwarning = _show_warning
+                if ctx.params.get("require_distributed") or distributed.launched():
+                    if any(a in AVALANCHE_COMMANDS for a in getattr(self, "_argv", [])):
+                        importlib.import_module("avalanche.training")
+                    distributed.init(_device_arg(getattr(self, "_argv", [])))
+                    stack.callback(distributed.shutdown)
+                    main_rank = distributed.is_main()
+                    if not main_rank:
+                        stack.enter_context(_silenced())
                 return super().invoke(ctx)
         except UserError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
+            _fail(f"error: {e}", main_rank)
         except OSError as e:                                       # the machine's, not a bug: unwritable, disk full
-            click.echo(f"error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", err=True)
-            sys.exit(2)
+            _fail(f"error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", main_rank)
+
+
+def _fail(message: str, main_rank: bool) -> None:
+    """Exit 2 with a one-line message (printed by rank 0 alone under torchrun)."""
+    if main_rank:
+        click.echo(message, err=True)
+    sys.exit(2)
 
 
 _default_show = warnings.showwarning
+
+
+def _device_arg(args: list[str]) -> str:
+    """The subcommand's ``--device`` value (``auto`` when not given), to choose gloo or NCCL before it runs."""
+    for i, a in enumerate(args):
+        if a == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--device="):
+            return a.split("=", 1)[1]
+    return "auto"
+
+
+@contextlib.contextmanager
+def _silenced():
+    """Standard output and error to /dev/null (ranks other than 0 under torchrun)."""
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+        yield
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -51,7 +95,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="cl-graft")
-def main() -> None:
+@click.option("--distributed", "require_distributed", is_flag=True,
+              help="Run data-parallel over torchrun's processes (automatic under torchrun; this flag makes a "
+                   "missing torchrun environment an error).")
+def main(require_distributed: bool) -> None:
     """Find where a fine-tuned language model keeps each task's skill, and learn tasks without forgetting."""
 
 

@@ -21,6 +21,7 @@ def finetune(task, k, steps, optimizer, lr, model, head, fresh_head, preset, dat
     """Fine-tune MODEL on TASK; writes model.safetensors, metrics.json and config.json under --out."""
     import torch
 
+    from .. import distributed
     from ..artifacts import save_classifier, write_json
     from ..benchmarks import load_rows
     from ..outdir import claim_out_dir
@@ -34,6 +35,7 @@ def finetune(task, k, steps, optimizer, lr, model, head, fresh_head, preset, dat
     if optimizer == "adamw" and lr is None:
         lr = 5e-5
     cfg = get_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
+    distributed.check_batch(cfg.finetune.batch_size)
     splits = load_rows(task, data_dir, cfg, seed=seed)
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device, fresh_head=fresh_head)

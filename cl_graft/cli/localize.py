@@ -75,6 +75,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     """
     import torch
 
+    from .. import distributed
     from ..artifacts import load_classifier, save_classifier, write_json, write_text
     from ..benchmarks import cap, get_task, load_rows, load_task
     from ..outdir import claim_out_dir
@@ -97,6 +98,9 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
         raise UserError(f"unknown region method {unknown[0]!r}; choose from {', '.join(known)}")
     ood_specs = [get_task(t, data_dir) for t in (_split(ood, "ood") if ood else [])]
     cfg = get_preset(preset, seed=seed)
+    distributed.check_batch(cfgs[0].batch_size, "localization batch size")
+    if finetuned is None:
+        distributed.check_batch(cfg.finetune.batch_size)
     ft = load_classifier(finetuned, device=device) if finetuned else None
     if ft is not None and task not in ft.tasks:
         raise UserError(f"--finetuned {finetuned} has tasks {sorted(ft.tasks)}, not {task!r}")

@@ -55,6 +55,7 @@ def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, 
 
     import torch
 
+    from .. import distributed
     from ..benchmarks import get_task, load_rows
     from ..outdir import claim_out_dir
     from ..provenance import run_record
@@ -70,6 +71,8 @@ def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, 
     if sparsity is not None:
         cfg = replace(cfg, localize=replace(cfg.localize, sparsity=sparsity))
     resolve_groups(cfg.groups, names)
+    distributed.check_batch(cfg.multitask.batch_size)
+    distributed.check_batch(cfg.localize.batch_size, "localization batch size")
     splits = {t: load_rows(t, data_dir, data, seed=seed) for t in names}
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)

@@ -30,6 +30,7 @@ def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, re
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
 
+    from .. import distributed
     from ..benchmarks import load_rows
     from ..benchmarks.streams import make_benchmark, parse_stream
     from ..outdir import claim_out_dir
@@ -43,6 +44,8 @@ def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, re
     tasks = parse_stream(stream, data_dir)
     names = parse_strategies(strategies)
     data, cfg = continual_setup(preset, seed=seed, steps=steps, sparsity=sparsity, method=method, k=k)
+    distributed.check_batch(cfg.recipe.batch_size)
+    distributed.check_batch(cfg.localize.batch_size, "localization batch size")
     splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
     settings = {"command": "run", "stream": tasks, "strategies": names, "model": model, "head": head,
                 "fresh_head": fresh_head, "preset": preset, "seed": seed, "k": data.k, "dev_k": data.dev_k,

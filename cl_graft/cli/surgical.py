@@ -43,6 +43,7 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     layers vs grafting, ranking stability. Writes results.json, table.md, fim_layers.png, fim_groups.png and
     config.json under --out (and the fine-tuned model when --finetuned is not given)."""
 
+    from .. import distributed
     from ..artifacts import save_classifier, write_json, write_text
     from ..benchmarks import load_rows
     from ..grafting.graft import clone_model
@@ -64,6 +65,7 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     if not 0 < anatomy_sparsity <= 1 or fisher_batch < 1:
         raise UserError("--anatomy-sparsity must be in (0, 1] and --fisher-batch >= 1")
     cfg = get_preset(preset, seed=seed)
+    distributed.check_batch(cfg.finetune.batch_size)
     splits = load_rows(task, data_dir, cfg, seed=seed)
     sample = fisher_sample(splits.train, fisher_rows, seed)
     pre, ft, ft_seconds = pre_and_finetuned(finetuned, splits.spec, model=model, head=head, fresh_head=fresh_head,

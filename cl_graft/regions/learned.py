@@ -32,6 +32,8 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 Cost per batch: one forward/backward of the working copy, as in a fine-tuning step, plus about ten fused
 O(N) vector passes per step. Memory: about ten float vectors of length N. Deterministic under ``seed`` on a
 fixed device.
+Under torchrun (:mod:`cl_graft.distributed`) each rank computes the gradient on its slice of every batch and
+one ``all_reduce`` per step averages it, so every rank takes the same step and holds the same region.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from .. import distributed
 from ..grafting.graft import clone_model
 from ..training.finetune import check_finite
 from .config import LocalizeConfig, LocalizeResult
@@ -75,15 +78,17 @@ def _assign(out: Tensor, op, *args: Tensor) -> None:
         out.copy_(op(*args))
 
 
-def _mean_gradient(work: nn.Module, plist: list[Tensor], out: list[Tensor], batches_: list,
+def _mean_gradient(work: nn.Module, plist: list[Tensor], out: Tensor, views: list[Tensor], batches_: list,
                    data: RegionData) -> float:
-    """Writes the mean over ``batches_`` of ∇L w.r.t. ``plist`` into the flat views ``out``; returns mean loss."""
+    """Writes the mean over ``batches_`` of ∇L w.r.t. ``plist`` into ``out[:-1]`` (through its flat ``views``)
+    and returns the mean loss. Under torchrun each rank takes its slice of every
+    batch and one ``all_reduce`` of ``out`` (N + 1,) averages gradient and loss over the ranks."""
     for p in plist:
         p.requires_grad_(True)
     total = 0.0
     for i, batch in enumerate(batches_):
-        loss = data.loss(work, batch) / len(batches_)
-        for view, g in zip(out, torch.autograd.grad(loss, plist), strict=True):
+        loss = data.loss(work, distributed.shard(batch)) / len(batches_)
+        for view, g in zip(views, torch.autograd.grad(loss, plist), strict=True):
             if i:
                 view.add_(g.reshape(-1))
             else:
@@ -91,7 +96,10 @@ def _mean_gradient(work: nn.Module, plist: list[Tensor], out: list[Tensor], batc
         total += loss.item()
     for p in plist:
         p.requires_grad_(False)
-    return total
+    if distributed.world_size() == 1:
+        return total
+    out[-1] = total
+    return distributed.all_mean_(out)[-1].item()
 
 
 def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionData, dev_rows: list[dict],
@@ -138,7 +146,8 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
     stream = data.batches(cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
     history: list[dict] = []
     best: dict = {"score": -math.inf}
-    grad, sig = torch.zeros_like(prob.delta), torch.empty_like(prob.delta)  # (N,) mean ∇_θ L, σ(S − b)
+    buffer = prob.delta.new_zeros(prob.numel + 1)                           # (N + 1,): mean ∇_θ L, then the loss
+    grad, sig = buffer[:-1], torch.empty_like(prob.delta)                    # (N,) mean ∇_θ L, σ(S − b)
     grad_views = [grad[a:z] for a, z in prob.spans]
 
     def select(step: int, hard: Tensor, loss: float | None) -> None:
@@ -156,7 +165,7 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
         with torch.no_grad():
             torch.sigmoid(logit, out=sig)                                    # σ(S − b): (N,)
             _assign(theta, torch.addcmul, theta_base, signed, sig)           # θ(S)
-        loss = _mean_gradient(work, plist, grad_views, [next(stream) for _ in range(cfg.n_batches)], data)
+        loss = _mean_gradient(work, plist, buffer, grad_views, [next(stream) for _ in range(cfg.n_batches)], data)
         check_finite(f"localize {data.task} step {step}", loss=loss)
         with torch.no_grad():
             u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)

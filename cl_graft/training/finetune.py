@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .. import distributed
 from ..errors import UserError
 from ..regions.region import Region
 from .evaluate import evaluate
@@ -146,6 +147,9 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
             (:class:`~.freeze.ElementFreeze`; everything else bit-exact), or None to train ``names`` whole.
         desc: progress-bar label.
 
+    Under torchrun (:mod:`cl_graft.distributed`) each rank trains on its slice of every global batch, gradients
+    averaged by ``DistributedDataParallel``; dev selection runs on every rank (same rows, same result).
+
     Returns:
         ``(best step, best score, its details, history of {"step", "dev", "loss"})``.
     """
@@ -157,16 +161,20 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
     freeze = ElementFreeze({n: params[n] for n in names}, trainable) if trainable is not None else None
     if freeze is not None:
         freeze.begin_(opt)
+    distributed.check_batch(cfg.batch_size)
+    parallel = distributed.wrap(model, unused=len(model.tasks) > 1)  # DDP over torchrun's ranks, else model
     device = next(model.parameters()).device
     best: dict = {"step": 0, "dev": None, "details": None, "state": None}
     history: list[dict] = []
     model.train()
     bar = tqdm(zip(range(1, cfg.steps + 1), draws), total=cfg.steps, desc=desc, disable=not progress)
     for step, (task, batch) in bar:
+        batch = distributed.shard(batch)                              # this rank's slice of the global batch
         enc = {k: v.to(device) for k, v in model.encode(batch, task).items()}
         labels = torch.tensor([r["label"] for r in batch], device=device)
-        loss = torch.nn.functional.cross_entropy(model(**enc, task=task), labels)
-        check_finite(f"{desc} step {step}" + ("" if task in desc else f" ({task})"), loss=loss)
+        loss = torch.nn.functional.cross_entropy(parallel(**enc, task=task), labels)
+        shown = distributed.all_mean_(loss.detach().clone())          # the global batch's loss, on every rank
+        check_finite(f"{desc} step {step}" + ("" if task in desc else f" ({task})"), loss=shown)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if freeze is not None:
@@ -177,10 +185,10 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
         opt.step()
         if freeze is not None:
             freeze.after_update_()
-        bar.set_postfix(task=task, loss=f"{loss.item():.3f}")
+        bar.set_postfix(task=task, loss=f"{shown.item():.3f}")
         if select is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
             score, details = select()
-            history.append({"step": step, "dev": details, "loss": loss.item()})
+            history.append({"step": step, "dev": details, "loss": shown.item()})
             if best["dev"] is None or score > best["dev"]:
                 best = {"step": step, "dev": score, "details": details,
                         "state": {n: params[n].detach().clone() for n in names}}
