@@ -1,0 +1,103 @@
+"""Data-parallel scaling under torchrun (issue 14): time per step and throughput, 1 vs N processes.
+
+Real MiniLM and real data. Two workloads, each run as ``torchrun --standalone --nproc_per_node n -m cl_graft.cli``
+and ``OMP_NUM_THREADS`` torch threads per process (``--configs``, e.g. ``1x1,1x2,2x1``: 1 process of 1 thread,
+1 of 2, 2 of 1), the same global batch (16) and the same number of optimizer steps:
+
+- ``finetune``: ``cl-graft finetune --task sst2 --preset quick --k 64 --steps S``; the time is the command's
+  ``train_seconds`` (S steps and one dev evaluation of 128 rows, which every rank runs whole);
+- ``stream``: ``cl-graft run --stream sst2,cr --strategies graft --preset smoke --steps S``; the time is the graft
+  strategy's ``seconds`` (training, localization, and evaluation after each experience, which every rank runs
+  whole: only training and the region search are split).
+
+::
+
+    python -m cl_graft.benchmarks.experiments.distributed_scaling --data-dir ../shared/data
+        # -> benchmarks/results/distributed.{json,md}
+
+On a CPU machine the processes share the same cores, so this measures overhead and per-process efficiency, not
+extra hardware; on a machine with N GPUs each process gets its own (``--device cuda``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from cl_graft.provenance import run_record
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+BATCH = 16
+
+
+def _torchrun(n: int, args: list[str], threads: int) -> None:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
+           "-m", "cl_graft.cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
+
+
+def measure(workload: str, n: int, threads: int, steps: int, data_dir: str, device: str, scratch: Path) -> dict:
+    """One timed run of ``workload`` on ``n`` processes of ``threads`` torch threads each."""
+    out = scratch / f"{workload}-{n}x{threads}"
+    common = ["--data-dir", data_dir, "--device", device, "--out", str(out)]
+    if workload == "finetune":
+        _torchrun(n, ["finetune", "--task", "sst2", "--preset", "quick", "--k", "64", "--steps", str(steps),
+                      *common], threads)
+        metrics = json.loads((out / "metrics.json").read_text())
+        seconds, score = metrics["train_seconds"], metrics["test"]["accuracy"]
+    else:
+        _torchrun(n, ["run", "--stream", "sst2,cr", "--strategies", "graft", "--preset", "smoke", "--steps",
+                      str(steps), "--quiet", *common], threads)
+        result = json.loads((out / "graft" / "result.json").read_text())
+        seconds, score = result["seconds"], result["summary"]["average"]
+    processes = json.loads((out / "config.json").read_text())["processes"]
+    return {"workload": workload, "processes": n, "threads_per_process": threads, "steps": steps,
+            "seconds": seconds, "seconds_per_step": round(seconds / steps, 3),
+            "examples_per_second": round(steps * BATCH * (1 if workload == "finetune" else 2) / seconds, 1),
+            "score": score, "record_processes": processes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("CL_GRAFT_DATA", "../shared/data"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--configs", default="1x1,1x2,2x1",
+                        help="comma-separated PROCESSESxTHREADS (torch threads per process)")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--out", default=str(RESULTS / "distributed"))
+    args = parser.parse_args()
+    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for workload in ("finetune", "stream"):
+            for n, threads in configs:
+                rows.append(measure(workload, n, threads, args.steps, args.data_dir, args.device, Path(tmp)))
+                print(json.dumps(rows[-1]), flush=True)
+    for r in rows:
+        first = next(x for x in rows if x["workload"] == r["workload"])
+        r["speedup_vs_first"] = round(first["seconds"] / r["seconds"], 2)
+    load = os.getloadavg()
+    record = run_record(device=args.device, steps=args.steps, configs=args.configs,
+                        load_average=[round(x, 2) for x in load])
+    Path(args.out).with_suffix(".json").write_text(json.dumps({"rows": rows, "config": record}, indent=2) + "\n")
+    lines = ["| workload | processes | threads each | s / step | examples / s | speed-up | score |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['processes']} | {r['threads_per_process']} | {r['seconds_per_step']} | "
+              f"{r['examples_per_second']} | {r['speedup_vs_first']} | {r['score']:.3f} |" for r in rows]
+    table = "\n".join(lines)
+    Path(args.out).with_suffix(".md").write_text(
+        f"# Data-parallel scaling (torchrun, {args.device})\n\n```bash\n{record['command_line']}\n```\n\n"
+        f"Device: {record['device_name']}; load average at the end {record['load_average']}; git "
+        f"{record['git_revision']}.\n\n{table}\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
