@@ -42,3 +42,10 @@ def test_continual_table_and_render_from_committed_artifacts():
     text = report.render(fake)
     assert "| lwf |" in text and "95% interval" in text and "ratio 1.20" in text
     assert "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
+    assert "torchrun" not in text                                          # no scaling run given: no table
+    scaling = {"config": {**run_record(command="x", device="cpu"), "load_average": [1.0, 1.0, 1.0]},
+               "artifact": "benchmarks/results/distributed.json",
+               "rows": [{"workload": "finetune", "processes": 2, "threads_per_process": 1, "seconds_per_step": 0.5,
+                         "examples_per_second": 32.0, "speedup_vs_first": 1.9}]}
+    text = report.render({**fake, "distributed": scaling})
+    assert "| finetune | 2 × 1 | 0.50 | 32.0 | 1.90 |" in text and "`benchmarks/results/distributed.json`" in text

@@ -131,6 +131,27 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def distributed_table() -> dict | None:
+    """The committed data-parallel scaling run (``distributed_scaling``), or None before one exists."""
+    path = RESULTS / "distributed.json"
+    return {**read_json(path), "artifact": "benchmarks/results/distributed.json"} if path.exists() else None
+
+
+def _distributed_lines(dist: dict | None) -> list[str]:
+    if not dist:
+        return []
+    rec = dist["config"]
+    lines = ["", (f"Data-parallel scaling under torchrun (`{dist['artifact']}`, made by `{rec['command_line']}` on "
+                  f"{rec['started']}, {rec['device_name']}, load average {rec.get('load_average')} at its end), "
+                  "same global batch and steps; the stream's time includes evaluation, which every process runs "
+                  "whole:"), "",
+             "| workload | processes × threads | s / step | examples / s | speed-up vs the first row |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['processes']} × {r['threads_per_process']} | {r['seconds_per_step']:.2f} | "
+              f"{r['examples_per_second']:.1f} | {r['speedup_vs_first']:.2f} |" for r in dist["rows"]]
+    return lines
+
+
 def render(report: dict) -> str:
     """``BENCHMARKS.md`` from the report's numbers."""
     rec, cost, serve, strat, cont = (report[k] for k in ("record", "cost", "serving", "strategies", "continual"))
@@ -177,6 +198,7 @@ def render(report: dict) -> str:
         cells = ["", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", (f"[{100 * d['low']:+.1f}, "
                                                 f"{100 * d['high']:+.1f}]"), verdict[d["ahead"]]]
         lines.append(f"| {name} | {_pct(row['mean'])} ± {_pct(row['std'])} | " + " | ".join(cells) + " |")
+    lines += _distributed_lines(report.get("distributed"))
     lines += ["", ("The localization tables (graft vs top-k at every size, FT accuracy and ECE) are in the README, "
               "from `benchmarks/results/localization.json`; the multi-task skill map in `benchmarks/results/"
               "multitask.md`."), ""]
@@ -208,7 +230,8 @@ def main(argv: list[str] | None = None) -> dict:
         save_classifier(ft, d)
         serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in args.tasks.split(",")], args.seed)
     report = {"record": record, "cost": cost, "serving": serving,
-              "strategies": measure_strategies(args.data_dir, args.quick, args.work), "continual": continual_table()}
+              "strategies": measure_strategies(args.data_dir, args.quick, args.work), "continual": continual_table(),
+              "distributed": distributed_table()}
     record["load_average_end"] = os.getloadavg()
     write_json(args.json, json.loads(json.dumps(report, default=float)))
     args.out.write_text(render(report), encoding="utf-8")
