@@ -9,7 +9,9 @@ under a millisecond on MiniLM) and back, never copying the model.
 - **Task-agnostic** (beyond the paper; SupSup, Wortsman et al. 2020, https://arxiv.org/abs/2006.14769, route by
   output entropy): every input runs through each of the T learned tasks' models (T forward passes per input,
   plus T patch switches per mini-batch); it goes to the task whose model is the most confident — lowest entropy
-  of the softmax (``"entropy"``) or highest top probability (``"max-softmax"``) — and gets that task's logits.
+  of the softmax (``"entropy"``) or highest top probability (``"max-softmax"``) — or (``"features"``) whose
+  head-input features are the most likely under the task's diagonal Gaussian (:mod:`.task_features`, fitted on
+  the task's training data; same T forward passes), and gets that task's logits.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from cl_graft.grafting.graft import Stash, patch_, restore_
 from .adapter import MASK_VALUE
 from .owner_map import OwnerMap
 from .targets import GraftTarget
+from .task_features import HeadInputs, head_module
 
-TASK_INFERENCE = ("entropy", "max-softmax")
+TASK_INFERENCE = ("entropy", "max-softmax", "features")
 
 
 def confidence(logits: Tensor, how: str) -> Tensor:
@@ -53,6 +56,7 @@ class TaskRouter:
         self._patches: dict[int, object] = {}
         self._stash: Stash | None = None
         self._state: int | None = None                                   # None: every region (as trained)
+        self._heads: dict[int, torch.nn.Module] = {}
 
     def order(self, label: int) -> int:
         """Position of the label's task in the learning order; an untrained task sees every region so far."""
@@ -87,21 +91,50 @@ class TaskRouter:
             out[mask, :logits.shape[-1]] = logits
         return out
 
+    def check(self, how: str) -> None:
+        """Refuses a routing rule the learned tasks cannot serve (before any input runs).
+
+        Raises:
+            UserError: no task learned yet, or ``"features"`` with a task that has no feature statistics.
+        """
+        if not self.owners.tasks:
+            raise UserError("task inference needs at least one learned task")
+        missing = [t for t in self.owners.tasks if t not in self.owners.features]
+        if how == "features" and missing:
+            raise UserError(f"task {missing[0]!r} has no feature statistics (skills saved before they were "
+                            f"collected, or no per-task head module); use task inference entropy or max-softmax")
+
+    def head(self, k: int) -> torch.nn.Module:
+        """The head module of the ``k``-th learned task (the smallest module holding its head tensors)."""
+        if k not in self._heads:
+            label = self.target.label(self.owners.tasks[k])
+            module = head_module(self.target.root, self.target.heads(label))
+            if module is None:
+                raise UserError(f"task {self.owners.tasks[k]!r} has no head module of its own; feature routing "
+                                f"needs one")
+            self._heads[k] = module
+        return self._heads[k]
+
     def infer(self, x: Tensor, how: str) -> tuple[Tensor, Tensor]:
         """Task-agnostic logits ``(B, C)`` and the chosen task labels ``(B,)`` (T forward passes per input).
 
         Raises:
-            UserError: no task learned yet.
+            UserError: see :meth:`check`.
         """
-        if not self.owners.tasks:
-            raise UserError("task inference needs at least one learned task")
+        self.check(how)
         labels = [self.target.label(t) for t in self.owners.tasks]
         outs, scores = [], []
         for k, label in enumerate(labels):
             self.switch_(k)
-            logits = avalanche_forward(self.target.model, x, label)          # (B, C_k)
+            if how == "features":
+                with HeadInputs(self.head(k)) as rec:
+                    logits = avalanche_forward(self.target.model, x, label)  # (B, C_k)
+                stats = self.owners.features[self.owners.tasks[k]]
+                scores.append(stats.log_likelihood(rec.take(x.shape[0])))   # (B,)
+            else:
+                logits = avalanche_forward(self.target.model, x, label)      # (B, C_k)
+                scores.append(confidence(logits, how))
             outs.append(logits)
-            scores.append(confidence(logits, how))
         pick = torch.stack(scores).argmax(0)                                 # (B,) position among the tasks
         stacked = torch.stack(_pad(outs, max(o.shape[-1] for o in outs)))   # (T, B, C)
         rows = torch.arange(x.shape[0], device=pick.device)
