@@ -1,11 +1,16 @@
 """Task-agnostic inference on a finished ``cl-graft run``: which routing rule identifies the task best?
 
-Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits under every learned
-task's grafted model once (T forward passes per input, the models switched in place by
-:class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing rules offline: lowest entropy
-(``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``) and lowest entropy
-divided by log C_k (tasks with more labels have a higher entropy ceiling). Prints and writes JSON with, per rule,
-task-identification accuracy and task-agnostic accuracy per task, beside the task-aware accuracy.
+Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits and head-input
+features under every learned task's grafted model once (T forward passes per input, the models switched in
+place by :class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing rules offline: lowest entropy
+(``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
+divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
+statistics (:mod:`~cl_graft.strategies.task_features`, saved by runs since they were added), the highest
+diagonal-Gaussian log-likelihood of the head-input features (``--task-inference features``) and the nearest
+feature mean (Euclidean, a variant that ignores the variances). Prints and writes JSON with, per rule,
+task-identification accuracy, task-agnostic accuracy strict (right task and right label: ``task_agnostic``) and
+as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per task, beside the
+task-aware accuracy.
 
 Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs/cl --out results.json``.
 """
@@ -20,6 +25,14 @@ import torch
 from cl_graft.strategies.adapter import MASK_VALUE
 
 RULES = ("entropy", "max-softmax", "entropy/log C")
+FEATURE_RULES = ("features", "features: nearest mean")
+
+
+def _feature_score(f: torch.Tensor, stats, rule: str) -> torch.Tensor:
+    """Score (higher = more likely this task) of each row of one task's head-input features (N, d)."""
+    if rule == "features":
+        return stats.log_likelihood(f)
+    return -((f.float() - stats.mean) ** 2).mean(1)
 
 
 def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
@@ -35,8 +48,11 @@ def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
 
 
 @torch.no_grad()
-def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor]]:
-    """Per test task j: logits under every task k's model, (N_j, C_k) each, and the labels (N_j,)."""
+def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor],
+                                                          list[list[torch.Tensor]] | None, list | None]:
+    """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
+    skills have no feature statistics) the head-input features under every task k's model, (N_j, d) each, and
+    the statistics of each task k."""
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
@@ -44,6 +60,7 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.strategies.owner_map import OwnerMap
     from cl_graft.strategies.routing import TaskRouter
     from cl_graft.strategies.targets import graft_target
+    from cl_graft.strategies.task_features import HeadInputs
 
     from cl_graft.artifacts import read_json
     from cl_graft.training.models import build_classifier
@@ -61,33 +78,53 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     owners.apply_(clf)
     adapter = TaskAdapter(clf, tasks).eval()
     router = TaskRouter(graft_target(adapter), owners)
-    out, labels = [], []
+    stats = [owners.features.get(t) for t in tasks]
+    with_features = all(s is not None for s in stats)
+    out, labels, feats = [], [], []
     for exp in bm.test_stream:
         ds = exp.dataset
         batches = [ds.collate_fn([ds[i] for i in range(s, min(s + 64, len(ds)))]) for s in range(0, len(ds), 64)]
-        per_task = []
+        per_task, per_task_f = [], []
         for k in range(len(tasks)):
             router.switch_(k)
-            per_task.append(torch.cat([adapter(b[0], k) for b in batches]))
+            if with_features:
+                logits, f = [], []
+                with HeadInputs(router.head(k)) as rec:
+                    for b in batches:
+                        logits.append(adapter(b[0], k))
+                        f.append(rec.take(len(b[0])))
+                per_task.append(torch.cat(logits))
+                per_task_f.append(torch.cat(f))
+            else:
+                per_task.append(torch.cat([adapter(b[0], k) for b in batches]))
         out.append(per_task)
+        feats.append(per_task_f)
         labels.append(torch.cat([b[1] for b in batches]))
     router.close_()
-    return tasks, out, labels
+    return tasks, out, labels, (feats if with_features else None), (stats if with_features else None)
 
 
-def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: list[torch.Tensor]) -> dict:
-    """Task-aware accuracy and, per rule, task identification and task-agnostic accuracy per task."""
+def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: list[torch.Tensor],
+                   features: list[list[torch.Tensor]] | None = None, stats: list | None = None) -> dict:
+    """Task-aware accuracy and, per rule, task identification and task-agnostic accuracy (strict and as
+    Avalanche counts it) per task; the feature rules only with ``features`` and ``stats``."""
     res = {"tasks": tasks, "task_aware": [float((logits[j][j].argmax(-1) == labels[j]).float().mean())
                                           for j in range(len(tasks))]}
-    for rule in RULES:
-        ids, agnostic = [], []
+    rules = RULES + (FEATURE_RULES if features is not None else ())
+    for rule in rules:
+        ids, agnostic, avalanche = [], [], []
         for j, per_task in enumerate(logits):
-            pick = torch.stack([_score(t, rule) for t in per_task]).argmax(0)          # (N_j,)
+            if rule in FEATURE_RULES:
+                scores = [_feature_score(f, s, rule) for f, s in zip(features[j], stats, strict=True)]
+            else:
+                scores = [_score(t, rule) for t in per_task]
+            pick = torch.stack(scores).argmax(0)                                          # (N_j,)
             preds = torch.stack([t.argmax(-1) for t in per_task])                        # (T, N_j)
             pred = preds[pick, torch.arange(len(pick))]
             ids.append(float((pick == j).float().mean()))
             agnostic.append(float(((pick == j) & (pred == labels[j])).float().mean()))
-        res[rule] = {"task_id": ids, "task_agnostic": agnostic}
+            avalanche.append(float((pred == labels[j]).float().mean()))
+        res[rule] = {"task_id": ids, "task_agnostic": agnostic, "avalanche": avalanche}
     return res
 
 
