@@ -179,3 +179,6 @@ def test_rules_script_scores_feature_rules():
     assert res["features"]["task_agnostic"] == [0.5, 1.0] == res["features"]["avalanche"]
     assert res["entropy"]["task_id"] == [1.0, 0.0]                              # ties go to the first task
     assert "features" not in evaluate_rules(["a", "b"], logits, labels)
+    per_class = [[stats[0], FeatureStats(torch.tensor([-4.0, 0.0]), torch.ones(2), 8)], [stats[1]]]
+    res = evaluate_rules(["a", "b"], logits, labels, features, stats, per_class)
+    assert res["features: per class"]["task_id"] == [1.0, 1.0]

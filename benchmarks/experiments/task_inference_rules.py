@@ -6,8 +6,10 @@ place by :class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing 
 (``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
 divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
 statistics (:mod:`~cl_graft.strategies.task_features`, saved by runs since they were added), the highest
-diagonal-Gaussian log-likelihood of the head-input features (``--task-inference features``) and the nearest
-feature mean (Euclidean, a variant that ignores the variances). Prints and writes JSON with, per rule,
+diagonal-Gaussian log-likelihood of the head-input features (``--task-inference features``), the nearest
+feature mean (Euclidean, a variant that ignores the variances) and, not an option of the CLI, a mixture of
+per-class diagonal Gaussians per task (``features: per class``; fitted here, under each task's state, on the
+same rows the run fitted its statistics on: the task's training rows plus its dev rows). Prints and writes JSON with, per rule,
 task-identification accuracy, task-agnostic accuracy strict (right task and right label: ``task_agnostic``) and
 as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per task, beside the
 task-aware accuracy.
@@ -26,13 +28,38 @@ from cl_graft.strategies.adapter import MASK_VALUE
 
 RULES = ("entropy", "max-softmax", "entropy/log C")
 FEATURE_RULES = ("features", "features: nearest mean")
+CLASS_RULE = "features: per class"
 
 
 def _feature_score(f: torch.Tensor, stats, rule: str) -> torch.Tensor:
     """Score (higher = more likely this task) of each row of one task's head-input features (N, d)."""
     if rule == "features":
         return stats.log_likelihood(f)
+    if rule == CLASS_RULE:                              # stats: one FeatureStats per class, weighted by count
+        d = f.shape[1]
+        counts = torch.tensor([float(c.count) for c in stats])
+        log_prior = (counts / counts.sum()).log()
+        joint = torch.stack([c.log_likelihood(f) * d + lp for c, lp in zip(stats, log_prior, strict=True)])
+        return torch.logsumexp(joint, 0) / d                              # (N,), per dimension
     return -((f.float() - stats.mean) ** 2).mean(1)
+
+
+def class_stats(router, adapter, k: int, datasets: list) -> list:
+    """Per-class :class:`~cl_graft.strategies.task_features.FeatureStats` of task ``k``'s head inputs under its
+    state, over ``datasets`` (Avalanche datasets of ``[x, y, t]`` rows)."""
+    from cl_graft.strategies.task_features import FeatureAccumulator, HeadInputs
+
+    acc: dict[int, FeatureAccumulator] = {}
+    router.switch_(k)
+    with HeadInputs(router.head(k)) as hook:
+        for ds in datasets:
+            for s in range(0, len(ds), 64):
+                b = ds.collate_fn([ds[i] for i in range(s, min(s + 64, len(ds)))])
+                adapter(b[0], k)
+                f = hook.take(len(b[0]))
+                for c in b[1].unique().tolist():
+                    acc.setdefault(int(c), FeatureAccumulator()).update(f[b[1] == c])
+    return [acc[c].finish() for c in sorted(acc)]
 
 
 def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
@@ -49,10 +76,10 @@ def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
 
 @torch.no_grad()
 def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor],
-                                                          list[list[torch.Tensor]] | None, list | None]:
+                                                          list[list[torch.Tensor]] | None, list | None, list | None]:
     """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
-    skills have no feature statistics) the head-input features under every task k's model, (N_j, d) each, and
-    the statistics of each task k."""
+    skills have no feature statistics) the head-input features under every task k's model, (N_j, d) each, the
+    saved statistics of each task k and its per-class statistics (:func:`class_stats`)."""
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
@@ -80,6 +107,12 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     router = TaskRouter(graft_target(adapter), owners)
     stats = [owners.features.get(t) for t in tasks]
     with_features = all(s is not None for s in stats)
+    per_class = None
+    if with_features:
+        valid = getattr(bm, "valid_stream", None)
+        per_class = [class_stats(router, adapter, k, [bm.train_stream[k].dataset.eval()] +
+                                 ([valid[k].dataset.eval()] if valid is not None else []))
+                     for k in range(len(tasks))]
     out, labels, feats = [], [], []
     for exp in bm.test_stream:
         ds = exp.dataset
@@ -89,10 +122,10 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
             router.switch_(k)
             if with_features:
                 logits, f = [], []
-                with HeadInputs(router.head(k)) as rec:
+                with HeadInputs(router.head(k)) as hook:
                     for b in batches:
                         logits.append(adapter(b[0], k))
-                        f.append(rec.take(len(b[0])))
+                        f.append(hook.take(len(b[0])))
                 per_task.append(torch.cat(logits))
                 per_task_f.append(torch.cat(f))
             else:
@@ -101,20 +134,23 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
         feats.append(per_task_f)
         labels.append(torch.cat([b[1] for b in batches]))
     router.close_()
-    return tasks, out, labels, (feats if with_features else None), (stats if with_features else None)
+    return tasks, out, labels, (feats if with_features else None), (stats if with_features else None), per_class
 
 
 def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: list[torch.Tensor],
-                   features: list[list[torch.Tensor]] | None = None, stats: list | None = None) -> dict:
+                   features: list[list[torch.Tensor]] | None = None, stats: list | None = None,
+                   per_class: list | None = None) -> dict:
     """Task-aware accuracy and, per rule, task identification and task-agnostic accuracy (strict and as
-    Avalanche counts it) per task; the feature rules only with ``features`` and ``stats``."""
+    Avalanche counts it) per task; the feature rules only with ``features`` and ``stats`` (and ``per_class``)."""
     res = {"tasks": tasks, "task_aware": [float((logits[j][j].argmax(-1) == labels[j]).float().mean())
                                           for j in range(len(tasks))]}
-    rules = RULES + (FEATURE_RULES if features is not None else ())
+    rules = RULES + (FEATURE_RULES if features is not None else ()) + ((CLASS_RULE,) if per_class else ())
     for rule in rules:
         ids, agnostic, avalanche = [], [], []
         for j, per_task in enumerate(logits):
-            if rule in FEATURE_RULES:
+            if rule == CLASS_RULE:
+                scores = [_feature_score(f, s, rule) for f, s in zip(features[j], per_class, strict=True)]
+            elif rule in FEATURE_RULES:
                 scores = [_feature_score(f, s, rule) for f, s in zip(features[j], stats, strict=True)]
             else:
                 scores = [_score(t, rule) for t in per_task]
