@@ -22,18 +22,17 @@ Two modes:
 Evaluation rebuilds the task's model in place (:class:`~.routing.TaskRouter`, patch switching): ``"experience"``
 switches once per experience; experiences that mix tasks fall back to ``"minibatch"``, which switches per task
 part of each batch; ``"all"`` uses every region for every input. With ``task_inference`` (or test experiences
-without task labels) each input goes to the most confident task, or with ``task_inference="features"`` to the
-task whose head-input statistics make its features most likely (T forward passes per input either way); the
-chosen tasks are counted in :attr:`GraftPlugin.task_id` (see :class:`~.metrics.TaskIdentificationAccuracy`).
+without task labels) each input goes to the most confident task (T forward passes per input), or with
+``task_inference="features"`` to the task whose head-input statistics score its θ_pre features highest (2 forward
+passes per input); the chosen tasks are counted in :attr:`GraftPlugin.task_id` (see :class:`~.metrics.TaskIdentificationAccuracy`).
 
-Feature statistics (:mod:`.task_features`: mean and diagonal variance of the input of the task's head module)
-are **always** collected at the end of each experience, under the task's own grafted state (the model right
-after its region is recorded), over the experience's training examples plus its ``valid_stream`` examples when
-given (never test rows), and kept in the owner map (saved with the skills). They cost one forward pass without
-gradients over the experience's examples and 2·d floats per task, and any run can then be served with any
-routing rule later (resume, ``task_inference_rules``) without retraining; a model whose task has no head module
-of its own (a single-head model, prompt heads) gets none, and asking for ``"features"`` then is a
-:class:`~cl_graft.errors.UserError`.
+Feature statistics (:mod:`.task_features`: mean and covariance of the input of the head module at θ_pre, one
+feature space for every task) are **always** collected at the end of each experience, over the experience's
+training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the owner map
+(saved with the skills). They cost one forward pass without gradients over those examples and d² + d floats per
+task, and any run can then be served with any routing rule later (resume, ``task_inference_rules``) without
+retraining; a model whose task has no head module of its own (a single-head model, prompt heads) gets none, and
+asking for ``"features"`` then is a :class:`~cl_graft.errors.UserError`.
 
 Reads ``strategy.model``, ``strategy.experience``, ``strategy.optimizer``, ``strategy._criterion`` and, in
 evaluation, ``strategy.mb_x``/``mb_task_id``; writes only the model's parameters (freezing, reset, task
@@ -53,7 +52,7 @@ from avalanche.models.utils import avalanche_forward
 from torch import Tensor
 
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model
+from cl_graft.grafting.graft import clone_model, patch_, restore_
 from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.problem import resolve_budget
 from cl_graft.regions.region import Region
@@ -192,25 +191,34 @@ class GraftPlugin(SupervisedPlugin):
 
     @torch.no_grad()
     def _fit_features(self, strategy, target: GraftTarget, label: int, task: str) -> None:
-        """Records the task's head-input statistics (see the module docstring) in the owner map; the model must be
-        in the task's state (right after :meth:`OwnerMap.add_`). Eval mode, no gradients, no random numbers."""
-        module = head_module(target.root, target.heads(label))
-        if module is None:
+        """Records the task's head-input statistics (see the module docstring) in the owner map: the model is put
+        at θ_pre on every owned element (free elements are there already after :meth:`OwnerMap.add_`) and back.
+        Eval mode, no gradients, no random numbers."""
+        owners = self.owners
+        first = target.label(owners.tasks[0])
+        module = head_module(target.root, target.heads(first))
+        if module is None or not target.heads(label):
             return
         datasets = [strategy.experience.dataset] + ([self.valid[label]] if label in self.valid else [])
         was_training = target.model.training
         target.model.eval()
         acc = FeatureAccumulator()
         batch = getattr(strategy, "eval_mb_size", None) or EVAL_BATCH
-        with HeadInputs(module) as rec:
-            for dataset in map(eval_view, datasets):
-                for s in range(0, len(dataset), batch):
-                    x = collate(dataset, list(range(s, min(s + batch, len(dataset)))))[0].to(strategy.device)
-                    avalanche_forward(target.model, x, label)
-                    acc.update(rec.take(x.shape[0]))
-        target.model.train(was_training)
+        rollback = owners.rollback_patch(-1)
+        stash = patch_(target.root, rollback) if rollback is not None else None
+        try:
+            with HeadInputs(module) as rec:
+                for dataset in map(eval_view, datasets):
+                    for s in range(0, len(dataset), batch):
+                        x = collate(dataset, list(range(s, min(s + batch, len(dataset)))))[0].to(strategy.device)
+                        avalanche_forward(target.model, x, first)
+                        acc.update(rec.take(x.shape[0]))
+        finally:
+            if stash is not None:
+                restore_(target.root, stash)
+            target.model.train(was_training)
         if acc.count:
-            self.owners.features[task] = acc.finish()
+            owners.features[task] = acc.finish()
 
     def _data(self, strategy, target: GraftTarget, label: int, task: str) -> RegionData:
         """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches."""

@@ -1,18 +1,16 @@
 """Task-agnostic inference on a finished ``cl-graft run``: which routing rule identifies the task best?
 
-Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits and head-input
-features under every learned task's grafted model once (T forward passes per input, the models switched in
-place by :class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing rules offline: lowest entropy
+Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits under every learned
+task's grafted model once (T forward passes per input, the models switched in place by
+:class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing rules offline: lowest entropy
 (``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
 divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
-statistics (:mod:`~cl_graft.strategies.task_features`, saved by runs since they were added), the highest
-diagonal-Gaussian log-likelihood of the head-input features (``--task-inference features``), the nearest
-feature mean (Euclidean, a variant that ignores the variances) and, not an option of the CLI, a mixture of
-per-class diagonal Gaussians per task (``features: per class``; fitted here, under each task's state, on the
-same rows the run fitted its statistics on: the task's training rows plus its dev rows). Prints and writes JSON with, per rule,
-task-identification accuracy, task-agnostic accuracy strict (right task and right label: ``task_agnostic``) and
-as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per task, beside the
-task-aware accuracy.
+statistics (:mod:`~cl_graft.strategies.task_features`, saved by runs since they were added), the head-input
+features at θ_pre (one more pass per input) scored by the linear discriminant of ``--task-inference features``
+and, a variant without the covariance, by the nearest task mean (Euclidean). Prints and writes JSON with, per
+rule, task-identification accuracy, task-agnostic accuracy strict (right task and right label:
+``task_agnostic``) and as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per
+task, beside the task-aware accuracy.
 
 Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs/cl --out results.json``.
 """
@@ -28,38 +26,15 @@ from cl_graft.strategies.adapter import MASK_VALUE
 
 RULES = ("entropy", "max-softmax", "entropy/log C")
 FEATURE_RULES = ("features", "features: nearest mean")
-CLASS_RULE = "features: per class"
 
 
-def _feature_score(f: torch.Tensor, stats, rule: str) -> torch.Tensor:
-    """Score (higher = more likely this task) of each row of one task's head-input features (N, d)."""
+def _feature_scores(f: torch.Tensor, stats: list, rule: str) -> torch.Tensor:
+    """Scores ``(T, N)`` (higher = more likely that task) of head-input features at θ_pre ``(N, d)``."""
+    from cl_graft.strategies.task_features import FeatureRouter
+
     if rule == "features":
-        return stats.log_likelihood(f)
-    if rule == CLASS_RULE:                              # stats: one FeatureStats per class, weighted by count
-        d = f.shape[1]
-        counts = torch.tensor([float(c.count) for c in stats])
-        log_prior = (counts / counts.sum()).log()
-        joint = torch.stack([c.log_likelihood(f) * d + lp for c, lp in zip(stats, log_prior, strict=True)])
-        return torch.logsumexp(joint, 0) / d                              # (N,), per dimension
-    return -((f.float() - stats.mean) ** 2).mean(1)
-
-
-def class_stats(router, adapter, k: int, datasets: list) -> list:
-    """Per-class :class:`~cl_graft.strategies.task_features.FeatureStats` of task ``k``'s head inputs under its
-    state, over ``datasets`` (Avalanche datasets of ``[x, y, t]`` rows)."""
-    from cl_graft.strategies.task_features import FeatureAccumulator, HeadInputs
-
-    acc: dict[int, FeatureAccumulator] = {}
-    router.switch_(k)
-    with HeadInputs(router.head(k)) as hook:
-        for ds in datasets:
-            for s in range(0, len(ds), 64):
-                b = ds.collate_fn([ds[i] for i in range(s, min(s + 64, len(ds)))])
-                adapter(b[0], k)
-                f = hook.take(len(b[0]))
-                for c in b[1].unique().tolist():
-                    acc.setdefault(int(c), FeatureAccumulator()).update(f[b[1] == c])
-    return [acc[c].finish() for c in sorted(acc)]
+        return FeatureRouter(stats).scores(f)
+    return torch.stack([-((f.float() - s.mean) ** 2).mean(1) for s in stats])
 
 
 def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
@@ -76,10 +51,9 @@ def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
 
 @torch.no_grad()
 def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor],
-                                                          list[list[torch.Tensor]] | None, list | None, list | None]:
+                                                          list[torch.Tensor] | None, list | None]:
     """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
-    skills have no feature statistics) the head-input features under every task k's model, (N_j, d) each, the
-    saved statistics of each task k and its per-class statistics (:func:`class_stats`)."""
+    skills have no feature statistics) the head-input features at θ_pre (N_j, d) and every task's statistics."""
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
@@ -87,7 +61,6 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.strategies.owner_map import OwnerMap
     from cl_graft.strategies.routing import TaskRouter
     from cl_graft.strategies.targets import graft_target
-    from cl_graft.strategies.task_features import HeadInputs
 
     from cl_graft.artifacts import read_json
     from cl_graft.training.models import build_classifier
@@ -107,54 +80,36 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     router = TaskRouter(graft_target(adapter), owners)
     stats = [owners.features.get(t) for t in tasks]
     with_features = all(s is not None for s in stats)
-    per_class = None
-    if with_features:
-        valid = getattr(bm, "valid_stream", None)
-        per_class = [class_stats(router, adapter, k, [bm.train_stream[k].dataset.eval()] +
-                                 ([valid[k].dataset.eval()] if valid is not None else []))
-                     for k in range(len(tasks))]
     out, labels, feats = [], [], []
     for exp in bm.test_stream:
         ds = exp.dataset
         batches = [ds.collate_fn([ds[i] for i in range(s, min(s + 64, len(ds)))]) for s in range(0, len(ds), 64)]
-        per_task, per_task_f = [], []
+        per_task = []
         for k in range(len(tasks)):
             router.switch_(k)
-            if with_features:
-                logits, f = [], []
-                with HeadInputs(router.head(k)) as hook:
-                    for b in batches:
-                        logits.append(adapter(b[0], k))
-                        f.append(hook.take(len(b[0])))
-                per_task.append(torch.cat(logits))
-                per_task_f.append(torch.cat(f))
-            else:
-                per_task.append(torch.cat([adapter(b[0], k) for b in batches]))
+            per_task.append(torch.cat([adapter(b[0], k) for b in batches]))
         out.append(per_task)
-        feats.append(per_task_f)
+        if with_features:
+            feats.append(torch.cat([router.features(b[0]) for b in batches]))
         labels.append(torch.cat([b[1] for b in batches]))
     router.close_()
-    return tasks, out, labels, (feats if with_features else None), (stats if with_features else None), per_class
+    return tasks, out, labels, (feats if with_features else None), (stats if with_features else None)
 
 
 def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: list[torch.Tensor],
-                   features: list[list[torch.Tensor]] | None = None, stats: list | None = None,
-                   per_class: list | None = None) -> dict:
+                   features: list[torch.Tensor] | None = None, stats: list | None = None) -> dict:
     """Task-aware accuracy and, per rule, task identification and task-agnostic accuracy (strict and as
-    Avalanche counts it) per task; the feature rules only with ``features`` and ``stats`` (and ``per_class``)."""
+    Avalanche counts it) per task; the feature rules only with ``features`` and ``stats``."""
     res = {"tasks": tasks, "task_aware": [float((logits[j][j].argmax(-1) == labels[j]).float().mean())
                                           for j in range(len(tasks))]}
-    rules = RULES + (FEATURE_RULES if features is not None else ()) + ((CLASS_RULE,) if per_class else ())
+    rules = RULES + (FEATURE_RULES if features is not None else ())
     for rule in rules:
         ids, agnostic, avalanche = [], [], []
         for j, per_task in enumerate(logits):
-            if rule == CLASS_RULE:
-                scores = [_feature_score(f, s, rule) for f, s in zip(features[j], per_class, strict=True)]
-            elif rule in FEATURE_RULES:
-                scores = [_feature_score(f, s, rule) for f, s in zip(features[j], stats, strict=True)]
+            if rule in FEATURE_RULES:
+                pick = _feature_scores(features[j], stats, rule).argmax(0)               # (N_j,)
             else:
-                scores = [_score(t, rule) for t in per_task]
-            pick = torch.stack(scores).argmax(0)                                          # (N_j,)
+                pick = torch.stack([_score(t, rule) for t in per_task]).argmax(0)
             preds = torch.stack([t.argmax(-1) for t in per_task])                        # (T, N_j)
             pred = preds[pick, torch.arange(len(pick))]
             ids.append(float((pick == j).float().mean()))
