@@ -1,10 +1,9 @@
-"""Task inference by head-input feature statistics: the statistics on hand-made cases, routing on a constructed
-multi-head model where output confidence cannot tell the tasks apart, storage with the skills, and the error
-when a task has no statistics."""
+"""Task inference by head-input feature statistics: the statistics and discriminant scores on hand-made cases,
+routing on a constructed multi-head model where output confidence cannot tell the tasks apart, storage with the
+skills, the error when a task has no statistics, the CLI option and the rules script."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from cl_graft.strategies.task_features import (
     EPS,
     FEATURES_FILE,
     FeatureAccumulator,
+    FeatureRouter,
     FeatureStats,
     HeadInputs,
     head_module,
@@ -29,31 +29,45 @@ from cl_graft.regions.region import Region
 
 
 def test_statistics_by_hand():
-    f = torch.tensor([[0.0, 0.0], [2.0, 4.0], [4.0, 2.0], [2.0, 2.0]])          # mean (2, 2), var (2, 2)
+    f = torch.tensor([[0.0, 0.0], [2.0, 4.0], [4.0, 2.0], [2.0, 2.0]])          # mean (2, 2), cov [[2, 1], [1, 2]]
     one, split = FeatureAccumulator(), FeatureAccumulator()
     one.update(f)
     split.update(f[:1])
     split.update(f[1:3])
     split.update(f[3:])
     for acc in (one, split):
-        stats = acc.finish(shrink=0.0)
+        stats = acc.finish()
         assert stats.count == 4
         assert torch.allclose(stats.mean, torch.tensor([2.0, 2.0]))
-        assert torch.allclose(stats.var, torch.tensor([2.0, 2.0]) + EPS * 3)
-    shrunk = FeatureAccumulator()
-    shrunk.update(torch.tensor([[0.0, 1.0], [2.0, 1.0]]))                         # var (1, 0): 2nd dim constant
-    var = shrunk.finish(shrink=0.1).var
-    assert torch.allclose(var, torch.tensor([0.9 + 0.05, 0.05]) + EPS * 1.5)     # no zero variance
+        assert torch.allclose(stats.cov, torch.tensor([[2.0, 1.0], [1.0, 2.0]]))
+    with pytest.raises(UserError, match="no features"):
+        FeatureAccumulator().finish()
 
 
-def test_log_likelihood_by_hand():
-    stats = FeatureStats(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 4.0]), 10)
-    f = torch.tensor([[0.0, 1.0], [1.0, 3.0]])
-    want = [-0.5 * ((0 + math.log(1)) + (0 + math.log(4))) / 2 - 0.5 * math.log(2 * math.pi),
-            -0.5 * ((1 + math.log(1)) + (1 + math.log(4))) / 2 - 0.5 * math.log(2 * math.pi)]
-    assert torch.allclose(stats.log_likelihood(f), torch.tensor(want))
+def test_router_scores_by_hand():
+    a = FeatureStats(torch.tensor([0.0, 0.0]), torch.eye(2), 1)
+    b = FeatureStats(torch.tensor([2.0, 0.0]), torch.eye(2), 1)
+    router = FeatureRouter([a, b], shrink=0.0)
+    scale = 1 + 2 * EPS                                                          # Σ = I·(1 + EPS·(1 + 1))
+    want = torch.tensor([[0.0, -0.5 * 4 / 2 / scale], [-0.5 * 4 / 2 / scale, 0.0]])
+    assert torch.allclose(router.scores(torch.tensor([[0.0, 0.0], [2.0, 0.0]])), want)
+    shrunk = FeatureRouter([FeatureStats(torch.zeros(2), torch.tensor([[2.0, 1.0], [1.0, 2.0]]), 3)], shrink=0.1)
+    sigma = 0.9 * torch.tensor([[2.0, 1.0], [1.0, 2.0]]) + (0.1 * 2 + EPS * 3) * torch.eye(2)
+    assert torch.allclose((shrunk.chol @ shrunk.chol.T).float(), sigma)
     with pytest.raises(UserError, match="do not match"):
-        stats.log_likelihood(torch.zeros(2, 3))
+        router.scores(torch.zeros(2, 3))
+    with pytest.raises(UserError, match="different widths"):
+        FeatureRouter([a, FeatureStats(torch.zeros(3), torch.eye(3), 1)])
+
+
+def test_pooled_covariance_beats_the_nearest_mean():
+    """Means apart along a direction of tiny spread: the discriminant uses it, Euclidean distance does not."""
+    cov = torch.diag(torch.tensor([4.0, 0.04]))                                 # shrunk: diag(3.8, 0.236)
+    stats = [FeatureStats(torch.tensor([0.0, 0.0]), cov, 50), FeatureStats(torch.tensor([2.0, 1.0]), cov, 50)]
+    f = torch.tensor([[2.0, 0.0], [0.0, 1.0]])                                  # task 0 (far along x), task 1
+    assert FeatureRouter(stats).scores(f).argmax(0).tolist() == [0, 1]
+    euclid = torch.stack([-((f - s.mean) ** 2).sum(1) for s in stats])
+    assert euclid.argmax(0).tolist() == [1, 0]
 
 
 def test_head_module_and_head_inputs():
@@ -75,18 +89,19 @@ def test_head_module_and_head_inputs():
 
 
 class TwoTask(MultiTaskModule):
-    """A graftable body (2 → 2, identity at θ_pre) and one head per task that ignores its input: every task is
-    equally confident on every input, so only the features tell the tasks apart."""
+    """A graftable body (2 → 2, identity at θ_pre) and one head per task that ignores its input, equally
+    confident on every input (task 0 says class 0, task 1 class 1): only the features tell the tasks apart."""
 
     def __init__(self) -> None:
         super().__init__()
         self.body = nn.Linear(2, 2, bias=False)
         self.heads = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])
+        self.max_class_label = 2                                  # width of Avalanche's mixed-task output
         with torch.no_grad():
             self.body.weight.copy_(torch.eye(2))
-            for h in self.heads:
+            for k, h in enumerate(self.heads):
                 h.weight.zero_()
-                h.bias.copy_(torch.tensor([3.0, 0.0]))
+                h.bias.copy_(torch.tensor([3.0, 0.0]) if k == 0 else torch.tensor([0.0, 3.0]))
 
     def graft_head_names(self, label):
         return [n for n, _ in self.named_parameters() if n.startswith("heads." if label is None else f"heads.{label}.")]
@@ -96,31 +111,34 @@ class TwoTask(MultiTaskModule):
 
 
 def two_task_router() -> tuple[TwoTask, OwnerMap, TaskRouter]:
-    """Task 0 owns body row 0 (doubled), task 1 row 1 (doubled); statistics of each task's features put
-    task 0's inputs around (4, 0) and task 1's around (0, 4) in their own states."""
+    """Task 0 owns body row 0 (scaled by 5), task 1 row 1 (scaled by 5): features in the tasks' own states
+    differ from those at θ_pre (= x). Statistics at θ_pre: task 0's inputs around (2, 0), task 1's around (0, 2)."""
     model = TwoTask()
     owners = OwnerMap({"body.weight": model.body.weight})
     for task, row in (("0", 0), ("1", 1)):
         mask = torch.zeros(2, 2, dtype=torch.bool)
         mask[row] = True
         with torch.no_grad():
-            model.body.weight[row, row] = 2.0
+            model.body.weight[row, row] = 5.0
         owners.add_(model, task, Region.adopt({"body.weight": mask}),
                     head_names=model.graft_head_names(int(task)))
-    owners.features = {"0": FeatureStats(torch.tensor([4.0, 0.0]), torch.ones(2), 8),
-                       "1": FeatureStats(torch.tensor([0.0, 4.0]), torch.ones(2), 8)}
+    owners.features = {"0": FeatureStats(torch.tensor([2.0, 0.0]), torch.eye(2), 8),
+                       "1": FeatureStats(torch.tensor([0.0, 2.0]), torch.eye(2), 8)}
     return model, owners, TaskRouter(graft_target(model), owners)
 
 
 def test_feature_routing_picks_the_task_where_confidence_cannot():
     model, _, router = two_task_router()
     x = torch.tensor([[2.0, 0.0], [2.2, -0.3], [0.0, 2.0], [0.3, 1.8]])          # tasks 0, 0, 1, 1
-    _, chosen = router.infer(x, "features")
+    assert torch.equal(router.features(x), x)                                    # θ_pre: the identity body
+    logits, chosen = router.infer(x, "features")
     assert chosen.tolist() == [0, 0, 1, 1]
+    assert torch.equal(logits.argmax(-1), chosen)                               # each row: its task's head
+    assert torch.equal(logits[2], model.heads[1](model.body(x[2])))             # ... in its task's state
     _, by_entropy = router.infer(x, "entropy")
     assert by_entropy.tolist() == [0, 0, 0, 0]                                  # a tie: always the first task
     router.close_()
-    assert torch.equal(model.body.weight, torch.tensor([[2.0, 0.0], [0.0, 2.0]]))  # put back
+    assert torch.equal(model.body.weight, torch.tensor([[5.0, 0.0], [0.0, 5.0]]))  # put back
 
 
 def test_statistics_round_trip_and_missing(tmp_path):
@@ -131,7 +149,7 @@ def test_statistics_round_trip_and_missing(tmp_path):
     loaded = OwnerMap.load(tmp_path / "skills", fresh)
     for t in ("0", "1"):
         assert torch.equal(loaded.features[t].mean, owners.features[t].mean)
-        assert torch.equal(loaded.features[t].var, owners.features[t].var)
+        assert torch.equal(loaded.features[t].cov, owners.features[t].cov)
         assert loaded.features[t].count == 8
     loaded.apply_(fresh)
     _, chosen = TaskRouter(graft_target(fresh), loaded).infer(torch.tensor([[2.0, 0.0], [0.0, 2.0]]), "features")
@@ -168,17 +186,13 @@ def test_cli_offers_every_rule():
 def test_rules_script_scores_feature_rules():
     from cl_graft.benchmarks.experiments.task_inference_rules import evaluate_rules
 
-    stats = [FeatureStats(torch.tensor([4.0, 0.0]), torch.ones(2), 8), FeatureStats(torch.tensor([0.0, 4.0]),
-                                                                                     torch.ones(2), 8)]
+    stats = [FeatureStats(torch.tensor([4.0, 0.0]), torch.eye(2), 8), FeatureStats(torch.tensor([0.0, 4.0]),
+                                                                                    torch.eye(2), 8)]
     logits = [[torch.tensor([[3.0, 0.0], [0.0, 3.0]])] * 2, [torch.tensor([[0.0, 3.0]])] * 2]  # same under both
-    features = [[torch.tensor([[4.0, 0.0], [4.0, 0.5]]), torch.tensor([[0.0, 0.0], [0.0, 0.0]])],
-                [torch.tensor([[0.0, 0.0]]), torch.tensor([[0.2, 4.0]])]]
+    features = [torch.tensor([[4.0, 0.0], [4.0, 0.5]]), torch.tensor([[0.2, 4.0]])]          # at θ_pre
     labels = [torch.tensor([0, 0]), torch.tensor([1])]
     res = evaluate_rules(["a", "b"], logits, labels, features, stats)
     assert res["features"]["task_id"] == [1.0, 1.0] and res["features: nearest mean"]["task_id"] == [1.0, 1.0]
     assert res["features"]["task_agnostic"] == [0.5, 1.0] == res["features"]["avalanche"]
     assert res["entropy"]["task_id"] == [1.0, 0.0]                              # ties go to the first task
     assert "features" not in evaluate_rules(["a", "b"], logits, labels)
-    per_class = [[stats[0], FeatureStats(torch.tensor([-4.0, 0.0]), torch.ones(2), 8)], [stats[1]]]
-    res = evaluate_rules(["a", "b"], logits, labels, features, stats, per_class)
-    assert res["features: per class"]["task_id"] == [1.0, 1.0]

@@ -191,7 +191,8 @@ def write(rows: list[dict], out: Path, command: str) -> None:
     graft = [r for r in graft if "task_agnostic_features" in r]
     if graft:
         lines += ["", ("The same models routed by head-input feature statistics (`task_inference=\"features\"`: "
-                  "each task's diagonal Gaussian of the inputs of its head, fitted on its training examples):"), "",
+                  "a linear discriminant of the heads' input at θ_pre, one mean per task and a pooled covariance "
+                  "fitted on the tasks' training examples; 2 forward passes per input):"), "",
                   "| task-aware accuracy | task-agnostic accuracy | task identification |", "|---|---|---|",
                   (f"| {_mean_sd([r['task_aware'] for r in graft])} | "
                   f"{_mean_sd([r['task_agnostic_features'] for r in graft])} "
