@@ -23,11 +23,13 @@ Evaluation rebuilds the task's model in place (:class:`~.routing.TaskRouter`, pa
 switches once per experience; experiences that mix tasks fall back to ``"minibatch"``, which switches per task
 part of each batch; ``"all"`` uses every region for every input. With ``task_inference`` (or test experiences
 without task labels) each input goes to the most confident task (T forward passes per input), or with
-``task_inference="features"`` to the task whose head-input statistics score its θ_pre features highest (2 forward
-passes per input); the chosen tasks are counted in :attr:`GraftPlugin.task_id` (see :class:`~.metrics.TaskIdentificationAccuracy`).
+``task_inference="features"`` to the task whose head-input statistics score its θ_pre features highest (2
+forward passes per input); the chosen tasks are counted in :attr:`GraftPlugin.task_id` (see
+:class:`~.metrics.TaskIdentificationAccuracy`).
 
-Feature statistics (:mod:`.task_features`: mean and covariance of the input of the head module at θ_pre, one
-feature space for every task) are **always** collected at the end of each experience, over the experience's
+Feature statistics (:mod:`.task_features`: mean and covariance of the input of the first task's head module at
+θ_pre, one feature space for every task; every head of a multi-head model sees the same input) are **always**
+collected at the end of each experience, over the experience's
 training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the owner map
 (saved with the skills). They cost one forward pass without gradients over those examples and d² + d floats per
 task, and any run can then be served with any routing rule later (resume, ``task_inference_rules``) without
