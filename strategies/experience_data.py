@@ -42,14 +42,14 @@ class ExperienceData:
         if len(dataset) == 0:
             raise UserError("the experience has no training examples to localize on")
         self.dataset, self.criterion, self.forward, self.task = dataset, criterion, forward, task
-        self.splits = {"train": _eval_view(dataset), "dev": _eval_view(held_out) if held_out is not None else None}
+        self.splits = {"train": eval_view(dataset), "dev": eval_view(held_out) if held_out is not None else None}
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def batches(self, batch_size: int, steps: int, seed: int) -> Iterator[list[Tensor]]:
         for idx in batches(list(range(len(self.dataset))), batch_size, steps, seed):
-            yield _collate(self.dataset, idx)
+            yield collate(self.dataset, idx)
 
     def _logits(self, model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, Tensor]:
         device = next(model.parameters()).device
@@ -72,16 +72,16 @@ class ExperienceData:
             return 0.0
         correct = 0
         for s in range(0, len(idx), EVAL_BATCH):
-            logits, y = self._logits(model, _collate(dataset, idx[s:s + EVAL_BATCH]))
+            logits, y = self._logits(model, collate(dataset, idx[s:s + EVAL_BATCH]))
             correct += int((logits.argmax(-1) == y).sum())
         return correct / len(idx)
 
 
-def _eval_view(dataset):
+def eval_view(dataset):
     """The dataset with its evaluation transforms (Avalanche datasets), else itself."""
     return dataset.eval() if hasattr(dataset, "eval") else dataset
 
 
-def _collate(dataset, idx: list[int]) -> Any:
-    collate = getattr(dataset, "collate_fn", None) or default_collate
-    return collate([dataset[i] for i in idx])
+def collate(dataset, idx: list[int]) -> Any:
+    fn = getattr(dataset, "collate_fn", None) or default_collate
+    return fn([dataset[i] for i in idx])

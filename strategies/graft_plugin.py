@@ -22,8 +22,19 @@ Two modes:
 Evaluation rebuilds the task's model in place (:class:`~.routing.TaskRouter`, patch switching): ``"experience"``
 switches once per experience; experiences that mix tasks fall back to ``"minibatch"``, which switches per task
 part of each batch; ``"all"`` uses every region for every input. With ``task_inference`` (or test experiences
-without task labels) each input goes to the most confident task (T forward passes per input); the chosen
-tasks are counted in :attr:`GraftPlugin.task_id` (see :class:`~.metrics.TaskIdentificationAccuracy`).
+without task labels) each input goes to the most confident task (T forward passes per input), or with
+``task_inference="features"`` to the task whose head-input statistics score its θ_pre features highest (2
+forward passes per input); the chosen tasks are counted in :attr:`GraftPlugin.task_id` (see
+:class:`~.metrics.TaskIdentificationAccuracy`).
+
+Feature statistics (:mod:`.task_features`: mean and covariance of the input of the first task's head module at
+θ_pre, one feature space for every task; every head of a multi-head model sees the same input) are **always**
+collected at the end of each experience, over the experience's
+training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the owner map
+(saved with the skills). They cost one forward pass without gradients over those examples and d² + d floats per
+task, and any run can then be served with any routing rule later (resume, ``task_inference_rules``) without
+retraining; a model whose task has no head module of its own (a single-head model, prompt heads) gets none, and
+asking for ``"features"`` then is a :class:`~cl_graft.errors.UserError`.
 
 Avalanche's distributed mode (torchrun; ``supports_distributed``): the model in ``DistributedDataParallel``,
 each rank trains on its shard of every mini-batch, the region search averages its gradient over the ranks
@@ -43,21 +54,23 @@ from collections.abc import Mapping, Sequence
 
 import torch
 from avalanche.core import SupervisedPlugin
+from avalanche.models.utils import avalanche_forward
 from torch import Tensor
 
 from cl_graft import distributed
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model
+from cl_graft.grafting.graft import clone_model, patch_, restore_
 from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.problem import resolve_budget
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
-from .experience_data import ExperienceData
+from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
+from .task_features import FeatureAccumulator, HeadInputs, head_module
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -75,7 +88,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             matched to training experiences by task label; default: none (selection on training examples).
         graftable: regex or ``(name, parameter) -> bool`` choosing the graftable tensors (default: see
             :mod:`.targets`); heads: a per-task head hook (see :mod:`.targets`).
-        task_inference: None (task-aware), ``"entropy"`` or ``"max-softmax"``: route test inputs to a task.
+        task_inference: None (task-aware), ``"entropy"``, ``"max-softmax"`` or ``"features"``: route test inputs
+            to a task (see the module docstring).
         owners: an :class:`OwnerMap` to continue from (resume); default: created at the first experience
             from the model's values then (θ_pre).
         guard: also restore frozen elements from a snapshot after each step (bit-exact belt).
@@ -180,7 +194,39 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             region = self._localize(target, free, self._data(strategy, target, label, task))
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
         distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
+        self._fit_features(strategy, target, label, task)
         strategy.model.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def _fit_features(self, strategy, target: GraftTarget, label: int, task: str) -> None:
+        """Records the task's head-input statistics (see the module docstring) in the owner map: the model is put
+        at θ_pre on every owned element (free elements are there already after :meth:`OwnerMap.add_`) and back.
+        Eval mode, no gradients, no random numbers."""
+        owners = self.owners
+        first = target.label(owners.tasks[0])
+        module = head_module(target.root, target.heads(first))
+        if module is None or not target.heads(label):
+            return
+        datasets = [strategy.experience.dataset] + ([self.valid[label]] if label in self.valid else [])
+        was_training = target.model.training
+        target.model.eval()
+        acc = FeatureAccumulator()
+        batch = getattr(strategy, "eval_mb_size", None) or EVAL_BATCH
+        rollback = owners.rollback_patch(-1)
+        stash = patch_(target.root, rollback) if rollback is not None else None
+        try:
+            with HeadInputs(module) as rec:
+                for dataset in map(eval_view, datasets):
+                    for s in range(0, len(dataset), batch):
+                        x = collate(dataset, list(range(s, min(s + batch, len(dataset)))))[0].to(strategy.device)
+                        avalanche_forward(target.model, x, first)
+                        acc.update(rec.take(x.shape[0]))
+        finally:
+            if stash is not None:
+                restore_(target.root, stash)
+            target.model.train(was_training)
+        if acc.count:
+            owners.features[task] = acc.finish()
 
     def _data(self, strategy, target: GraftTarget, label: int, task: str) -> RegionData:
         """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches."""
@@ -241,6 +287,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         labels = [int(t) for t in getattr(strategy.experience, "task_labels", [])]
         if self.task_inference or not labels:
             self._route = "infer"
+            self._router.check(self.task_inference or TASK_INFERENCE[0])
             return
         self._check_labels(labels)
         if self.reconstruct == "all":

@@ -8,7 +8,8 @@ In memory a :class:`OwnerMap` keeps θ_pre (CPU copy of the graftable tensors), 
 element (0 = free, k + 1 = the k-th task learned; at most 254 tasks) and one
 :class:`~cl_graft.grafting.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
 On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (flat int32 indices +
-values, i.e. the owner map in sparse form), safetensors and JSON only.
+values, i.e. the owner map in sparse form), and ``features.safetensors`` with each task's head-input statistics
+(:mod:`.task_features`, for task-agnostic routing by features) when there are any; safetensors and JSON only.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from cl_graft.regions.io import cl_graft_version
 from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.training.models import TextClassifier
 
+from .task_features import FeatureStats, load_stats, save_stats
+
 MAP_CONFIG = "skills.json"
 FORMAT_VERSION = 1
 MAX_TASKS = 254
@@ -40,6 +43,8 @@ class OwnerMap:
         tasks: task names in the order they were learned.
         patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
         pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
+        features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none);
+            not counted in :meth:`bytes` (2·d floats per task).
     """
 
     def __init__(self, pre: Mapping[str, Tensor]) -> None:
@@ -50,6 +55,7 @@ class OwnerMap:
         self.tasks: list[str] = []
         self.patches: list[SkillPatch] = []
         self.pre_fingerprint = fingerprint(self.pre)
+        self.features: dict[str, FeatureStats] = {}
 
     @classmethod
     def from_model(cls, model: TextClassifier, names: Iterable[str] | None = None) -> OwnerMap:
@@ -138,16 +144,18 @@ class OwnerMap:
 
     # ----- storage -------------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike) -> Path:
-        """Writes ``task-KK/`` patch folders, then ``skills.json`` (last, so a torn save fails to load)."""
+        """Writes ``task-KK/`` patch folders and the feature statistics, then ``skills.json`` (last, so a torn
+        save fails to load)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for k, patch in enumerate(self.patches):
             patch.save(directory / f"task-{k:02d}")
+        counts = save_stats(directory, [self.features.get(t) for t in self.tasks])
         write_json(directory / MAP_CONFIG, {
             "format_version": FORMAT_VERSION, "cl_graft_version": cl_graft_version(), "tasks": self.tasks,
             "names": self.names, "shapes": {n: list(t.shape) for n, t in self.pre.items()},
             "pre_fingerprint": self.pre_fingerprint, "sizes": [p.region.size for p in self.patches],
-            "bytes": self.bytes()})
+            "bytes": self.bytes(), "features": counts})
         return directory
 
     @classmethod
@@ -170,8 +178,14 @@ class OwnerMap:
         skills = cls({n: params[n] for n in names})
         if skills.pre_fingerprint != cfg.get("pre_fingerprint"):
             raise UserError(f"{directory}: skills were saved for another pre-trained model (θ_pre differs)")
-        for k, task in enumerate(cfg.get("tasks", [])):
+        tasks = cfg.get("tasks", [])
+        for k, task in enumerate(tasks):
             patch = SkillPatch.load(directory / f"task-{k:02d}")
             skills._claim(task, patch.region)
             skills.patches.append(patch)
+        counts = cfg.get("features") or [None] * len(tasks)        # maps saved before statistics: none
+        if len(counts) != len(tasks):
+            raise UserError(f"{directory / MAP_CONFIG}: {len(counts)} feature counts for {len(tasks)} tasks")
+        stats = load_stats(directory, counts)
+        skills.features = {t: s for t, s in zip(tasks, stats) if s is not None}
         return skills

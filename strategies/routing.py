@@ -10,6 +10,10 @@ under a millisecond on MiniLM) and back, never copying the model.
   output entropy): every input runs through each of the T learned tasks' models (T forward passes per input,
   plus T patch switches per mini-batch); it goes to the task whose model is the most confident — lowest entropy
   of the softmax (``"entropy"``) or highest top probability (``"max-softmax"``) — and gets that task's logits.
+  With ``"features"`` the task is chosen on the input side instead: one forward pass at θ_pre (every region
+  rolled back) gives the input of the head, the task whose feature statistics score it highest
+  (:class:`~.task_features.FeatureRouter`, a linear discriminant) is chosen, and one more pass in that task's
+  state gives the logits (2 forward passes per input instead of T).
 """
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ from cl_graft.grafting.graft import Stash, patch_, restore_
 from .adapter import MASK_VALUE
 from .owner_map import OwnerMap
 from .targets import GraftTarget
+from .task_features import FeatureRouter, HeadInputs, head_module
 
-TASK_INFERENCE = ("entropy", "max-softmax")
+TASK_INFERENCE = ("entropy", "max-softmax", "features")
 
 
 def confidence(logits: Tensor, how: str) -> Tensor:
@@ -53,6 +58,8 @@ class TaskRouter:
         self._patches: dict[int, object] = {}
         self._stash: Stash | None = None
         self._state: int | None = None                                   # None: every region (as trained)
+        self._heads: dict[int, torch.nn.Module] = {}
+        self._features: FeatureRouter | None = None
 
     def order(self, label: int) -> int:
         """Position of the label's task in the learning order; an untrained task sees every region so far."""
@@ -60,7 +67,8 @@ class TaskRouter:
         return len(self.owners.tasks) - 1 if k is None else k
 
     def switch_(self, k: int | None) -> None:
-        """Puts the model IN PLACE into task ``k``'s state (``None``: back to every region)."""
+        """Puts the model IN PLACE into task ``k``'s state (``None``: back to every region; ``-1``: θ_pre, every
+        region rolled back)."""
         if k == self._state:
             return
         if self._stash is not None:
@@ -74,12 +82,13 @@ class TaskRouter:
         if self._patches[k] is not None:
             self._stash = patch_(self.target.root, self._patches[k])
 
-    def forward(self, x: Tensor, labels: Tensor) -> Tensor:
-        """Task-aware logits ``(B, C)``: each task's rows through its own state (rows keep their batch order)."""
+    def forward(self, x: Tensor, labels: Tensor, order: Tensor | None = None) -> Tensor:
+        """Task-aware logits ``(B, C)``: each task's rows through its own state (rows keep their batch order);
+        ``order`` ``(B,)``: the rows' positions in the learning order when known (default: from ``labels``)."""
         parts = []
         for t in torch.unique(labels).tolist():
             mask = labels == t
-            self.switch_(self.order(t))
+            self.switch_(self.order(t) if order is None else int(order[mask][0]))
             parts.append((mask, avalanche_forward(self.target.model, x[mask], labels[mask])))
         width = max(p.shape[-1] for _, p in parts)
         out = torch.full((x.shape[0], width), MASK_VALUE, dtype=parts[0][1].dtype, device=parts[0][1].device)
@@ -87,15 +96,53 @@ class TaskRouter:
             out[mask, :logits.shape[-1]] = logits
         return out
 
-    def infer(self, x: Tensor, how: str) -> tuple[Tensor, Tensor]:
-        """Task-agnostic logits ``(B, C)`` and the chosen task labels ``(B,)`` (T forward passes per input).
+    def check(self, how: str) -> None:
+        """Refuses a routing rule the learned tasks cannot serve (before any input runs).
 
         Raises:
-            UserError: no task learned yet.
+            UserError: no task learned yet, or ``"features"`` with a task that has no feature statistics.
         """
         if not self.owners.tasks:
             raise UserError("task inference needs at least one learned task")
+        missing = [t for t in self.owners.tasks if t not in self.owners.features]
+        if how == "features" and missing:
+            raise UserError(f"task {missing[0]!r} has no feature statistics (skills saved before they were "
+                            f"collected, or no per-task head module); use task inference entropy or max-softmax")
+
+    def head(self, k: int) -> torch.nn.Module:
+        """The head module of the ``k``-th learned task (the smallest module holding its head tensors)."""
+        if k not in self._heads:
+            label = self.target.label(self.owners.tasks[k])
+            module = head_module(self.target.root, self.target.heads(label))
+            if module is None:
+                raise UserError(f"task {self.owners.tasks[k]!r} has no head module of its own; feature routing "
+                                f"needs one")
+            self._heads[k] = module
+        return self._heads[k]
+
+    def features(self, x: Tensor) -> Tensor:
+        """Head-input features ``(B, d)`` of ``x`` at θ_pre (the space of the tasks' feature statistics): the
+        input of the first learned task's head, which every task's head shares in a multi-head model."""
+        self.switch_(-1)
+        with HeadInputs(self.head(0)) as rec:
+            avalanche_forward(self.target.model, x, self.target.label(self.owners.tasks[0]))
+        return rec.take(x.shape[0])
+
+    def infer(self, x: Tensor, how: str) -> tuple[Tensor, Tensor]:
+        """Task-agnostic logits ``(B, C)`` and the chosen task labels ``(B,)`` (T forward passes per input; 2 for
+        ``"features"``).
+
+        Raises:
+            UserError: see :meth:`check`.
+        """
+        self.check(how)
         labels = [self.target.label(t) for t in self.owners.tasks]
+        if how == "features":
+            if self._features is None:
+                self._features = FeatureRouter([self.owners.features[t] for t in self.owners.tasks])
+            pick = self._features.scores(self.features(x)).argmax(0)               # (B,) position among the tasks
+            chosen = torch.tensor(labels, device=pick.device)[pick]
+            return self.forward(x, chosen.to(x.device), pick), chosen
         outs, scores = [], []
         for k, label in enumerate(labels):
             self.switch_(k)
@@ -111,4 +158,4 @@ class TaskRouter:
     def close_(self) -> None:
         """Back to every region and drops the cached patches (the owner map may change after this)."""
         self.switch_(None)
-        self._patches = {}
+        self._patches, self._features = {}, None

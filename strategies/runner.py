@@ -133,9 +133,9 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
         cfg: the comparison's settings.
         dev_rows: task → dev rows for region selection (graft).
         state_dir: where a resumable strategy saves its state after every experience and resumes from.
-        task_inference: ``"entropy"`` or ``"max-softmax"``: after the stream, evaluate the test stream again
-            with task labels withheld (strategies that keep an owner map: graft, graft-paper, packnet); the
-            result goes to ``info["task_inference"]`` (not counted in ``seconds``).
+        task_inference: ``"entropy"``, ``"max-softmax"`` or ``"features"``: after the stream, evaluate the test
+            stream again with task labels withheld (strategies that keep an owner map: graft, graft-paper,
+            packnet); the result goes to ``info["task_inference"]`` (not counted in ``seconds``).
         progress: Avalanche's interactive logger (progress bars and metrics).
     """
     t0, c0 = time.perf_counter(), time.process_time()
@@ -182,7 +182,7 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
 
 
 def task_agnostic_eval(strategy, bm, n_tasks: int, how: str) -> dict:
-    """Accuracy per task with task labels withheld (each input routed to the most confident task, T forward
+    """Accuracy per task with task labels withheld (each input routed to a task by the rule ``how``, T forward
     passes per input), task-identification accuracy per task and the seconds it took."""
     plugin = owner_plugin(strategy)
     plugin.task_inference = how

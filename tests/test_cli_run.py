@@ -109,17 +109,18 @@ def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, m
     assert resumed["matrix"] == full["matrix"] and resumed["bytes"] == full["bytes"]
 
 
-def test_task_inference_reports_task_agnostic_accuracy(env, all_run, tmp_path):
+@pytest.mark.parametrize("how", ["entropy", "features"])
+def test_task_inference_reports_task_agnostic_accuracy(env, all_run, tmp_path, how):
     out = tmp_path / "agnostic"
-    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,naive", "--task-inference", "entropy",
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,naive", "--task-inference", how,
                  "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert "task-agnostic (entropy)" in result.output
+    assert f"task-agnostic ({how})" in result.output
     strategies = json.loads((out / "results.json").read_text())["strategies"]
     full = json.loads((all_run[0] / "results.json").read_text())["strategies"]["graft"]
     assert strategies["graft"]["matrix"] == full["matrix"]          # task-aware results unchanged
     agnostic = strategies["graft"]["info"]["task_inference"]
-    assert agnostic["how"] == "entropy" and len(agnostic["accuracy"]) == len(agnostic["task_id"]) == 2
+    assert agnostic["how"] == how and len(agnostic["accuracy"]) == len(agnostic["task_id"]) == 2
     assert all(0 <= v <= 1 for v in agnostic["accuracy"] + agnostic["task_id"])
     assert "task_inference" not in strategies["naive"]["info"]      # no regions to route between
 

@@ -179,6 +179,55 @@ def test_task_inference_picks_the_confident_task():
     assert torch.equal(model.weight[:, 2], torch.tensor([4.0, -4.0]))              # put back
 
 
+def test_feature_statistics_are_head_inputs_at_theta_pre(bm, mlp_run):
+    """Each task's statistics: the inputs of the heads over its training examples, at θ_pre."""
+    from cl_graft.strategies.task_features import FeatureAccumulator, HeadInputs
+
+    strategy, _, _ = mlp_run
+    owners = strategy.graft.owners
+    assert [owners.features[t].count for t in ("0", "1")] == [64, 64]
+    router = TaskRouter(graft_target(strategy.model), owners)
+    strategy.model.eval()
+    router.switch_(-1)
+    for k in (0, 1):
+        x = torch.stack([x for x, *_ in bm.train_stream[k].dataset])
+        with torch.no_grad(), HeadInputs(router.head(0)) as rec:
+            strategy.model(x, 0)
+        acc = FeatureAccumulator()
+        acc.update(rec.take(len(x)))
+        want = acc.finish()
+        assert torch.allclose(owners.features[str(k)].mean, want.mean, atol=1e-5)
+        assert torch.allclose(owners.features[str(k)].cov, want.cov, atol=1e-5)
+    router.close_()
+
+
+def test_feature_routing_identifies_the_tasks(bm, mlp_run):
+    strategy, _, _ = mlp_run
+    strategy.graft.task_inference = "features"
+    try:
+        metrics = strategy.eval(bm.test_stream)
+    finally:
+        strategy.graft.task_inference = None
+    assert metrics["TaskID_Acc_Stream/eval_phase/test_stream"] >= 0.9         # entropy: 0.75 here
+    assert acc(metrics, 0) >= 0.9 and acc(metrics, 1) >= 0.9
+
+
+def test_collecting_statistics_changes_nothing(bm, mlp_run, monkeypatch):
+    strategy, probe, _ = mlp_run
+    monkeypatch.setattr(GraftPlugin, "_fit_features", lambda *a: None)
+    without, without_probe, _ = run(bm, mlp())
+    assert without.graft.owners.features == {}
+    for n, p in without.model.named_parameters():
+        assert torch.equal(p, dict(strategy.model.named_parameters())[n]), n
+    for how in (None, "entropy", "max-softmax"):                              # task-aware and confidence routing
+        for s in (strategy, without):
+            s.graft.task_inference = how
+            s.eval(bm.test_stream)
+            s.graft.task_inference = None
+        for k in (0, 1):
+            assert all(torch.equal(a, b) for a, b in zip(probe.out[k], without_probe.out[k], strict=True))
+
+
 def test_resume_equals_uninterrupted(bm, mlp_run, tmp_path):
     strategy, probe, results = mlp_run
     first, _, _ = run(bm, mlp(), stop=1)

@@ -3,9 +3,14 @@
 Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits under every learned
 task's grafted model once (T forward passes per input, the models switched in place by
 :class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing rules offline: lowest entropy
-(``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``) and lowest entropy
-divided by log C_k (tasks with more labels have a higher entropy ceiling). Prints and writes JSON with, per rule,
-task-identification accuracy and task-agnostic accuracy per task, beside the task-aware accuracy.
+(``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
+divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
+statistics (:mod:`~cl_graft.strategies.task_features`, saved by runs since they were added), the head-input
+features at θ_pre (one more pass per input) scored by the linear discriminant of ``--task-inference features``
+and, a variant without the covariance, by the nearest task mean (Euclidean). Prints and writes JSON with, per
+rule, task-identification accuracy, task-agnostic accuracy strict (right task and right label:
+``task_agnostic``) and as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per
+task, beside the task-aware accuracy.
 
 Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs/cl --out results.json``.
 """
@@ -20,6 +25,16 @@ import torch
 from cl_graft.strategies.adapter import MASK_VALUE
 
 RULES = ("entropy", "max-softmax", "entropy/log C")
+FEATURE_RULES = ("features", "features: nearest mean")
+
+
+def _feature_scores(f: torch.Tensor, stats: list, rule: str) -> torch.Tensor:
+    """Scores ``(T, N)`` (higher = more likely that task) of head-input features at θ_pre ``(N, d)``."""
+    from cl_graft.strategies.task_features import FeatureRouter
+
+    if rule == "features":
+        return FeatureRouter(stats).scores(f)
+    return torch.stack([-((f.float() - s.mean) ** 2).mean(1) for s in stats])
 
 
 def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
@@ -35,8 +50,10 @@ def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
 
 
 @torch.no_grad()
-def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor]]:
-    """Per test task j: logits under every task k's model, (N_j, C_k) each, and the labels (N_j,)."""
+def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor],
+                                                          list[torch.Tensor] | None, list | None]:
+    """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
+    skills have no feature statistics) the head-input features at θ_pre (N_j, d) and every task's statistics."""
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
@@ -61,7 +78,9 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     owners.apply_(clf)
     adapter = TaskAdapter(clf, tasks).eval()
     router = TaskRouter(graft_target(adapter), owners)
-    out, labels = [], []
+    stats = [owners.features.get(t) for t in tasks]
+    with_features = all(s is not None for s in stats)
+    out, labels, feats = [], [], []
     for exp in bm.test_stream:
         ds = exp.dataset
         batches = [ds.collate_fn([ds[i] for i in range(s, min(s + 64, len(ds)))]) for s in range(0, len(ds), 64)]
@@ -70,24 +89,33 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
             router.switch_(k)
             per_task.append(torch.cat([adapter(b[0], k) for b in batches]))
         out.append(per_task)
+        if with_features:
+            feats.append(torch.cat([router.features(b[0]) for b in batches]))
         labels.append(torch.cat([b[1] for b in batches]))
     router.close_()
-    return tasks, out, labels
+    return tasks, out, labels, (feats if with_features else None), (stats if with_features else None)
 
 
-def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: list[torch.Tensor]) -> dict:
-    """Task-aware accuracy and, per rule, task identification and task-agnostic accuracy per task."""
+def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: list[torch.Tensor],
+                   features: list[torch.Tensor] | None = None, stats: list | None = None) -> dict:
+    """Task-aware accuracy and, per rule, task identification and task-agnostic accuracy (strict and as
+    Avalanche counts it) per task; the feature rules only with ``features`` and ``stats``."""
     res = {"tasks": tasks, "task_aware": [float((logits[j][j].argmax(-1) == labels[j]).float().mean())
                                           for j in range(len(tasks))]}
-    for rule in RULES:
-        ids, agnostic = [], []
+    rules = RULES + (FEATURE_RULES if features is not None else ())
+    for rule in rules:
+        ids, agnostic, avalanche = [], [], []
         for j, per_task in enumerate(logits):
-            pick = torch.stack([_score(t, rule) for t in per_task]).argmax(0)          # (N_j,)
+            if rule in FEATURE_RULES:
+                pick = _feature_scores(features[j], stats, rule).argmax(0)               # (N_j,)
+            else:
+                pick = torch.stack([_score(t, rule) for t in per_task]).argmax(0)
             preds = torch.stack([t.argmax(-1) for t in per_task])                        # (T, N_j)
             pred = preds[pick, torch.arange(len(pick))]
             ids.append(float((pick == j).float().mean()))
             agnostic.append(float(((pick == j) & (pred == labels[j])).float().mean()))
-        res[rule] = {"task_id": ids, "task_agnostic": agnostic}
+            avalanche.append(float((pred == labels[j]).float().mean()))
+        res[rule] = {"task_id": ids, "task_agnostic": agnostic, "avalanche": avalanche}
     return res
 
 

@@ -17,9 +17,10 @@ from .common import common_options, data_identity, data_source
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
 @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
               "(same budget for every strategy; test rows are never used to choose).")
-@click.option("--task-inference", type=click.Choice(["entropy", "max-softmax"]), default=None,
+@click.option("--task-inference", type=click.Choice(["entropy", "max-softmax", "features"]), default=None,
               help="After the stream, also evaluate with task labels withheld: each input goes to the task whose "
-                   "grafted model is most confident (graft, graft-paper, packnet; T forward passes per input).")
+                   "grafted model is most confident (entropy, max-softmax) or whose head-input statistics make its "
+                   "features most likely (features) (graft, graft-paper, packnet; T forward passes per input).")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run in --out (every setting and the data must be the same).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
