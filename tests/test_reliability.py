@@ -260,12 +260,18 @@ def test_no_traceback(env, tmp_path, case, message):
 
 # ----- 7. smaller ------------------------------------------------------------------------------------------------
 def test_written_files_get_the_umask_mode(tmp_path):
+    from safetensors.torch import save_file
+
+    from cl_graft.regions.io import atomic_write
+
     old = os.umask(0o022)
     try:
         write_json(tmp_path / "a.json", {"x": 1})
+        atomic_write(tmp_path / "a.safetensors", lambda p: save_file({"t": torch.zeros(2)}, p))
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "a.safetensors").stat().st_mode) == 0o644
 
 
 def test_run_files_are_all_readable_like_the_csvs(env):

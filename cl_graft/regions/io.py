@@ -99,8 +99,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())                   # after: a writer may replace the file (safetensors does)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
