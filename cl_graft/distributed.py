@@ -151,20 +151,19 @@ def all_mean_(t: Tensor) -> Tensor:
 
 
 def fingerprint(value: Any) -> str:
-    """sha256 of a JSON-able value or of tensors (a sequence or a name → tensor mapping), for :func:`check_same`."""
-    h = hashlib.sha256()
+    """sha256 of a JSON-able value, or of tensors (one, a sequence, or a name → tensor mapping), for
+    :func:`check_same`."""
     if isinstance(value, Tensor):
         value = [value]
-    if isinstance(value, dict) and value and all(isinstance(v, Tensor) for v in value.values()):
-        for k in sorted(value):
-            h.update(k.encode())
-            h.update(value[k].detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-        return h.hexdigest()
-    if isinstance(value, Sequence) and value and all(isinstance(v, Tensor) for v in value):
-        for v in value:
-            h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-        return h.hexdigest()
-    h.update(json.dumps(value, sort_keys=True, default=str).encode())
+    items = sorted(value.items()) if isinstance(value, dict) else list(enumerate(value)) \
+        if isinstance(value, Sequence) and not isinstance(value, str) else []
+    h = hashlib.sha256()
+    if items and all(isinstance(t, Tensor) for _, t in items):
+        for key, t in items:
+            h.update(str(key).encode())
+            h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    else:
+        h.update(json.dumps(value, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 

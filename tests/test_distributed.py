@@ -155,6 +155,14 @@ def test_shard_takes_this_ranks_contiguous_slice_and_is_identity_alone():
     assert distributed.check_batch(7) == 7
 
 
+def test_fingerprint_tells_tensor_maps_and_settings_apart():
+    owners = {"a": torch.zeros(3, dtype=torch.uint8), "b": torch.ones(2)}
+    same = {"b": torch.ones(2), "a": torch.zeros(3, dtype=torch.uint8)}
+    assert distributed.fingerprint(owners) == distributed.fingerprint(same)
+    assert distributed.fingerprint(owners) != distributed.fingerprint({**owners, "a": torch.tensor([0, 1, 0])})
+    assert distributed.fingerprint({"lr": 0.1}) != distributed.fingerprint({"lr": 0.2})
+
+
 def _worker(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     try:
