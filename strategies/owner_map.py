@@ -44,7 +44,7 @@ class OwnerMap:
         patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
         pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
         features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none);
-            not counted in :meth:`bytes` (2·d floats per task).
+            not counted in :meth:`bytes` (d² + d floats per task: mean and covariance).
     """
 
     def __init__(self, pre: Mapping[str, Tensor]) -> None:
