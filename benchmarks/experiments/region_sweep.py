@@ -1,0 +1,282 @@
+"""Learned region vs top-|Δ| at tiny sparsities, chosen honestly on dev (issue 13, item 6).
+
+Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600) learn the grafting region γ (method ``graft``,
+:mod:`cl_graft.regions.learned`); the plain baseline is the top-|Δ| region (method ``topk``) of the same size.
+For each task and sparsity this script finds the top-k region and the learned region at every point of a small
+declared grid of learned-region settings, and compares them without ever choosing on test rows:
+
+- the preset's dev rows are split (stratified by label, seeded) into two halves: **dev-select**, handed to
+  ``learn_region`` for its own selection of the best step (with the training rows), and **dev-choose**, used
+  only to choose the grid point (the top-k region and FT are scored on it the same way);
+- the grid point with the best dev-choose accuracy (the earliest of the grid on ties) is chosen BEFORE any test
+  row is scored (:func:`choose` refuses candidates that already carry test scores);
+- then every candidate (FT, top-k, every grid point) is scored on the test rows: accuracy, ECE, and the paired
+  standard error of "chosen − top-k" over the same test rows.
+
+Run (fine-tunes of ``cl-graft finetune --preset quick`` with the same seed)::
+
+    python -m cl_graft.benchmarks.experiments.region_sweep --data-dir ../shared/data \\
+        --finetuned sst2=runs/ft/sst2,agnews=runs/ft/agnews,qnli=runs/ft/qnli
+
+Writes ``benchmarks/results/region_sweep.json`` and ``region_sweep.md`` (tables; after every cell). Tasks can
+run as parallel processes (one ``--finetuned task=folder`` and ``--out`` each) and be joined with
+``--merge a.json b.json ... --out benchmarks/results/region_sweep.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cl_graft.artifacts import load_classifier, read_json, write_json, write_text
+from cl_graft.grafting.graft import graft_model
+from cl_graft.presets import get_preset
+from cl_graft.provenance import finish_record, run_record
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.learned import learn_region
+from cl_graft.regions.methods import find_region
+from cl_graft.training.evaluate import evaluate
+from cl_graft.training.models import build_classifier
+
+RESULTS = Path(__file__).parents[1] / "results"
+
+
+def split_dev(rows: Sequence[dict], seed: int) -> tuple[list[dict], list[dict]]:
+    """Two disjoint halves of ``rows`` (dev-select, dev-choose), stratified by label and seeded; an odd class
+    gives its extra row to dev-choose. Each half keeps the rows' original order."""
+    by_label: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_label.setdefault(r["label"], []).append(i)
+    rng = random.Random(seed)
+    select: list[int] = []
+    for label in sorted(by_label):
+        idx = by_label[label][:]
+        rng.shuffle(idx)
+        select += idx[:len(idx) // 2]
+    chosen = set(select)
+    return [rows[i] for i in sorted(select)], [r for i, r in enumerate(rows) if i not in chosen]
+
+
+def choose(candidates: Sequence[Mapping]) -> int:
+    """Index of the candidate with the best ``dev_choose`` accuracy (the earliest on ties).
+
+    Raises:
+        ValueError: a candidate already carries test scores (the choice must come before test is scored), or
+            there is no candidate.
+    """
+    if not candidates:
+        raise ValueError("no candidate to choose from")
+    if any("test" in c for c in candidates):
+        raise ValueError("choose before scoring test: a candidate already has test scores")
+    best = 0
+    for i, c in enumerate(candidates):
+        if c["dev_choose"] > candidates[best]["dev_choose"]:
+            best = i
+    return best
+
+
+def paired_se(correct_a: np.ndarray, correct_b: np.ndarray) -> float:
+    """Standard error of mean(correct_a) − mean(correct_b) over the same rows (paired; 0/1 arrays)."""
+    d = np.asarray(correct_a, dtype=float) - np.asarray(correct_b, dtype=float)
+    if d.size < 2:
+        return float("nan")
+    return float(d.std(ddof=1) / math.sqrt(d.size))
+
+
+def verdict(diff: float, se: float) -> str:
+    """Declared rule: "beats" if diff > 2·SE, "loses" if diff < −2·SE, else "within noise"."""
+    if diff > 2 * se:
+        return "beats"
+    if diff < -2 * se:
+        return "loses"
+    return "within noise"
+
+
+def grid_label(point: Mapping) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in point.items())
+
+
+def _dev(model, rows, task) -> float:
+    return float(evaluate(model, rows, task)[0]["accuracy"])
+
+
+def _test(model, rows, task) -> tuple[dict, np.ndarray]:
+    metrics, preds = evaluate(model, rows, task)
+    labels = np.array([r["label"] for r in rows])
+    return {"accuracy": float(metrics["accuracy"]), "ece": float(metrics["ece"])}, preds == labels
+
+
+def run_cell(pre, ft, splits, dev_select, dev_choose, *, task: str, sparsity: float, base: LocalizeConfig,
+             grid: list[dict]) -> dict:
+    """One (task, sparsity): find and dev-score every candidate, choose, THEN score test."""
+    cands: list[dict] = []
+    regions = []
+    t0 = time.perf_counter()
+    topk = find_region("topk", pre, ft, splits.train, dev_select, LocalizeConfig(sparsity=sparsity, seed=base.seed),
+                       task=task, progress=False).region
+    cands.append({"name": "topk", "size": topk.size, "seconds": round(time.perf_counter() - t0, 2),
+                  "dev_choose": _dev(graft_model(pre, ft, topk), dev_choose, task)})
+    regions.append(topk)
+    print(f"  {task} {sparsity:g} topk: size {topk.size}, dev-choose {100 * cands[-1]['dev_choose']:.1f}", flush=True)
+    for point in grid:
+        cfg = LocalizeConfig.from_json({**base.to_json(), **point, "sparsity": sparsity})
+        res = learn_region(pre, ft, splits.train, dev_select, cfg, task=task, progress=False)
+        best = next(h for h in res.history if h["step"] == res.region.meta["best_step"])
+        cands.append({"name": f"graft[{grid_label(point)}]", "point": point, "size": res.region.size,
+                      "seconds": round(res.seconds, 1), "best_step": res.region.meta["best_step"],
+                      "select_train": best["train"], "select_dev": best["dev"],
+                      "dev_choose": _dev(graft_model(pre, ft, res.region), dev_choose, task)})
+        regions.append(res.region)
+        c = cands[-1]
+        print(f"  {task} {sparsity:g} {c['name']}: size {c['size']}, best step {c['best_step']}, "
+              f"dev-choose {100 * c['dev_choose']:.1f} ({c['seconds']:.0f} s)", flush=True)
+    chosen = 1 + choose(cands[1:])                         # among the graft grid points, before any test score
+    cell = {"chosen": cands[chosen]["name"], "chosen_point": cands[chosen]["point"]}
+    correct = []
+    for c, region in zip(cands, regions):                  # only now: test rows
+        c["test"], ok = _test(graft_model(pre, ft, region), splits.test, task)
+        correct.append(ok)
+    diff = cands[chosen]["test"]["accuracy"] - cands[0]["test"]["accuracy"]
+    p = cands[0]["test"]["accuracy"]
+    se_single = math.sqrt(p * (1 - p) / len(splits.test))
+    se_pair = paired_se(correct[chosen], correct[0])
+    best_test = max(range(1, len(cands)), key=lambda i: cands[i]["test"]["accuracy"])
+    cell.update({"candidates": cands, "diff_test": diff, "se_single": se_single, "se_paired": se_pair,
+                 "verdict": verdict(diff, se_pair), "diff_dev_choose": cands[chosen]["dev_choose"] -
+                 cands[0]["dev_choose"],
+                 "posthoc_best_test": {"name": cands[best_test]["name"],   # NOT a valid selection: reported only
+                                       "diff_test": cands[best_test]["test"]["accuracy"] - p}})
+    print(f"  {task} {sparsity:g}: chosen {cell['chosen']}: test {100 * diff:+.1f} vs topk "
+          f"(paired SE {100 * se_pair:.1f}, single SE {100 * se_single:.1f}) -> {cell['verdict']}", flush=True)
+    return cell
+
+
+def pct(v: float | None) -> str:
+    return "" if v is None else f"{100 * v:.1f}"
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Learned region vs top-|Δ|, chosen on dev", "",
+             ("Generated by `benchmarks/experiments/region_sweep.py` (see its docstring); command: "
+             f"`{result['config']['command_line']}`; git {result['config']['git_revision']}. One seed."), "",
+             ("Accuracies in %. dev-choose = the half of the preset's dev rows used only to choose the grid point; "
+             "Δ = chosen graft − top-k on test; SE = paired standard error of Δ on the same test rows; "
+             "verdict: beats/loses if |Δ| > 2 SE, else within noise. Post-hoc = the best grid point by TEST "
+             "(not a valid choice; shown to bound what any choice could have gained)."), "",
+             ("| task | sparsity | n test | FT test | top-k dev-choose / test | chosen point | chosen dev-choose / test "
+             "| Δ test | SE paired (single) | verdict | post-hoc best Δ |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task, cells in result["cells"].items():
+        ft = result["ft"][task]
+        for s, cell in cells.items():
+            c = {x["name"]: x for x in cell["candidates"]}
+            top, ch = c["topk"], c[cell["chosen"]]
+            lines.append(f"| {task} | {float(s):.2%} | {ft['n_test']} | {pct(ft['test'])} | {pct(top['dev_choose'])} / "
+                         f"{pct(top['test']['accuracy'])} | {grid_label(cell['chosen_point'])} | "
+                         f"{pct(ch['dev_choose'])} / {pct(ch['test']['accuracy'])} | {100 * cell['diff_test']:+.1f} | "
+                         f"{pct(cell['se_paired'])} ({pct(cell['se_single'])}) | {cell['verdict']} | "
+                         f"{100 * cell['posthoc_best_test']['diff_test']:+.1f} |")
+    lines += ["", "## Every candidate", "",
+              "| task | sparsity | candidate | size | best step | dev-choose | test acc | test ECE | seconds |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for task, cells in result["cells"].items():
+        for s, cell in cells.items():
+            for x in cell["candidates"]:
+                mark = " (chosen)" if x["name"] == cell["chosen"] else ""
+                lines.append(f"| {task} | {float(s):.2%} | {x['name']}{mark} | {x['size']} | {x.get('best_step', '')} | "
+                             f"{pct(x['dev_choose'])} | {pct(x['test']['accuracy'])} | {pct(x['test']['ece'])} | "
+                             f"{x['seconds']} |")
+    return "\n".join(lines) + "\n"
+
+
+def merge(parts: Sequence[dict]) -> dict:
+    """One result from per-task results of the same settings (each keeps its own run record in ``runs``)."""
+    keys = ("localize_base", "grid", "split_seed")
+    for p in parts[1:]:
+        if any(p[k] != parts[0][k] for k in keys):
+            raise SystemExit("cannot merge results of different settings")
+    out = {"config": {"command_line": " ; ".join(p["config"]["command_line"] for p in parts),
+                      "git_revision": sorted({p["config"]["git_revision"] for p in parts})},
+           "runs": [p["config"] for p in parts], **{k: parts[0][k] for k in keys}, "ft": {}, "cells": {}}
+    for p in parts:
+        out["ft"].update(p["ft"])
+        out["cells"].update(p["cells"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--finetuned", default=None, help="task=folder,... (cl-graft finetune --preset quick outputs)")
+    ap.add_argument("--sparsities", default="1e-4,5e-4")
+    ap.add_argument("--lrs", default="2,4")
+    ap.add_argument("--base-fractions", default="1,0.5")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--n-batches", type=int, default=2)
+    ap.add_argument("--select-rows", type=int, default=64)
+    ap.add_argument("--eval-every", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split-seed", type=int, default=13)
+    ap.add_argument("--out", type=Path, default=RESULTS / "region_sweep.json")
+    ap.add_argument("--merge", nargs="+", type=Path, default=None,
+                    help="only merge these per-task result JSONs (runs in parallel) into --out and its .md")
+    args = ap.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        merged = merge([read_json(p) for p in args.merge])
+        write_json(args.out, merged)
+        write_text(args.out.with_suffix(".md"), markdown(merged))
+        print(f"-> {args.out}, {args.out.with_suffix('.md')}", flush=True)
+        return
+    if not args.finetuned:
+        raise SystemExit("--finetuned task=folder,... is required (or --merge)")
+    folders = dict(kv.split("=", 1) for kv in args.finetuned.split(","))
+    sparsities = [float(s) for s in args.sparsities.split(",")]
+    grid = [{"lr": lr, "base_fraction": bf} for lr, bf in
+            itertools.product([float(x) for x in args.lrs.split(",")],
+                              [float(x) for x in args.base_fractions.split(",")])]
+    base = LocalizeConfig(steps=args.steps, batch_size=16, n_batches=args.n_batches, select_rows=args.select_rows,
+                          eval_every=args.eval_every, seed=args.seed)
+    preset = get_preset("quick", seed=args.seed)
+    result: dict = {"config": run_record(command="benchmarks.region_sweep", **{k: str(v) for k, v in
+                                                                               vars(args).items()}),
+                    "localize_base": base.to_json(), "grid": grid, "split_seed": args.split_seed,
+                    "ft": {}, "cells": {}}
+    from cl_graft.benchmarks import load_rows
+
+    for task, folder in folders.items():
+        saved = read_json(Path(folder) / "config.json")
+        if (saved.get("task"), saved.get("preset"), saved.get("seed")) != (task, "quick", args.seed):
+            raise SystemExit(f"{folder}: not a quick-preset fine-tune of {task} with seed {args.seed}")
+        ft = load_classifier(folder)
+        splits = load_rows(task, args.data_dir, preset, seed=args.seed)
+        torch.manual_seed(args.seed)                       # θ_pre as cl_graft.cli.common.pre_and_finetuned builds it
+        pre = build_classifier(ft.source, head=ft.head_kind, pooling=ft.pooling, max_length=preset.max_length)
+        pre.add_task(splits.spec, seed=args.seed)
+        dev_select, dev_choose = split_dev(splits.dev, args.split_seed)
+        ft_test, _ = _test(ft, splits.test, task)
+        result["ft"][task] = {"folder": folder, "n_train": len(splits.train), "n_dev_select": len(dev_select),
+                              "n_dev_choose": len(dev_choose), "n_test": len(splits.test),
+                              "dev_choose": _dev(ft, dev_choose, task), "test": ft_test["accuracy"],
+                              "test_ece": ft_test["ece"]}
+        print(f"{task}: FT test {100 * ft_test['accuracy']:.1f} ({len(splits.test)} rows), dev-select "
+              f"{len(dev_select)}, dev-choose {len(dev_choose)}", flush=True)
+        result["cells"][task] = {}
+        for s in sparsities:
+            result["cells"][task][f"{s:g}"] = run_cell(pre, ft, splits, dev_select, dev_choose, task=task,
+                                                       sparsity=s, base=base, grid=grid)
+            result["config"] = finish_record(result["config"])
+            write_json(args.out, result)
+            write_text(args.out.with_suffix(".md"), markdown(result))
+    print(f"-> {args.out}, {args.out.with_suffix('.md')}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
