@@ -143,13 +143,18 @@ def test_plain_template_with_the_plugin_matches(bm, mlp_run):
     assert all(torch.equal(a, b) for a, b in zip(probe.out[0], plain_probe.out[0], strict=True))
 
 
-def test_task_inference_reports_identification_accuracy(bm, mlp_run):
-    strategy, _, _ = mlp_run
-    strategy.graft.task_inference = "entropy"
+def _eval_routed(strategy, stream, how: str) -> dict:
+    """The test stream's metrics with task labels withheld (routing rule ``how``), then back to task-aware."""
+    strategy.graft.task_inference = how
     try:
-        metrics = strategy.eval(bm.test_stream)
+        return strategy.eval(stream)
     finally:
         strategy.graft.task_inference = None
+
+
+def test_task_inference_reports_identification_accuracy(bm, mlp_run):
+    strategy, _, _ = mlp_run
+    metrics = _eval_routed(strategy, bm.test_stream, "entropy")
     counts = strategy.graft.task_id
     for j in (0, 1):
         key = f"TaskID_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"
@@ -203,11 +208,7 @@ def test_feature_statistics_are_head_inputs_at_theta_pre(bm, mlp_run):
 
 def test_feature_routing_identifies_the_tasks(bm, mlp_run):
     strategy, _, _ = mlp_run
-    strategy.graft.task_inference = "features"
-    try:
-        metrics = strategy.eval(bm.test_stream)
-    finally:
-        strategy.graft.task_inference = None
+    metrics = _eval_routed(strategy, bm.test_stream, "features")
     assert metrics["TaskID_Acc_Stream/eval_phase/test_stream"] >= 0.9         # entropy: 0.75 here
     assert acc(metrics, 0) >= 0.9 and acc(metrics, 1) >= 0.9
 
