@@ -51,7 +51,9 @@ def strategy_table(res: StrategyResult) -> str:
                   (f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "
                   f"task-aware {_pct(s['average']).strip()}; eval {agnostic['seconds']:.0f}s")]
     tuning = res.info.get("tuning")
-    if tuning:
+    if tuning and "from" in tuning:
+        lines.append(f"settings chosen on dev by {tuning['from']}: {tuning['chosen']}")
+    elif tuning:
         tried = ", ".join(f"{p} {_pct(v).strip()}" for p, v in zip(tuning["grid"], tuning["dev_average"]))
         lines.append(f"tuned on dev: {tuning['chosen']} (dev average: {tried})")
     return "\n".join(lines)

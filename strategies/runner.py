@@ -30,7 +30,7 @@ from .continual_config import ContinualConfig
 from .owner_map import OwnerMap
 from .recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
 from .registry import STRATEGIES, BuildContext, owner_plugin
-from .tuning import tune
+from .tuning import apply_point, tune
 
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
@@ -219,13 +219,15 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
 
 def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[str], cfg: ContinualConfig, *,
                   out: Path, dev_rows: dict | None = None, tune_bm=None, tune_dev_rows: dict | None = None,
-                  resume: bool = False, task_inference: str | None = None, progress: bool = True,
+                  chosen: dict[str, dict] | None = None, resume: bool = False, task_inference: str | None = None, progress: bool = True,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
 
     With ``tune_bm`` (a stream of train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries
     its grid on it (:func:`.tuning.tune`, selection rows ``tune_dev_rows``) and runs on ``bm`` with the setting
-    of the best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With
+    of the best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With ``chosen``
+    (:func:`.tuning.chosen_settings`: strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point
+    an earlier tuning chose instead, recorded the same way. With
     ``resume``, finished strategies are read back and resumable ones (``graft``) continue from their last saved
     experience (``out/<name>/state``); other unfinished strategies start over. ``on_result`` is called with
     each result as it is ready.
@@ -247,6 +249,8 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
             run_cfg, tuning = cfg, {}
             if tune_bm is not None:
                 run_cfg, tuning = tune(name, cfg, lambda c, name=name: dev_average(name, c))
+            elif chosen and name in chosen:
+                run_cfg, tuning = apply_point(cfg, chosen[name]["chosen"]), chosen[name]
             results[name] = run_strategy(name, base, bm, tasks, run_cfg, dev_rows=dev_rows, progress=progress,
                                          state_dir=state, task_inference=task_inference)
             if tuning:

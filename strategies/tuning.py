@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from cl_graft.artifacts import read_json
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
@@ -62,3 +64,30 @@ def tune(name: str, cfg: ContinualConfig, score: Callable[[ContinualConfig], flo
     best = max(range(len(grid)), key=lambda i: (scores[i], -i))
     return apply_point(cfg, grid[best]), {"grid": [dict(p) for p in grid], "dev_average": scores,
                                           "chosen": dict(grid[best])}
+
+
+def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict]:
+    """The grid points a ``cl-graft run --tune`` in ``run_dir`` chose, for those of ``names`` that have a grid.
+
+    Returns:
+        strategy → ``{"chosen": point, "from": "<run_dir> (seed s)"}``, the record a run keeps in
+        ``info["tuning"]``.
+
+    Raises:
+        UserError: no ``results.json`` in ``run_dir``, a strategy that was not tuned there, or a recorded point
+            that is not in the strategy's grid (the file is not a tuning record of this version).
+    """
+    path = Path(run_dir) / "results.json"
+    results = read_json(path)
+    strategies = results.get("strategies", {}) if isinstance(results, dict) else {}
+    seed = results.get("run", {}).get("seed") if isinstance(results, dict) else None
+    out = {}
+    for name in (n for n in names if STRATEGIES[n].grid):
+        info = strategies.get(name, {}).get("info", {}) if isinstance(strategies.get(name), dict) else {}
+        point = info.get("tuning", {}).get("chosen") if isinstance(info.get("tuning"), dict) else None
+        if point is None:
+            raise UserError(f"{path}: strategy {name!r} was not tuned there (run it with --tune first)")
+        if point not in [dict(p) for p in STRATEGIES[name].grid]:
+            raise UserError(f"{path}: {name!r} chose {point}, which is not a point of its grid")
+        out[name] = {"chosen": dict(point), "from": f"{Path(run_dir)} (seed {seed})"}
+    return out

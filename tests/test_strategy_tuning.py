@@ -74,3 +74,46 @@ def test_cli_tune_never_hands_test_rows_to_the_tuning_runs(env, tmp_path, monkey
     info = json.loads((out / "results.json").read_text())["strategies"]["ewc"]["info"]["tuning"]
     assert info["chosen"]["ewc_lambda"] == seen[3][1] and len(info["dev_average"]) == 3
     assert "tuned on dev" in result.output
+
+
+def test_settings_from_reuses_a_tuned_choice_without_tuning_again(env, tmp_path, monkeypatch):  # noqa: F811
+    from cl_graft.strategies import runner
+
+    tuned = tmp_path / "tuned"
+    assert cli(env, "--stream", "alpha,beta", "--strategies", "ewc,naive", "--tune", "--out", str(tuned)).exit_code == 0
+    chosen = json.loads((tuned / "results.json").read_text())["strategies"]["ewc"]["info"]["tuning"]["chosen"]
+    seen, real = [], runner.run_strategy
+
+    def spy(name, base, bm, tasks, cfg, **kw):
+        seen.append((name, cfg.ewc_lambda))
+        return real(name, base, bm, tasks, cfg, **kw)
+
+    monkeypatch.setattr(runner, "run_strategy", spy)
+    out = tmp_path / "seed1"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "ewc,naive", "--settings-from", str(tuned),
+                 "--seed", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert seen == [("ewc", chosen["ewc_lambda"]), ("naive", 1e4)]     # one run each: nothing tuned again
+    saved = json.loads((out / "results.json").read_text())
+    info = saved["strategies"]["ewc"]["info"]["tuning"]
+    assert info == {"chosen": chosen, "from": f"{tuned} (seed 0)"} and "settings chosen on dev by" in result.output
+    assert saved["run"]["settings_from"]["ewc"]["chosen"] == chosen
+
+
+@pytest.mark.parametrize("make, extra, message", [
+    (lambda d: None, [], "results.json: not found"),
+    (lambda d: (d / "results.json").write_text('{"run": {}, "strategies": {"ewc": {"info": {}}}}'), [],
+     "'ewc' was not tuned there"),
+    (lambda d: (d / "results.json").write_text(
+        '{"run": {}, "strategies": {"ewc": {"info": {"tuning": {"chosen": {"ewc_lambda": 7}}}}}}'), [],
+     "not a point of its grid"),
+    (lambda d: None, ["--tune"], "exclude each other"),
+])
+def test_settings_from_bad_input_is_one_line_exit_2(env, tmp_path, make, extra, message):  # noqa: F811
+    src = tmp_path / "src"
+    src.mkdir()
+    make(src)
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "ewc", "--settings-from", str(src), *extra,
+                 "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "o").exists()

@@ -17,6 +17,9 @@ from .common import common_options, data_identity, data_source
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
 @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
               "(same budget for every strategy; test rows are never used to choose).")
+@click.option("--settings-from", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Use the settings an earlier `run --tune` chose on its dev rows (its --out folder), e.g. to run "
+                   "more seeds with them.")
 @click.option("--task-inference", type=click.Choice(["entropy", "max-softmax", "features"]), default=None,
               help="After the stream, also evaluate with task labels withheld: each input goes to the task whose "
                    "grafted model is most confident (entropy, max-softmax) or whose head-input statistics make its "
@@ -25,8 +28,8 @@ from .common import common_options, data_identity, data_source
               help="Continue an interrupted run in --out (every setting and the data must be the same).")
 @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
 @common_options
-def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, resume, quiet, model, head, fresh_head,
-        preset, data_dir, seed, device, out, overwrite):
+def run(stream, strategies, method, sparsity, steps, k, tune, settings_from, task_inference, resume, quiet, model,
+        head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
     write results.json/csv, matrices.csv and figures/ under --out."""
     import torch
@@ -34,16 +37,20 @@ def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, re
     from .. import distributed
     from ..benchmarks import load_rows
     from ..benchmarks.streams import make_benchmark, parse_stream
+    from ..errors import UserError
     from ..outdir import claim_out_dir
     from ..provenance import run_record
     from ..strategies.continual_config import continual_setup
     from ..strategies.registry import parse_strategies
-    from ..strategies.tuning import split_dev
+    from ..strategies.tuning import chosen_settings, split_dev
     from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
     tasks = parse_stream(stream, data_dir)
     names = parse_strategies(strategies)
+    if tune and settings_from:
+        raise UserError("--tune and --settings-from exclude each other: tune here, or reuse an earlier choice")
+    chosen = chosen_settings(settings_from, names) if settings_from else None
     data, cfg = continual_setup(preset, seed=seed, steps=steps, sparsity=sparsity, method=method, k=k)
     distributed.check_batch(cfg.recipe.batch_size)
     distributed.check_batch(cfg.localize.batch_size, "localization batch size")
@@ -52,7 +59,7 @@ def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, re
                 "fresh_head": fresh_head, "preset": preset, "seed": seed, "k": data.k, "dev_k": data.dev_k,
                 "eval_cap": data.eval_cap, "max_length": data.max_length,
                 "data_sha256": data_identity(tasks, data_dir), "config": cfg.to_json(), "tune": tune,
-                "task_inference": task_inference}
+                "settings_from": chosen, "task_inference": task_inference}
     torch.manual_seed(seed)
     clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
     for i, s in enumerate(splits):
@@ -62,7 +69,7 @@ def run(stream, strategies, method, sparsity, steps, k, tune, task_inference, re
     with claim_out_dir(out, "run", settings=settings, overwrite=overwrite, resume=resume,
                        keep_on_error=True) as run_dir:
         bm = make_benchmark(splits, clf)
-        tuning = {}
+        tuning = {"chosen": chosen}
         if tune_splits is not None:
             tuning = {"tune_bm": make_benchmark(tune_splits, clf),
                       "tune_dev_rows": {s.spec.name: s.dev for s in tune_splits}}
