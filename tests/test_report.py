@@ -1,9 +1,9 @@
-"""The benchmark report: serving figures on a tiny model, the continual table from the committed artifacts."""
+"""The benchmark report: serving figures on a tiny model; the reproduction tables from run artifacts."""
 from __future__ import annotations
 
 import pytest
 
-from cl_graft.artifacts import save_classifier
+from cl_graft.artifacts import read_json, save_classifier, write_json
 from cl_graft.provenance import run_record
 
 from conftest import SENTIMENT, tiny_bert
@@ -11,6 +11,7 @@ from conftest import SENTIMENT, tiny_bert
 pytest.importorskip("avalanche")
 
 from cl_graft.benchmarks.experiments import report
+from cl_graft.benchmarks.experiments import report_tables as tables
 
 
 def test_serving_and_storage_on_a_tiny_model(tmp_path):
@@ -25,12 +26,53 @@ def test_serving_and_storage_on_a_tiny_model(tmp_path):
     assert all(p.equal(before[n]) for n, p in model.named_parameters())      # served and put back
 
 
-def test_continual_table_and_render_from_committed_artifacts():
-    table = report.continual_table()
-    rows = table["rows"]
-    assert {"graft (5%)", "graft (1%)", "naive", "lwf", "replay"} <= set(rows)
-    lwf = rows["lwf"]["graft_minus"]
-    assert lwf["n"] == 3 and lwf["low"] <= lwf["mean"] <= lwf["high"]
+def _fake_run(folder, seed, averages, chosen=None):
+    """A ``cl-graft run`` results.json with the given final average accuracy per strategy."""
+    strategies = {}
+    for name, avg in averages.items():
+        info = {"tuning": {"chosen": chosen, "grid": [chosen, {"ewc_lambda": 1.0}], "dev_average": [0.7, 0.6]}} \
+            if name == "ewc" and chosen else {}
+        strategies[name] = {"info": info, "summary": {"final": [avg, avg], "average": avg, "forgetting": 0.01,
+                                                      "bytes": 2e6, "seconds": 3.0}}
+    folder.mkdir(parents=True)
+    write_json(folder / "results.json", {"run": {**run_record(command="run", device="cpu"), "seed": seed,
+                                                  "preset": "smoke", "k": 8}, "tasks": ["a", "b"],
+                                          "strategies": strategies})
+    return folder
+
+
+def test_continual_summary_pairs_seeds_and_renders_verdicts(tmp_path):
+    folders = [_fake_run(tmp_path / f"seed{s}", s, {"graft": g, "naive": n, "ewc": e}, {"ewc_lambda": 100.0})
+               for s, (g, n, e) in enumerate([(0.80, 0.70, 0.79), (0.82, 0.71, 0.83), (0.78, 0.69, 0.77)])]
+    summary = tables.continual_summary(folders, root=tmp_path)
+    naive, ewc = summary["rows"]["naive"], summary["rows"]["ewc"]
+    assert naive["reference_minus"]["mean"] == pytest.approx(0.10) and naive["reference_minus"]["ahead"] == 1
+    assert ewc["reference_minus"]["mean"] == pytest.approx(0.0033333, abs=1e-6)
+    assert ewc["reference_minus"]["ahead"] == 0 and ewc["chosen"] == {"ewc_lambda": 100.0}
+    assert summary["rows"]["graft"]["std"] == pytest.approx(0.02) and "reference_minus" not in summary["rows"]["graft"]
+    assert summary["artifacts"] == ["seed0/results.json", "seed1/results.json", "seed2/results.json"]
+    text = "\n".join(tables.continual_lines(summary))
+    assert "| naive | – | 70.0 | 70.0 | 70.0 ± 1.0 |" in text and "graft ahead" in text and "not separable" in text
+    assert "**ewc_lambda 100.0: 70.0**" in text                                 # the dev-chosen point in bold
+    _fake_run(tmp_path / "other", 3, {"graft": 0.8, "lwf": 0.7})
+    with pytest.raises(ValueError, match="differ"):
+        tables.continual_summary([folders[0], tmp_path / "other"], root=tmp_path)
+
+
+def test_localization_summary_reads_every_size_and_method(tmp_path):
+    def row(name, acc):
+        return {"name": name, "accuracy": acc, "ece": 0.1, "agreement": 0.9}
+
+    write_json(tmp_path / "a.json", {"config": {"git_revision": "abc"}, "quality": {"sst2": {"n_test": 10, "rows": [
+        row("FT", 0.8), row("graft-0.0001", 0.7), row("topk-0.0001", 0.6), row("graft-0.001", 0.75)]}}})
+    summary = tables.localization_summary([tmp_path / "a.json"], root=tmp_path)
+    cells = summary["tasks"]["sst2"]["cells"]
+    assert cells["graft-0.0001"]["accuracy"] == 0.7 and cells["topk-0.001"] is None
+    text = "\n".join(tables.localization_lines(summary))
+    assert "| sst2 (10) | 80.0 / 10.0 | 70.0 / 10.0 / 90.0 | 60.0 / 10.0 / 90.0 | 75.0 / 10.0 / 90.0 | – |" in text
+
+
+def test_render_names_the_committed_artifacts():
     fake = {"record": run_record(command="x", device="cpu"),
             "cost": {"finetune_step_s": 0.5, "n_batches=1": {"localize_s_per_batch": 0.45, "ratio": 0.9}},
             "serving": {"load_checkpoint_s": 1.0, "load_weights_only_s": 0.1, "tasks": {
@@ -38,14 +80,31 @@ def test_continual_table_and_render_from_committed_artifacts():
                       "owner_map_bytes_per_skill": 1e7, "percent_of_checkpoint": 0.1}}},
             "strategies": {"stream": "a,b", "preset": "smoke", "ratio": 1.2, "graft": {"wall_s": 12, "peak_rss_mb": 900},
                            "naive": {"wall_s": 10, "peak_rss_mb": 800}},
-            "continual": table}
+            "reproduction": report.reproduction()}
     text = report.render(fake)
-    assert "| lwf |" in text and "95% interval" in text and "ratio 1.20" in text
-    assert "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
-    assert "torchrun" not in text                                          # no scaling run given: no table
-    scaling = {"config": {**run_record(command="x", device="cpu"), "load_average": [1.0, 1.0, 1.0]},
-               "artifact": "benchmarks/results/distributed.json",
-               "rows": [{"workload": "finetune", "processes": 2, "threads_per_process": 1, "seconds_per_step": 0.5,
-                         "examples_per_second": 32.0, "speedup_vs_first": 1.9}]}
-    text = report.render({**fake, "distributed": scaling})
-    assert "| finetune | 2 × 1 | 0.50 | 32.0 | 1.90 |" in text and "`benchmarks/results/distributed.json`" in text
+    assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
+    assert "`benchmarks/results/localization.json`" in text and "| sst2 (872) | 82.1 / 11.1 |" in text
+    assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
+
+
+def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
+    from cl_graft.benchmarks.experiments import continual_seeds
+    from test_cli_run import _rows
+
+    from conftest import save_tiny_model, write_task
+
+    save_tiny_model(tmp_path / "model")
+    for name, flip in (("alpha", False), ("beta", True)):
+        write_task(tmp_path / "data" / name, ["negative", "positive"],
+                   {"train": _rows(64, 1 + flip, flip), "test": _rows(24, 3 + flip, flip)})
+    summary = continual_seeds.main(["--data-dir", str(tmp_path / "data"), "--model", str(tmp_path / "model"),
+                                    "--stream", "alpha,beta", "--strategies", "graft,ewc", "--seeds", "0,1",
+                                    "--preset", "smoke", "--device", "cpu", "--work", str(tmp_path / "work"),
+                                    "--results", str(tmp_path / "results")])
+    runs = [read_json(tmp_path / "results" / f"seed{s}" / "results.json") for s in (0, 1)]
+    tuned, reused = (r["strategies"]["ewc"]["info"]["tuning"] for r in runs)
+    assert len(tuned["dev_average"]) == 3 and reused["chosen"] == tuned["chosen"] and "seed 0" in reused["from"]
+    assert "--tune" in runs[0]["run"]["command_line"] and "--settings-from" in runs[1]["run"]["command_line"]
+    assert summary["seeds"] == [0, 1] and summary["rows"]["ewc"]["reference_minus"]["n"] == 2
+    assert (tmp_path / "results" / "summary.md").read_text().count("| ewc |") == 2   # table + grid
+    assert not (tmp_path / "results" / "seed0" / "graft").exists()                    # light files only

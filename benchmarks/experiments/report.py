@@ -17,14 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from cl_graft.benchmarks import load_rows
 from cl_graft.strategies.owner_map import OwnerMap
 from safetensors.torch import load_file
 
 from cl_graft.artifacts import load_classifier, read_json, save_classifier, write_json
-from cl_graft.continual_metrics import paired_interval
 from cl_graft.grafting.graft import clone_model, patch_, restore_
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record
@@ -33,6 +31,14 @@ from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier
 
 from .localization import measure_cost, median_seconds
+from .report_tables import (
+    continual_lines,
+    continual_summary,
+    distributed_lines,
+    localization_lines,
+    localization_summary,
+    sweep_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -107,54 +113,21 @@ def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
     return out
 
 
-def continual_table() -> dict:
-    """The continual comparison over the committed seeds: mean ± std of the final average accuracy, and graft
-    (5% regions, the preset) minus each baseline, paired by seed, with a 95% t-interval."""
-    seeds = sorted((RESULTS / "continual_quick").glob("seed*/results.json"))
-    graft = [read_json(RESULTS / "continual_quick" / "graft_sparsity" / name / "results.json")
-             for name in ("0.05", "0.05_seed1", "0.05_seed2")]
-    runs = [read_json(p)["strategies"] for p in seeds]
-    ours = [g["strategies"]["graft"]["summary"]["average"] for g in graft]
-    table = {"artifacts": [str(p.relative_to(ROOT)) for p in seeds] + [
-        f"benchmarks/results/continual_quick/graft_sparsity/{n}/results.json" for n in ("0.05", "0.05_seed1",
-                                                                                         "0.05_seed2")],
-             "rows": {"graft (5%)": {"mean": float(np.mean(ours)), "std": float(np.std(ours, ddof=1))}}}
-    for name in runs[0]:
-        values = [r[name]["summary"]["average"] for r in runs]
-        label = {"graft": "graft (1%)", "packnet": "packnet, zeroed release (now packnet-zero)"}.get(name, name)
-        table["rows"][label] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)),
-                                "graft_minus": paired_interval(ours, values)}
-    return table
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def distributed_table() -> dict | None:
-    """The committed data-parallel scaling run (``distributed_scaling``), or None before one exists."""
-    path = RESULTS / "distributed.json"
-    return {**read_json(path), "artifact": "benchmarks/results/distributed.json"} if path.exists() else None
-
-
-def _distributed_lines(dist: dict | None) -> list[str]:
-    if not dist:
-        return []
-    rec = dist["config"]
-    lines = ["", (f"Data-parallel scaling under torchrun (`{dist['artifact']}`, made by `{rec['command_line']}` on "
-                  f"{rec['started']}, {rec['device_name']}, load average {rec.get('load_average')} at its end), "
-                  "same global batch and steps; the stream's time includes evaluation, which every process runs "
-                  "whole:"), "",
-             "| workload | processes × threads | s / step | examples / s | speed-up vs the first row |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r['workload']} | {r['processes']} × {r['threads_per_process']} | {r['seconds_per_step']:.2f} | "
-              f"{r['examples_per_second']:.1f} | {r['speedup_vs_first']:.2f} |" for r in dist["rows"]]
-    return lines
+def reproduction() -> dict:
+    """The reproduction tables' summaries, from the committed artifacts."""
+    seeds = sorted((RESULTS / "continual_tuned").glob("seed*/results.json"))
+    localization = [p for p in (RESULTS / "localization.json", RESULTS / "localization_more.json") if p.exists()]
+    return {"continual": continual_summary([p.parent for p in seeds], root=ROOT) if len(seeds) > 1 else None,
+            "localization": localization_summary(localization, root=ROOT) if localization else None}
 
 
 def render(report: dict) -> str:
     """``BENCHMARKS.md`` from the report's numbers."""
-    rec, cost, serve, strat, cont = (report[k] for k in ("record", "cost", "serving", "strategies", "continual"))
+    rec, cost, serve, strat = (report[k] for k in ("record", "cost", "serving", "strategies"))
     load = {k: " / ".join(f"{x:.1f}" for x in rec[k]) if isinstance(rec.get(k), list | tuple) else "not recorded"
             for k in ("load_average_start", "load_average_end")}
     lines = ["# cl-graft benchmarks", "",
@@ -187,21 +160,20 @@ def render(report: dict) -> str:
     lines += ["", (f"`cl-graft run` on {strat['stream']} ({strat['preset']} preset), one strategy per process: graft "
               f"{strat['graft']['wall_s']:.0f} s, peak RSS {strat['graft']['peak_rss_mb']} MB; naive "
               f"{strat['naive']['wall_s']:.0f} s, {strat['naive']['peak_rss_mb']} MB; ratio {strat['ratio']:.2f}."),
-              "", "## Reproduction (committed artifacts)", "",
-              "Continual learning, qnli → agnews → sst2, quick preset, final average accuracy over seeds 0–2 "
-              "(mean ± std), and graft (5%) minus each strategy paired by seed with a 95% t-interval; \"ahead\" "
-              "only where the interval excludes 0. Artifacts: " + ", ".join(f"`{a}`" for a in cont["artifacts"]),
-              "", "| strategy | average | graft (5%) − strategy | 95% interval | verdict |", "|---|---|---|---|---|"]
-    verdict = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
-    for name, row in cont["rows"].items():
-        d = row.get("graft_minus")
-        cells = ["", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", (f"[{100 * d['low']:+.1f}, "
-                                                f"{100 * d['high']:+.1f}]"), verdict[d["ahead"]]]
-        lines.append(f"| {name} | {_pct(row['mean'])} ± {_pct(row['std'])} | " + " | ".join(cells) + " |")
-    lines += _distributed_lines(report.get("distributed"))
-    lines += ["", ("The localization tables (graft vs top-k at every size, FT accuracy and ECE) are in the README, "
-              "from `benchmarks/results/localization.json`; the multi-task skill map in `benchmarks/results/"
-              "multitask.md`."), ""]
+              "", "## Reproduction (committed artifacts)", ""]
+    repro = report["reproduction"]
+    if repro["localization"]:
+        lines += ["### Skill localization (Table 2 analogue)", "", *localization_lines(repro["localization"]), ""]
+    if (RESULTS / "region_sweep.json").exists():
+        lines += ["### Region-size sweep: learned region vs top-|Δ|, chosen on dev", "",
+                  *sweep_lines(RESULTS / "region_sweep.json", root=ROOT), ""]
+    if repro["continual"]:
+        lines += ["### Continual learning (Table 4 analogue)", "", *continual_lines(repro["continual"]), ""]
+    dist = distributed_lines(RESULTS / "distributed.json", root=ROOT)
+    if dist:
+        lines += ["### Data-parallel scaling", "", *dist, ""]
+    lines += [("The multi-task skill map is in `benchmarks/results/multitask.md`; the surgical fine-tuning tables in "
+               "`benchmarks/results/surgical.md`."), ""]
     return "\n".join(lines)
 
 
@@ -230,8 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
         save_classifier(ft, d)
         serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in args.tasks.split(",")], args.seed)
     report = {"record": record, "cost": cost, "serving": serving,
-              "strategies": measure_strategies(args.data_dir, args.quick, args.work), "continual": continual_table(),
-              "distributed": distributed_table()}
+              "strategies": measure_strategies(args.data_dir, args.quick, args.work), "reproduction": reproduction()}
     record["load_average_end"] = os.getloadavg()
     write_json(args.json, json.loads(json.dumps(report, default=float)))
     args.out.write_text(render(report), encoding="utf-8")

@@ -1,0 +1,177 @@
+"""The reproduction tables of ``BENCHMARKS.md``, read from committed run artifacts (nothing here trains).
+
+- :func:`continual_summary`: the continual comparison over seeds (Panigrahi et al. 2023, Table 4 analogue): mean ±
+  std of each strategy's final average accuracy and graft minus each strategy, paired by seed, with a 95%
+  t-interval; "ahead" only where the interval excludes 0;
+- :func:`localization_summary`: fine-tuned model vs θ_pre grafted with the learned region and with top-|Δ| at each
+  size (Table 2 analogue): test accuracy, ECE and agreement with the fine-tuned model's predictions;
+- :func:`sweep_lines`: the dev-chosen learned region vs top-|Δ| (``region_sweep``);
+- :func:`distributed_lines`: the data-parallel scaling run.
+
+Every table names the artifacts it comes from; each ``*_lines`` function renders its summary as Markdown lines.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cl_graft.artifacts import read_json
+from cl_graft.continual_metrics import paired_interval
+
+VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _rel(path: Path, root: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def continual_summary(folders: Sequence[Path], *, root: Path, reference: str = "graft") -> dict:
+    """Mean ± std over seeds of every strategy's final average accuracy, forgetting and storage, the setting each
+    was run with, and ``reference`` minus each strategy paired by seed.
+
+    Args:
+        folders: one ``cl-graft run`` output per seed (``results.json``), the same stream and strategies.
+        root: paths in the summary are relative to it.
+    """
+    runs = [read_json(Path(f) / "results.json") for f in folders]
+    names = list(runs[0]["strategies"])
+    if any(list(r["strategies"]) != names or r["tasks"] != runs[0]["tasks"] for r in runs):
+        raise ValueError("the runs differ in strategies or stream")
+    first = runs[0]["run"]
+    out = {"artifacts": [_rel(Path(f) / "results.json", root) for f in folders], "tasks": runs[0]["tasks"],
+           "seeds": [r["run"]["seed"] for r in runs], "reference": reference,
+           "setting": {k: first.get(k) for k in ("preset", "k", "command_line", "device_name", "git_revision")},
+           "rows": {}}
+    ref = [r["strategies"][reference]["summary"]["average"] for r in runs] if reference in names else None
+    for name in names:
+        results = [r["strategies"][name] for r in runs]
+        avg = [s["summary"]["average"] for s in results]
+        tuning = results[0].get("info", {}).get("tuning") or {}
+        row = {"average": avg, "mean": float(np.mean(avg)), "std": float(np.std(avg, ddof=1)),
+               "final_mean": np.mean([s["summary"]["final"] for s in results], axis=0).tolist(),
+               "forgetting_mean": float(np.mean([s["summary"]["forgetting"] for s in results])),
+               "bytes": float(np.mean([s["summary"]["bytes"] for s in results])),
+               "seconds_mean": float(np.mean([s["summary"]["seconds"] for s in results])),
+               "chosen": tuning.get("chosen"), "dev_average": tuning.get("dev_average"), "grid": tuning.get("grid")}
+        if ref is not None and name != reference:
+            row["reference_minus"] = paired_interval(ref, avg)
+        out["rows"][name] = row
+    return out
+
+
+def _setting(row: dict) -> str:
+    if not row.get("chosen"):
+        return "–"
+    return ", ".join(f"{k.split('.')[-1]} {v}" for k, v in row["chosen"].items())
+
+
+def continual_lines(summary: dict) -> list[str]:
+    """The continual table (Markdown lines)."""
+    ref, tasks, seeds = summary["reference"], summary["tasks"], summary["seeds"]
+    s = summary["setting"]
+    lines = [(f"Continual learning, {' → '.join(tasks)}, preset {s['preset']} with {s['k']} training rows per class, "
+              f"seeds {', '.join(map(str, seeds))}; settings chosen on dev rows of seed {seeds[0]} (`--tune`, the "
+              f"same 3-point grid budget for every strategy that has settings) and reused for the other seeds "
+              f"(`--settings-from`). Final accuracy (%) after the stream, mean over seeds; {ref} minus each strategy "
+              "paired by seed with a 95% t-interval, \"ahead\" only where it excludes 0. Seed "
+              f"{seeds[0]}'s command: `{s['command_line']}` ({s['device_name']}, git {s['git_revision']}). "
+              "Artifacts: " + ", ".join(f"`{a}`" for a in summary["artifacts"])), "",
+             "| strategy | setting (dev-chosen) | " + " | ".join(tasks) + " | average ± std | forgetting | stored | "
+             f"{ref} − strategy | 95% interval | verdict |",
+             "|---|---|" + "---|" * len(tasks) + "---|---|---|---|---|---|"]
+    for name, row in summary["rows"].items():
+        d = row.get("reference_minus")
+        diff = ["", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", (f"[{100 * d['low']:+.1f}, "
+                                               f"{100 * d['high']:+.1f}]"), VERDICT[d["ahead"]]]
+        lines.append(f"| {name} | {_setting(row)} | " + " | ".join(_pct(v) for v in row["final_mean"]) +
+                     f" | {_pct(row['mean'])} ± {_pct(row['std'])} | {_pct(row['forgetting_mean'])} | "
+                     f"{row['bytes'] / 1e6:.1f} MB | " + " | ".join(diff) + " |")
+    tuned = [(n, r) for n, r in summary["rows"].items() if r.get("dev_average")]
+    if tuned:
+        lines += ["", f"Dev averages of every grid point (seed {seeds[0]}; the chosen point in bold):", "",
+                  "| strategy | grid point: dev average (%) |", "|---|---|"]
+        for name, row in tuned:
+            cells = [(f"**{_setting({'chosen': p})}: {_pct(v)}**" if p == row["chosen"] else
+                      f"{_setting({'chosen': p})}: {_pct(v)}") for p, v in zip(row["grid"], row["dev_average"])]
+            lines.append(f"| {name} | " + "; ".join(cells) + " |")
+    return lines
+
+
+def localization_summary(paths: Sequence[Path], *, root: Path, sizes: Sequence[float] = (1e-4, 1e-3)) -> dict:
+    """Per task: the fine-tuned model and, at each size, the learned (graft) and top-|Δ| regions — accuracy,
+    ECE and agreement with FT — from ``localization`` benchmark JSONs (a task in several: the last wins)."""
+    tasks: dict[str, dict] = {}
+    for path in paths:
+        data = read_json(path)
+        for task, q in data["quality"].items():
+            rows = {r["name"]: r for r in q["rows"]}
+            cells = {"FT": rows["FT"]}
+            for size in sizes:
+                for method in ("graft", "topk"):
+                    cells[f"{method}-{size:g}"] = rows.get(f"{method}-{size}") or rows.get(f"{method}-{size:g}")
+            tasks[task] = {"n_test": q["n_test"], "artifact": _rel(path, root),
+                           "revision": data["config"].get("git_revision"), "cells": {
+                               k: None if r is None else {m: r[m] for m in ("accuracy", "ece", "agreement")}
+                               for k, r in cells.items()}}
+    return {"sizes": list(sizes), "tasks": tasks}
+
+
+def localization_lines(summary: dict) -> list[str]:
+    """The Table 2 analogue (Markdown lines)."""
+    sizes = summary["sizes"]
+    head = ["FT acc / ECE"] + [f"{m} {100 * s:g}%: acc / ECE / agree" for s in sizes for m in ("graft", "top-k")]
+    artifacts = sorted({t["artifact"] for t in summary["tasks"].values()})
+    lines = [("Fine-tuned model (FT) vs θ_pre grafted with the learned region (Eq. 3) and with the top-|Δ| region, "
+              "MiniLM, quick preset, seed 0; test accuracy, ECE and agreement with FT's predictions (%). "
+              "Artifacts: " + ", ".join(f"`{a}`" for a in artifacts)), "",
+             "| task (test rows) | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
+    for task, t in summary["tasks"].items():
+        c = t["cells"]
+        cells = [f"{_pct(c['FT']['accuracy'])} / {_pct(c['FT']['ece'])}"]
+        for s in sizes:
+            for m in ("graft", "topk"):
+                r = c[f"{m}-{s:g}"]
+                cells.append("–" if r is None else " / ".join(_pct(r[k]) for k in ("accuracy", "ece", "agreement")))
+        lines.append(f"| {task} ({t['n_test']}) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def sweep_lines(path: Path, *, root: Path) -> list[str]:
+    """Learned region (settings chosen on dev) vs top-|Δ| from a ``region_sweep`` JSON (Markdown lines)."""
+    data = read_json(path)
+    lines = [("Learned region vs top-|Δ| with the learned region's settings chosen on a held-out half of dev before "
+              f"test rows are scored (grid {data['grid']}; one seed; `{_rel(path, root)}`): test accuracy (%), the "
+              "difference, its paired standard error over test rows and the declared 2-SE verdict."), "",
+             "| task | size | learned (chosen) | top-k | difference | paired SE | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for task, cells in data["cells"].items():
+        for size, cell in cells.items():
+            by = {c["name"]: c for c in cell["candidates"]}
+            learned, topk = by[cell["chosen"]]["test"]["accuracy"], by["topk"]["test"]["accuracy"]
+            lines.append(f"| {task} | {100 * float(size):g}% | {_pct(learned)} ({cell['chosen']}) | {_pct(topk)} | "
+                         f"{100 * cell['diff_test']:+.1f} | {100 * cell['se_paired']:.1f} | {cell['verdict']} |")
+    return lines
+
+
+def distributed_lines(path: Path, *, root: Path) -> list[str]:
+    """The data-parallel scaling table from ``distributed_scaling``'s JSON (Markdown lines; none if absent)."""
+    if not path.exists():
+        return []
+    dist = read_json(path)
+    rec = dist["config"]
+    lines = [(f"Data-parallel scaling under torchrun (`{_rel(path, root)}`, made by `{rec['command_line']}` on "
+              f"{rec['started']}, {rec['device_name']}, load average {rec.get('load_average')} at its end), "
+              "same global batch and steps; the stream's time includes evaluation, which every process runs "
+              "whole:"), "",
+             "| workload | processes × threads | s / step | examples / s | speed-up vs the first row |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['processes']} × {r['threads_per_process']} | {r['seconds_per_step']:.2f} | "
+              f"{r['examples_per_second']:.1f} | {r['speedup_vs_first']:.2f} |" for r in dist["rows"]]
+    return lines
