@@ -57,11 +57,20 @@ COMMAND_LINE: ContextVar[str | None] = ContextVar("cl_graft_command_line", defau
 """The command line being run, set by the CLI for the duration of a command (``sys.argv`` otherwise)."""
 
 
+def _argv_command_line() -> str:
+    """``sys.argv`` as a command to type again: a module run with ``python -m`` is named as such."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    argv = list(sys.argv)
+    if spec is not None and spec.name and argv:
+        argv = ["python", "-m", spec.name.removesuffix(".__main__"), *argv[1:]]
+    return shlex.join(argv)
+
+
 def run_record(**fields: Any) -> dict:
     """What made a result: the full command line, start time, device, versions, platform and git revision,
     plus the given fields (seed, settings, ...). :func:`finish_record` adds what the run cost."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return {"command_line": COMMAND_LINE.get() or shlex.join(sys.argv), "started": started,
+    return {"command_line": COMMAND_LINE.get() or _argv_command_line(), "started": started,
             "device_name": device_name(fields.get("device")), "cl_graft_version": version("cl-graft"),
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": version("transformers"), "avalanche": version("avalanche-lib"),

@@ -1,9 +1,9 @@
 """Run records: what made a result (command line, device, versions, revision) and what it cost."""
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
+import types
 from importlib import metadata
 from pathlib import Path
 
@@ -16,9 +16,14 @@ from cl_graft.provenance import COMMAND_LINE, finish_record, git_revision, run_r
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_run_record_fields_are_correct():
+def test_run_record_fields_are_correct(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/somewhere/script.py", "--out", "a b"])
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__spec__=None))
     record = run_record(command="x", device="cpu", seed=3)
-    assert record["command_line"] == shlex.join(sys.argv) and record["seed"] == 3
+    assert record["command_line"] == "/somewhere/script.py --out 'a b'" and record["seed"] == 3
+    spec = types.SimpleNamespace(name="cl_graft.benchmarks.experiments.report")       # run with python -m
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__spec__=spec))
+    assert run_record()["command_line"] == "python -m cl_graft.benchmarks.experiments.report --out 'a b'"
     assert record["torch"] == torch.__version__
     assert record["transformers"] == metadata.version("transformers")
     assert record["avalanche"] == metadata.version("avalanche-lib")

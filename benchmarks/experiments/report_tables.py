@@ -147,7 +147,8 @@ def sweep_lines(path: Path, *, root: Path) -> list[str]:
     """Learned region (settings chosen on dev) vs top-|Δ| from a ``region_sweep`` JSON (Markdown lines)."""
     data = read_json(path)
     lines = [("Learned region vs top-|Δ| with the learned region's settings chosen on a held-out half of dev before "
-              f"test rows are scored (grid {data['grid']}; one seed; `{_rel(path, root)}`): test accuracy (%), the "
+              f"test rows are scored (grid: {'; '.join(_setting({'chosen': p}) for p in data['grid'])}; one seed; "
+              f"`{_rel(path, root)}`): test accuracy (%), the "
               "difference, its paired standard error over test rows and the declared 2-SE verdict."), "",
              "| task | size | learned (chosen) | top-k | difference | paired SE | verdict |",
              "|---|---|---|---|---|---|---|"]
