@@ -108,3 +108,4 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     assert summary["seeds"] == [0, 1] and summary["rows"]["ewc"]["reference_minus"]["n"] == 2
     assert (tmp_path / "results" / "summary.md").read_text().count("| ewc |") == 2   # table + grid
     assert not (tmp_path / "results" / "seed0" / "graft").exists()                    # light files only
+    assert list((tmp_path / "results" / "seed1" / "figures").glob("*.png"))

@@ -6,7 +6,7 @@ Run: ``python -m cl_graft.benchmarks.experiments.continual_seeds --data-dir ../s
 The first seed runs ``cl-graft run --tune``: every strategy with settings of its own tries its grid (the same
 budget for each) on dev rows and runs on test rows with the best point. The other seeds run with those choices
 (``--settings-from``), so test rows never take part in a choice. Each seed's run goes to ``--work/seed<s>``; its
-light files (results, matrices, run record) are copied to ``--results/seed<s>``, and ``--results/summary.json`` /
+light files (results, matrices, figures, run record) are copied to ``--results/seed<s>``, and ``--results/summary.json`` /
 ``summary.md`` get the mean ± std of every strategy's final average accuracy and graft minus each strategy,
 paired by seed, with a 95% t-interval (:func:`cl_graft.continual_metrics.paired_interval`). A seed whose
 ``results.json`` is already in ``--work`` is not run again.
@@ -27,7 +27,7 @@ from cl_graft.provenance import run_record
 from .report_tables import continual_lines, continual_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-LIGHT_FILES = ("results.json", "results.csv", "matrices.csv", "config.json")
+LIGHT_FILES = ("results.json", "results.csv", "matrices.csv", "config.json", "figures")
 STRATEGIES = "graft,packnet,naive,ewc,lwf,replay,replay-matched"
 
 
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> dict:
         dest = args.results / folder.name
         dest.mkdir(parents=True, exist_ok=True)
         for name in LIGHT_FILES:
-            if (folder / name).exists():
+            if (folder / name).is_dir():
+                shutil.copytree(folder / name, dest / name, dirs_exist_ok=True)
+            elif (folder / name).exists():
                 shutil.copy2(folder / name, dest / name)
     summary = continual_summary([args.results / f.name for f in folders], root=ROOT)
     summary["record"] = record
