@@ -219,8 +219,8 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
 
 def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[str], cfg: ContinualConfig, *,
                   out: Path, dev_rows: dict | None = None, tune_bm=None, tune_dev_rows: dict | None = None,
-                  chosen: dict[str, dict] | None = None, resume: bool = False, task_inference: str | None = None, progress: bool = True,
-                  on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
+                  chosen: dict[str, dict] | None = None, resume: bool = False, task_inference: str | None = None,
+                  progress: bool = True, on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
 
     With ``tune_bm`` (a stream of train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries

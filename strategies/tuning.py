@@ -79,12 +79,12 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
     """
     path = Path(run_dir) / "results.json"
     results = read_json(path)
-    strategies = results.get("strategies", {}) if isinstance(results, dict) else {}
-    seed = results.get("run", {}).get("seed") if isinstance(results, dict) else None
+    if not isinstance(results, dict) or not isinstance(results.get("strategies"), dict):
+        raise UserError(f"{path}: not the results of a `cl-graft run`")
+    seed = (results.get("run") or {}).get("seed")
     out = {}
     for name in (n for n in names if STRATEGIES[n].grid):
-        info = strategies.get(name, {}).get("info", {}) if isinstance(strategies.get(name), dict) else {}
-        point = info.get("tuning", {}).get("chosen") if isinstance(info.get("tuning"), dict) else None
+        point = (((results["strategies"].get(name) or {}).get("info") or {}).get("tuning") or {}).get("chosen")
         if point is None:
             raise UserError(f"{path}: strategy {name!r} was not tuned there (run it with --tune first)")
         if point not in [dict(p) for p in STRATEGIES[name].grid]:
