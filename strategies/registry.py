@@ -78,6 +78,8 @@ class StrategyEntry:
         resumable: saves its state after every experience and continues from it with ``--resume``.
         grid: the settings ``--tune`` tries on dev rows (:mod:`.tuning`); every strategy with settings of its
             own gets :data:`GRID_SIZE` points, the same budget.
+        settings_of: another strategy whose chosen grid point this one runs with when both are in a run
+            (``replay-matched`` sizes its memory by the region size chosen for ``graft``).
     """
 
     name: str
@@ -87,6 +89,7 @@ class StrategyEntry:
     fit: str = "stream"
     resumable: bool = False
     grid: tuple[dict, ...] = ()
+    settings_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:
@@ -227,7 +230,7 @@ STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
                   _avalanche("Replay", mem_size="replay_mem"), _replay_storage,
                   grid=({"replay_mem": 64}, {"replay_mem": 256}, {"replay_mem": 1024})),
     StrategyEntry("replay-matched", "Avalanche Replay with a memory of as many bytes as graft stores",
-                  _replay_matched, _replay_storage),
+                  _replay_matched, _replay_storage, settings_of="graft"),
     StrategyEntry("joint", "Avalanche JointTraining on the whole stream (upper reference)",
                   _avalanche("JointTraining"), _model_storage, fit="joint"),
     StrategyEntry("single", "one model per task, each fine-tuned alone from θ_pre",

@@ -227,7 +227,8 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
     its grid on it (:func:`.tuning.tune`, selection rows ``tune_dev_rows``) and runs on ``bm`` with the setting
     of the best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With ``chosen``
     (:func:`.tuning.chosen_settings`: strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point
-    an earlier tuning chose instead, recorded the same way. With
+    an earlier tuning chose instead, recorded the same way; a strategy with ``settings_of`` runs with the point
+    chosen for that strategy when it ran earlier in ``strategies``. With
     ``resume``, finished strategies are read back and resumable ones (``graft``) continue from their last saved
     experience (``out/<name>/state``); other unfinished strategies start over. ``on_result`` is called with
     each result as it is ready.
@@ -251,6 +252,9 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
                 run_cfg, tuning = tune(name, cfg, lambda c, name=name: dev_average(name, c))
             elif chosen and name in chosen:
                 run_cfg, tuning = apply_point(cfg, chosen[name]["chosen"]), chosen[name]
+            source = results.get(STRATEGIES[name].settings_of)
+            if source is not None and source.info.get("tuning"):
+                run_cfg = apply_point(run_cfg, source.info["tuning"]["chosen"])
             results[name] = run_strategy(name, base, bm, tasks, run_cfg, dev_rows=dev_rows, progress=progress,
                                          state_dir=state, task_inference=task_inference)
             if tuning:

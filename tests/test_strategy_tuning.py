@@ -117,3 +117,24 @@ def test_settings_from_bad_input_is_one_line_exit_2(env, tmp_path, make, extra, 
                  "--out", str(tmp_path / "o"))
     assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_replay_matched_is_sized_by_the_region_size_chosen_for_graft(env, tmp_path, monkeypatch):  # noqa: F811
+    from cl_graft.strategies import runner
+
+    seen, real = [], runner.run_strategy
+
+    def spy(name, base, bm, tasks, cfg, **kw):
+        seen.append((name, cfg.localize.sparsity))
+        return real(name, base, bm, tasks, cfg, **kw)
+
+    monkeypatch.setattr(runner, "run_strategy", spy)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "results.json").write_text(json.dumps({"run": {"seed": 0}, "strategies": {"graft": {"info": {"tuning": {
+        "chosen": {"localize.sparsity": 0.1}}}}}}))
+    assert continual_setup("smoke", seed=0)[1].localize.sparsity != 0.1
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,replay-matched", "--settings-from", str(src),
+                 "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert seen == [("graft", 0.1), ("replay-matched", 0.1)]           # the bytes of the graft that was run
