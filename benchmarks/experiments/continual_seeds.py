@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def run_seed(seed: int, args, extra: list[str], threads: int) -> Path:
            *(["--k", str(args.k)] if args.k else []), *(["--steps", str(args.steps)] if args.steps else []),
            *(["--data-dir", args.data_dir] if args.data_dir else []), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    print("$", " ".join(cmd[2:]), flush=True)
+    print("$ cl-graft", shlex.join(cmd[3:]), flush=True)
     with open(args.work / f"seed{seed}.log", "w") as log:
         subprocess.run(cmd, check=True, env=env, stdout=log, stderr=subprocess.STDOUT)
     return out
