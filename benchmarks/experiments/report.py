@@ -35,6 +35,7 @@ from .report_tables import (
     continual_lines,
     continual_summary,
     distributed_lines,
+    load_artifact,
     localization_lines,
     localization_summary,
     sweep_lines,
@@ -43,6 +44,7 @@ from .report_tables import (
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 SERVE_SPARSITY = 1e-3
+MEASURED = ("record", "cost", "serving", "strategies")          # what a run measures; the rest is re-read
 
 
 def _synthetic_map(model, n_tasks: int, seed: int) -> OwnerMap:
@@ -113,21 +115,19 @@ def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
 def reproduction() -> dict:
     """The reproduction tables' summaries, from the committed artifacts."""
     seeds = sorted((RESULTS / "continual_tuned").glob("seed*/results.json"))
     localization = [p for p in (RESULTS / "localization.json", RESULTS / "localization_more.json") if p.exists()]
     return {"continual": continual_summary([p.parent for p in seeds], root=ROOT) if len(seeds) > 1 else None,
-            "localization": localization_summary(localization, root=ROOT) if localization else None}
+            "localization": localization_summary(localization, root=ROOT) if localization else None,
+            "sweep": load_artifact(RESULTS / "region_sweep.json", root=ROOT),
+            "distributed": load_artifact(RESULTS / "distributed.json", root=ROOT)}
 
 
 def render(report: dict) -> str:
     """``BENCHMARKS.md`` from the report's numbers."""
-    rec, cost, serve, strat = (report[k] for k in ("record", "cost", "serving", "strategies"))
+    rec, cost, serve, strat = (report[k] for k in MEASURED)
     load = {k: " / ".join(f"{x:.1f}" for x in rec[k]) if isinstance(rec.get(k), list | tuple) else "not recorded"
             for k in ("load_average_start", "load_average_end")}
     lines = ["# cl-graft benchmarks", "",
@@ -167,14 +167,12 @@ def render(report: dict) -> str:
     repro = report["reproduction"]
     if repro["localization"]:
         lines += ["### Skill localization (Table 2 analogue)", "", *localization_lines(repro["localization"]), ""]
-    if (RESULTS / "region_sweep.json").exists():
-        lines += ["### Region-size sweep: learned region vs top-|Δ|, chosen on dev", "",
-                  *sweep_lines(RESULTS / "region_sweep.json", root=ROOT), ""]
+    if repro["sweep"]:
+        lines += ["### Region-size sweep: learned region vs top-|Δ|, chosen on dev", "", *sweep_lines(repro["sweep"]), ""]
     if repro["continual"]:
         lines += ["### Continual learning (Table 4 analogue)", "", *continual_lines(repro["continual"]), ""]
-    dist = distributed_lines(RESULTS / "distributed.json", root=ROOT)
-    if dist:
-        lines += ["### Data-parallel scaling", "", *dist, ""]
+    if repro["distributed"]:
+        lines += ["### Data-parallel scaling", "", *distributed_lines(repro["distributed"]), ""]
     lines += [("The multi-task skill map is in `benchmarks/results/multitask.md`; the surgical fine-tuning tables in "
                "`benchmarks/results/surgical.md`."), ""]
     return "\n".join(lines)
@@ -193,7 +191,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="keep the performance figures of --json, re-read the reproduction tables from the artifacts")
     args = ap.parse_args(argv)
     if args.tables_only:
-        report = {**read_json(args.json), "reproduction": reproduction(),
+        measured = read_json(args.json)
+        report = {**{k: measured[k] for k in MEASURED}, "reproduction": reproduction(),
                   "rendered": run_record(command="benchmarks.report", tables_only=True)}
         return _write(report, args)
     args.work.mkdir(parents=True, exist_ok=True)

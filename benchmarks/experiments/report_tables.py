@@ -143,12 +143,16 @@ def localization_lines(summary: dict) -> list[str]:
     return lines
 
 
-def sweep_lines(path: Path, *, root: Path) -> list[str]:
-    """Learned region (settings chosen on dev) vs top-|Δ| from a ``region_sweep`` JSON (Markdown lines)."""
-    data = read_json(path)
+def load_artifact(path: Path, *, root: Path) -> dict | None:
+    """A committed JSON artifact with its path (``"artifact"``, relative to ``root``), or None when absent."""
+    return {**read_json(path), "artifact": _rel(path, root)} if Path(path).exists() else None
+
+
+def sweep_lines(data: dict) -> list[str]:
+    """Learned region (settings chosen on dev) vs top-|Δ| from a ``region_sweep`` artifact (Markdown lines)."""
     lines = [("Learned region vs top-|Δ| with the learned region's settings chosen on a held-out half of dev before "
               f"test rows are scored (grid: {'; '.join(_setting({'chosen': p}) for p in data['grid'])}; one seed; "
-              f"`{_rel(path, root)}`): test accuracy (%), the "
+              f"`{data['artifact']}`): test accuracy (%), the "
               "difference, its paired standard error over test rows and the declared 2-SE verdict."), "",
              "| task | size | learned (chosen) | top-k | difference | paired SE | verdict |",
              "|---|---|---|---|---|---|---|"]
@@ -161,13 +165,10 @@ def sweep_lines(path: Path, *, root: Path) -> list[str]:
     return lines
 
 
-def distributed_lines(path: Path, *, root: Path) -> list[str]:
-    """The data-parallel scaling table from ``distributed_scaling``'s JSON (Markdown lines; none if absent)."""
-    if not path.exists():
-        return []
-    dist = read_json(path)
+def distributed_lines(dist: dict) -> list[str]:
+    """The data-parallel scaling table from a ``distributed_scaling`` artifact (Markdown lines)."""
     rec = dist["config"]
-    lines = [(f"Data-parallel scaling under torchrun (`{_rel(path, root)}`, made by `{rec['command_line']}` on "
+    lines = [(f"Data-parallel scaling under torchrun (`{dist['artifact']}`, made by `{rec['command_line']}` on "
               f"{rec['started']}, {rec['device_name']}, load average {rec.get('load_average')} at its end), "
               "same global batch and steps; the stream's time includes evaluation, which every process runs "
               "whole:"), "",
