@@ -16,7 +16,7 @@ process group (:func:`init`: gloo on CPUs, NCCL on GPUs, one GPU per local rank)
   ranks disagree on settings, data or results (a hash gathered from all ranks).
 
 Continual strategies run in Avalanche's distributed mode (its data loaders shard each experience with a
-``DistributedSampler`` once the process group exists); see :mod:`cl_graft.strategies.runner`.
+``DistributedSampler`` once the process group exists); see :mod:`cl_graft.strategies.comparison.runner`.
 """
 from __future__ import annotations
 

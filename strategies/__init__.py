@@ -1,6 +1,11 @@
 """Avalanche integration of cl-graft (installed as ``cl_graft.strategies``): forget-free continual learning by
 grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600), its model adapter and baselines.
 
+- :mod:`.adapter`: :class:`TaskAdapter`, the text classifier as an Avalanche multi-task module;
+- :mod:`.graft`: the method (:class:`GraftPlugin`, :class:`GraftStrategy`, owner maps, routing, finders);
+- :mod:`.plugins`: other plugins (:class:`PackNetPlugin`, the fine-tuning recipe);
+- :mod:`.comparison`: the harness behind ``cl-graft run`` (registry, runner, tuning, metrics, report).
+
 The names below are loaded on first use, so that Avalanche (about 7 s to import) is imported only by code that
 needs it; ``import cl_graft`` never imports it.
 """
@@ -9,15 +14,18 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "cl_graft.training.freeze", "GraftPlugin": "graft_plugin",
-    "GraftStrategy": "graft_strategy", "OwnerMap": "owner_map", "PackNetPlugin": "packnet",
-    "ClipGrad": "recipe", "StepLimit": "recipe", "recipe_optimizer": "recipe",
-    "LocalizeFinder": "finders", "RegionFinder": "finders", "independent_regions": "finders",
-    "experience_regions": "finders",
-    "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
-    "run_strategy": "runner", "ExperienceData": "experience_data", "GraftTarget": "targets",
-    "graft_target": "targets", "TaskRouter": "routing", "TaskIdentificationAccuracy": "metrics",
-    "export_task": "export", "load_task_model": "export", "task_model": "export",
+    "MASK_VALUE": "adapter", "TaskAdapter": "adapter", "ElementFreeze": "cl_graft.training.freeze",
+    "LocalizeConfig": "cl_graft.regions.config",
+    "GraftPlugin": "graft.plugin", "GraftStrategy": "graft.strategy", "OwnerMap": "graft.owner_map",
+    "LocalizeFinder": "graft.finders", "RegionFinder": "graft.finders", "independent_regions": "graft.finders",
+    "experience_regions": "graft.finders", "ExperienceData": "graft.experience_data", "GraftTarget": "graft.targets",
+    "graft_target": "graft.targets", "TaskRouter": "graft.routing",
+    "TaskIdentificationAccuracy": "graft.task_identification",
+    "export_task": "graft.export", "load_task_model": "graft.export", "task_model": "graft.export",
+    "PackNetPlugin": "plugins.packnet", "ClipGrad": "plugins.recipe", "StepLimit": "plugins.recipe",
+    "recipe_optimizer": "plugins.recipe",
+    "ContinualConfig": "comparison.config", "StrategyResult": "comparison.runner",
+    "run_continual": "comparison.runner", "run_strategy": "comparison.runner",
 }
 __all__ = [
     "MASK_VALUE",
@@ -28,6 +36,7 @@ __all__ = [
     "GraftPlugin",
     "GraftStrategy",
     "GraftTarget",
+    "LocalizeConfig",
     "LocalizeFinder",
     "OwnerMap",
     "PackNetPlugin",
@@ -53,4 +62,5 @@ def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module = _EXPORTS[name]
-    return getattr(importlib.import_module(module if "." in module else f".{module}", __name__), name)
+    return getattr(importlib.import_module(module if module.startswith("cl_graft.") else f".{module}", __name__),
+                   name)

@@ -88,7 +88,7 @@ def test_resume_refuses_another_run(env, all_run, change, word):
 
 
 def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, monkeypatch):
-    from cl_graft.strategies import runner
+    from cl_graft.strategies.comparison import runner
 
     full = json.loads((all_run[0] / "results.json").read_text())["strategies"]["graft"]
     out = tmp_path / "run"
@@ -127,7 +127,7 @@ def test_task_inference_reports_task_agnostic_accuracy(env, all_run, tmp_path, h
 
 def test_export_a_task_as_a_transformers_folder(env, all_run, tmp_path):
     from cl_graft.benchmarks import load_rows
-    from cl_graft.strategies.export import load_task_model
+    from cl_graft.strategies.graft.export import load_task_model
     from transformers import AutoModel
 
     from cl_graft.presets import get_preset

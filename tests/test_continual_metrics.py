@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from cl_graft.continual_metrics import (
+from cl_graft.strategies.comparison.metrics import (
     average_accuracy,
     bwt,
     final_accuracy,
@@ -54,7 +54,7 @@ def test_bad_shapes():
 
 
 def test_paired_interval_hand_computed():
-    from cl_graft.continual_metrics import paired_interval
+    from cl_graft.strategies.comparison.metrics import paired_interval
 
     # differences 1, 2, 3: mean 2, sd 1, t(2) = 4.303 -> half-width 4.303 / sqrt(3) = 2.4843
     r = paired_interval([11.0, 12.0, 13.0], [10.0, 10.0, 10.0])

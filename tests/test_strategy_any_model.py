@@ -186,7 +186,7 @@ def test_task_inference_picks_the_confident_task():
 
 def test_feature_statistics_are_head_inputs_at_theta_pre(bm, mlp_run):
     """Each task's statistics: the inputs of the heads over its training examples, at θ_pre."""
-    from cl_graft.strategies.task_features import FeatureAccumulator, HeadInputs
+    from cl_graft.strategies.graft.task_features import FeatureAccumulator, HeadInputs
 
     strategy, _, _ = mlp_run
     owners = strategy.graft.owners
@@ -271,7 +271,7 @@ def test_paper_mode_on_an_mlp(bm):
 
 
 def test_export_a_task_state_dict(bm, mlp_run, tmp_path):
-    from cl_graft.strategies.export import export_task
+    from cl_graft.strategies.graft.export import export_task
     from safetensors.torch import load_file
 
     strategy, probe, _ = mlp_run

@@ -8,9 +8,9 @@ from cl_graft.errors import UserError
 avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training import Naive
-from cl_graft.strategies.continual_config import continual_setup
-from cl_graft.strategies.registry import STRATEGIES, StrategyEntry, parse_strategies
-from cl_graft.strategies.runner import run_strategy
+from cl_graft.strategies.comparison.config import continual_setup
+from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, parse_strategies
+from cl_graft.strategies.comparison.runner import run_strategy
 from test_strategy import TASKS, build_model, make_stream
 
 

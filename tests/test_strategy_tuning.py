@@ -12,9 +12,9 @@ from conftest import SENTIMENT
 
 avalanche = pytest.importorskip("avalanche")
 
-from cl_graft.strategies.continual_config import continual_setup
-from cl_graft.strategies.registry import GRID_SIZE, STRATEGIES
-from cl_graft.strategies.tuning import apply_point, split_dev, tune
+from cl_graft.strategies.comparison.config import continual_setup
+from cl_graft.strategies.comparison.registry import GRID_SIZE, STRATEGIES
+from cl_graft.strategies.comparison.tuning import apply_point, split_dev, tune
 from test_cli_run import cli, env  # noqa: F401  (env is a fixture)
 
 
@@ -51,7 +51,7 @@ def test_split_dev_holds_no_test_row():
 
 
 def test_cli_tune_never_hands_test_rows_to_the_tuning_runs(env, tmp_path, monkeypatch):  # noqa: F811
-    from cl_graft.strategies import runner
+    from cl_graft.strategies.comparison import runner
 
     seen, real = [], runner.run_strategy
 
@@ -77,7 +77,7 @@ def test_cli_tune_never_hands_test_rows_to_the_tuning_runs(env, tmp_path, monkey
 
 
 def test_settings_from_reuses_a_tuned_choice_without_tuning_again(env, tmp_path, monkeypatch):  # noqa: F811
-    from cl_graft.strategies import runner
+    from cl_graft.strategies.comparison import runner
 
     tuned = tmp_path / "tuned"
     assert cli(env, "--stream", "alpha,beta", "--strategies", "ewc,naive", "--tune", "--out", str(tuned)).exit_code == 0
@@ -120,7 +120,7 @@ def test_settings_from_bad_input_is_one_line_exit_2(env, tmp_path, make, extra, 
 
 
 def test_replay_matched_is_sized_by_the_region_size_chosen_for_graft(env, tmp_path, monkeypatch):  # noqa: F811
-    from cl_graft.strategies import runner
+    from cl_graft.strategies.comparison import runner
 
     seen, real = [], runner.run_strategy
 

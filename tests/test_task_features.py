@@ -13,8 +13,8 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.models import MultiTaskModule
 from cl_graft.strategies import OwnerMap, TaskRouter, graft_target
-from cl_graft.strategies.routing import TASK_INFERENCE
-from cl_graft.strategies.task_features import (
+from cl_graft.strategies.graft.routing import TASK_INFERENCE
+from cl_graft.strategies.graft.task_features import (
     EPS,
     FEATURES_FILE,
     FeatureAccumulator,

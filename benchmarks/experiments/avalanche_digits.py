@@ -5,11 +5,11 @@ of 2 classes with task labels, the model is ``MTSimpleMLP`` (one head per task),
 ``EvaluationPlugin``; ``GraftStrategy`` takes the same keyword arguments as ``Naive``, ``EWC``, ``LwF``, ``SI`` and
 ``PackNet``. Each strategy runs 3 seeds (class order, initialisation, batch order); after experience ``i`` the
 seen tasks ``0..i`` are evaluated, giving the accuracy matrix, final accuracy and forgetting
-(:mod:`cl_graft.continual_metrics`). Storage is what a strategy keeps beyond the initial model to serve every
+(:mod:`cl_graft.strategies.comparison.metrics`). Storage is what a strategy keeps beyond the initial model to serve every
 task: the trained model (all heads) plus the tensors its plugins keep (EWC importances and saved parameters,
 LwF's previous model, SI's trajectories, PackNet's masks), or, for grafting, the regions and heads. Grafting is
 also evaluated without task labels (entropy routing and feature-statistics routing,
-:mod:`cl_graft.strategies.routing`).
+:mod:`cl_graft.strategies.graft.routing`).
 
 Run: ``python -m cl_graft.benchmarks.experiments.avalanche_digits`` (writes benchmarks/results/avalanche_digits.*).
 """
@@ -27,7 +27,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch.utils.data import TensorDataset
 
-from cl_graft.continual_metrics import summarize
+from cl_graft.strategies.comparison.metrics import summarize
 from cl_graft.provenance import run_record
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"

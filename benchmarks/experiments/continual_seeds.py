@@ -8,7 +8,7 @@ budget for each) on dev rows and runs on test rows with the best point. The othe
 (``--settings-from``), so test rows never take part in a choice. Each seed's run goes to ``--work/seed<s>``; its
 light files (results, matrices, figures, run record) are copied to ``--results/seed<s>``, and ``--results/summary.json`` /
 ``summary.md`` get the mean ± std of every strategy's final average accuracy and graft minus each strategy,
-paired by seed, with a 95% t-interval (:func:`cl_graft.continual_metrics.paired_interval`). A seed whose
+paired by seed, with a 95% t-interval (:func:`cl_graft.strategies.comparison.metrics.paired_interval`). A seed whose
 ``results.json`` is already in ``--work`` is not run again.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 from cl_graft.benchmarks import load_rows
-from cl_graft.strategies.owner_map import OwnerMap
+from cl_graft.strategies.graft.owner_map import OwnerMap
 from safetensors.torch import load_file
 
 from cl_graft.artifacts import load_classifier, read_json, save_classifier, write_json

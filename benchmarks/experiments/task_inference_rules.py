@@ -2,10 +2,10 @@
 
 Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits under every learned
 task's grafted model once (T forward passes per input, the models switched in place by
-:class:`~cl_graft.strategies.routing.TaskRouter`), then scores routing rules offline: lowest entropy
+:class:`~cl_graft.strategies.graft.routing.TaskRouter`), then scores routing rules offline: lowest entropy
 (``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
 divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
-statistics (:mod:`~cl_graft.strategies.task_features`, saved by runs since they were added), the head-input
+statistics (:mod:`~cl_graft.strategies.graft.task_features`, saved by runs since they were added), the head-input
 features at θ_pre (one more pass per input) scored by the linear discriminant of ``--task-inference features``
 and, a variant without the covariance, by the nearest task mean (Euclidean). Prints and writes JSON with, per
 rule, task-identification accuracy, task-agnostic accuracy strict (right task and right label:
@@ -30,7 +30,7 @@ FEATURE_RULES = ("features", "features: nearest mean")
 
 def _feature_scores(f: torch.Tensor, stats: list, rule: str) -> torch.Tensor:
     """Scores ``(T, N)`` (higher = more likely that task) of head-input features at θ_pre ``(N, d)``."""
-    from cl_graft.strategies.task_features import FeatureRouter
+    from cl_graft.strategies.graft.task_features import FeatureRouter
 
     if rule == "features":
         return FeatureRouter(stats).scores(f)
@@ -57,10 +57,10 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
-    from cl_graft.strategies.continual_config import continual_setup
-    from cl_graft.strategies.owner_map import OwnerMap
-    from cl_graft.strategies.routing import TaskRouter
-    from cl_graft.strategies.targets import graft_target
+    from cl_graft.strategies.comparison.config import continual_setup
+    from cl_graft.strategies.graft.owner_map import OwnerMap
+    from cl_graft.strategies.graft.routing import TaskRouter
+    from cl_graft.strategies.graft.targets import graft_target
 
     from cl_graft.artifacts import read_json
     from cl_graft.training.models import build_classifier

@@ -36,15 +36,15 @@ def _run_record(skills: Path) -> dict:
 def export(skills, task, out, data_dir, overwrite):
     """Write TASK's model (θ_pre + the regions of the tasks learned up to it + its head) to OUT in Hugging Face
     save_pretrained format (safetensors), loadable with AutoModel.from_pretrained(OUT) or, with its head,
-    cl_graft.strategies.export.load_task_model(OUT)."""
+    cl_graft.strategies.graft.export.load_task_model(OUT)."""
     import torch
 
     from ..benchmarks.tasks import get_task
     from ..outdir import claim_out_dir
     from ..presets import get_preset
     from ..provenance import run_record
-    from ..strategies.export import export_task
-    from ..strategies.owner_map import OwnerMap
+    from ..strategies.graft.export import export_task
+    from ..strategies.graft.owner_map import OwnerMap
     from ..training.models import build_classifier
 
     skills = Path(skills)
@@ -61,4 +61,4 @@ def export(skills, task, out, data_dir, overwrite):
     with claim_out_dir(out, "export", settings=settings, overwrite=overwrite, record_name=RECORD) as run_dir:
         export_task(owners, clf, task, run_dir.path)
         run_dir.finish(run_record(**settings))
-    click.echo(f"{task} -> {run_dir.path}  (AutoModel.from_pretrained or cl_graft.strategies.export.load_task_model)")
+    click.echo(f"{task} -> {run_dir.path}  (AutoModel.from_pretrained or cl_graft.strategies.load_task_model)")

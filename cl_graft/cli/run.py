@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..strategies.registry import DEFAULT_STRATEGIES, STRATEGIES
+from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES
 from .common import common_options, data_identity, data_source
 
 
@@ -40,9 +40,9 @@ def run(stream, strategies, method, sparsity, steps, k, tune, settings_from, tas
     from ..errors import UserError
     from ..outdir import claim_out_dir
     from ..provenance import run_record
-    from ..strategies.continual_config import continual_setup
-    from ..strategies.registry import parse_strategies
-    from ..strategies.tuning import chosen_settings, split_dev
+    from ..strategies.comparison.config import continual_setup
+    from ..strategies.comparison.registry import parse_strategies
+    from ..strategies.comparison.tuning import chosen_settings, split_dev
     from ..training.models import build_classifier, resolve_device
 
     device = resolve_device(device)
@@ -80,8 +80,8 @@ def run(stream, strategies, method, sparsity, steps, k, tune, settings_from, tas
 
 def _run(clf, bm, tasks, names, cfg, out, dev_rows, resume, quiet, record, tuning, task_inference) -> None:
     from ..provenance import finish_record
-    from ..strategies.report import strategy_table, summary_table, write_results
-    from ..strategies.runner import run_continual
+    from ..strategies.comparison.report import strategy_table, summary_table, write_results
+    from ..strategies.comparison.runner import run_continual
 
     results = run_continual(clf, bm, tasks, names, cfg, out=out, dev_rows=dev_rows, resume=resume,
                             task_inference=task_inference, progress=not quiet,

@@ -1,7 +1,7 @@
 """Dev-only choices for the continual comparison: every strategy gets the same budget of settings to try.
 
 Each :class:`~.registry.StrategyEntry` declares a small grid (``entry.grid``: settings of
-:class:`~.continual_config.ContinualConfig`, dotted for nested ones, e.g. ``"localize.sparsity"``). With
+:class:`~.config.ContinualConfig`, dotted for nested ones, e.g. ``"localize.sparsity"``). With
 ``cl-graft run --tune`` every grid point is run on the stream with *dev* rows in place of the test rows and
 scored by its final average dev accuracy; the best point (the first on ties) is then run on the test rows.
 Test rows are never handed to the tuning runs: :func:`split_dev` makes the tuning benchmark from train and dev
@@ -18,7 +18,7 @@ from cl_graft.artifacts import read_json
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
-from .continual_config import ContinualConfig
+from .config import ContinualConfig
 from .registry import STRATEGIES
 
 

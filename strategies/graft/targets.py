@@ -3,7 +3,7 @@
 Any ``torch.nn.Module`` works (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600, apply to any
 parameter set):
 
-- :class:`~.adapter.TaskAdapter` (cl-graft's text classifier): tensors are named inside its classifier
+- :class:`~cl_graft.strategies.adapter.TaskAdapter` (cl-graft's text classifier): tensors are named inside its classifier
   (``adapter.clf``), the graftable default is the transformer layers (:data:`DEFAULT_GRAFTABLE`, as in the paper),
   heads are the classifier's per-task heads and task label ``i`` is ``task_names[i]``;
 - any other module (an Avalanche ``MultiTaskModule`` such as ``MTSimpleMLP``, a plain single-head module, a
@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from cl_graft.errors import UserError
 from cl_graft.regions.region import DEFAULT_GRAFTABLE
 
-from .adapter import TaskAdapter
+from ..adapter import TaskAdapter
 
 Graftable = str | Callable[[str, Tensor], bool] | None
 HeadNames = Callable[[nn.Module, int | None], list[str]]

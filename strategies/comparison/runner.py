@@ -1,7 +1,7 @@
 """Run continual-learning strategies on one benchmark and collect their accuracy matrices.
 
 Every strategy starts from a copy of the same pre-trained classifier (same seeded heads), trains each
-experience with the same recipe (:mod:`.recipe`: optimizer, clipping, exactly ``steps`` optimizer steps,
+experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: optimizer, clipping, exactly ``steps`` optimizer steps,
 seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test stream after every
 experience with Avalanche's own ``EvaluationPlugin``. The strategies, how each is built, walks the stream
 and is stored, are the entries of :data:`.registry.STRATEGIES`.
@@ -20,15 +20,15 @@ import torch
 
 from cl_graft import distributed
 from cl_graft.artifacts import read_json, write_json
-from cl_graft.continual_metrics import summarize
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import clone_model
 from cl_graft.training.models import TextClassifier
 
-from .adapter import TaskAdapter
-from .continual_config import ContinualConfig
-from .owner_map import OwnerMap
-from .recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
+from ..adapter import TaskAdapter
+from ..graft.owner_map import OwnerMap
+from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
+from .config import ContinualConfig
+from .metrics import summarize
 from .registry import STRATEGIES, BuildContext, owner_plugin
 from .tuning import apply_point, tune
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UserError
+from cl_graft.errors import UserError
 
 
 def _square(matrix: np.ndarray) -> np.ndarray:

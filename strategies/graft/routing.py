@@ -24,7 +24,7 @@ from torch import Tensor
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import Stash, patch_, restore_
 
-from .adapter import MASK_VALUE
+from ..adapter import MASK_VALUE
 from .owner_map import OwnerMap
 from .targets import GraftTarget
 from .task_features import FeatureRouter, HeadInputs, head_module

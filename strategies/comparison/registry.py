@@ -5,9 +5,9 @@ how it walks the stream (``fit``), what it must store to serve every task (``sto
 resume after an interrupted experience. The runner (:mod:`.runner`) and the CLI read only this table, so a new
 baseline is one entry here plus its class. Avalanche is imported only when a strategy is built.
 
-- ``graft`` — :class:`~.graft_strategy.GraftStrategy`, stream mode (Panigrahi et al. 2023, §5.2);
+- ``graft`` — :class:`~cl_graft.strategies.graft.strategy.GraftStrategy`, stream mode (Panigrahi et al. 2023, §5.2);
 - ``graft-paper`` — the paper's mode: regions from independent fine-tuning + localization of each task;
-- ``packnet`` — :class:`~.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik 2018), released weights
+- ``packnet`` — :class:`~cl_graft.strategies.plugins.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik 2018), released weights
   back to θ_pre; ``packnet-zero`` — released weights zeroed, as published;
 - ``naive``, ``ewc``, ``lwf``, ``replay`` — Avalanche's stock strategies, unchanged;
 - ``joint`` — Avalanche's ``JointTraining`` on the whole stream (steps × T steps; one result row);
@@ -23,11 +23,11 @@ from cl_graft.errors import UserError
 from cl_graft.training.finetune import trainable_names
 from cl_graft.training.models import TextClassifier
 
-from .continual_config import ContinualConfig
-from .owner_map import OwnerMap
+from ..graft.owner_map import OwnerMap
+from .config import ContinualConfig
 
 if TYPE_CHECKING:                                        # adapter.py imports Avalanche
-    from .adapter import TaskAdapter
+    from ..adapter import TaskAdapter
 
 FITS = ("stream", "joint", "separate")
 GRID_SIZE = 3
@@ -106,13 +106,13 @@ def model_bytes(clf: TextClassifier) -> int:
 
 # ----- builders ------------------------------------------------------------------------------------
 def _finder(ctx: BuildContext):
-    from .finders import LocalizeFinder
+    from ..graft.finders import LocalizeFinder
 
     return LocalizeFinder(ctx.cfg.method, ctx.cfg.localize, progress=ctx.progress)
 
 
 def _graft(ctx: BuildContext):
-    from .graft_strategy import GraftStrategy
+    from ..graft.strategy import GraftStrategy
 
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
                          reconstruct=ctx.cfg.reconstruct, valid_stream=getattr(ctx.bm, "valid_stream", None),
@@ -120,8 +120,8 @@ def _graft(ctx: BuildContext):
 
 
 def _graft_paper(ctx: BuildContext):
-    from .finders import independent_regions
-    from .graft_strategy import GraftStrategy
+    from ..graft.finders import independent_regions
+    from ..graft.strategy import GraftStrategy
 
     data = {t: ([e for e in exp.dataset], ctx.dev_rows.get(t, [])) for t, exp in zip(ctx.tasks, ctx.bm.train_stream)}
     regions = independent_regions(ctx.adapter.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
@@ -130,11 +130,11 @@ def _graft_paper(ctx: BuildContext):
 
 
 def _packnet(release: str) -> Callable[[BuildContext], Any]:
-    """A builder of :class:`~.packnet.PackNetPlugin` whose released elements become ``release``."""
+    """A builder of :class:`~cl_graft.strategies.plugins.packnet.PackNetPlugin` whose released elements become ``release``."""
     def build(ctx: BuildContext):
         from avalanche.training.templates import SupervisedTemplate
 
-        from .packnet import PackNetPlugin
+        from ..plugins.packnet import PackNetPlugin
 
         packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.cfg.packnet_prune_at,
                                 keep=ctx.cfg.packnet_keep, release=release, reconstruct=ctx.cfg.reconstruct)

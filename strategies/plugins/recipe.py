@@ -19,7 +19,7 @@ from cl_graft import distributed
 from cl_graft.errors import UserError
 from cl_graft.training.finetune import FinetuneConfig, check_finite, make_optimizer, trainable_names
 
-from .adapter import TaskAdapter
+from ..adapter import TaskAdapter
 
 
 def recipe_optimizer(model: TaskAdapter, cfg: FinetuneConfig) -> torch.optim.Optimizer:

@@ -1,4 +1,4 @@
-"""GraftStrategy: a ``SupervisedTemplate`` with a :class:`~.graft_plugin.GraftPlugin` in front.
+"""GraftStrategy: a ``SupervisedTemplate`` with a :class:`~.plugin.GraftPlugin` in front.
 
 Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600): forget-free continual learning by grafting.
 The strategy is a thin composition, like Avalanche's stock wrappers; all behaviour lives in the plugin, so
@@ -22,8 +22,8 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.regions.region import Region
 
 from .finders import RegionFinder
-from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
+from .plugin import GraftPlugin
 from .targets import Graftable, HeadNames
 
 
@@ -40,7 +40,7 @@ class GraftStrategy(SupervisedTemplate):
             ``SupervisedTemplate``.
         plugins: user plugins; they run after the graft plugin (so they see masked gradients).
         mode, finder, regions, reconstruct, valid_stream, graftable, heads, task_inference, owners, guard: see
-            :class:`~cl_graft.strategies.graft_plugin.GraftPlugin`.
+            :class:`~.plugin.GraftPlugin`.
         **base_kwargs: passed to ``SupervisedTemplate``.
 
     Attributes:

@@ -1,7 +1,7 @@
 """A PackNet baseline that works on transformers (Mallya & Lazebnik 2018, https://arxiv.org/abs/1711.05769).
 
 Avalanche's ``PackNetModel`` wraps only Linear/Conv layers and refuses BERT's Embedding and LayerNorm. This
-plugin applies PackNet's recipe to the graftable tensors of any model (:mod:`.targets`), with the owner-map
+plugin applies PackNet's recipe to the graftable tensors of any model (:mod:`~cl_graft.strategies.graft.targets`), with the owner-map
 machinery of grafting (one owner byte per element):
 
 1. experience t trains the free elements (not owned by an earlier task) and the task's head;
@@ -14,7 +14,7 @@ machinery of grafting (one owner byte per element):
 Released elements return to θ_pre (``release="pre"``, the default: the fair variant for a pre-trained encoder,
 whose weights are knowledge rather than an init) or to zero (``release="zero"``, PackNet's original recipe for
 models trained from scratch, which wipes most of a pre-trained encoder after the first task). It differs from
-grafting (:class:`~cl_graft.strategies.graft_plugin.GraftPlugin`) in what a task keeps: its largest weights
+grafting (:class:`~cl_graft.strategies.graft.plugin.GraftPlugin`) in what a task keeps: its largest weights
 rather than a learned/largest-change region. ``keep=None`` splits the capacity evenly: task t keeps
 ``1 / (T − t)`` of the free elements, T = the adapter's number of tasks (``n_tasks`` for other models), so the last
 task takes everything left.
@@ -28,9 +28,9 @@ from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
-from .graft_plugin import GraftPlugin
-from .owner_map import OwnerMap
-from .targets import Graftable, HeadNames
+from ..graft.owner_map import OwnerMap
+from ..graft.plugin import GraftPlugin
+from ..graft.targets import Graftable, HeadNames
 
 RELEASE = ("pre", "zero")
 

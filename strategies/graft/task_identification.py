@@ -12,7 +12,7 @@ from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricValue
 from avalanche.evaluation.metric_utils import get_metric_name
 
-from .graft_plugin import GraftPlugin
+from .plugin import GraftPlugin
 
 
 def _graft_plugin(strategy) -> GraftPlugin | None:

@@ -6,7 +6,7 @@ parameters; regions are disjoint; task ``i`` is served by the regions of tasks l
 other graftable element at θ_pre. Earlier regions are frozen bit-exactly, so forgetting is exactly zero.
 
 The model is any ``torch.nn.Module`` an Avalanche template trains (a ``MultiTaskModule`` such as ``MTSimpleMLP``,
-a single-head module, a wrapped Hugging Face model, cl-graft's :class:`~.adapter.TaskAdapter`); what is graftable
+a single-head module, a wrapped Hugging Face model, cl-graft's :class:`~cl_graft.strategies.adapter.TaskAdapter`); what is graftable
 and what is a per-task head (stored whole per task) is decided by :mod:`.targets`.
 
 Two modes:
@@ -16,7 +16,7 @@ Two modes:
   experience, θ_ft := the trained model) on the experience's data with the strategy's criterion and forward
   (:class:`~.experience_data.ExperienceData`; text rows for a ``TaskAdapter``), selecting on
   ``valid_stream`` when given; trained values are kept inside γ_t, every other free element is reset to θ_pre.
-- ``"paper"``: regions are given up front (e.g. by :func:`~cl_graft.strategies.finders.independent_regions`);
+- ``"paper"``: regions are given up front (e.g. by :func:`~.finders.independent_regions`);
   experience t trains only γ_t minus earlier regions, which becomes task t's region.
 
 Evaluation rebuilds the task's model in place (:class:`~.routing.TaskRouter`, patch switching): ``"experience"``
@@ -25,7 +25,7 @@ part of each batch; ``"all"`` uses every region for every input. With ``task_inf
 without task labels) each input goes to the most confident task (T forward passes per input), or with
 ``task_inference="features"`` to the task whose head-input statistics score its θ_pre features highest (2
 forward passes per input); the chosen tasks are counted in :attr:`GraftPlugin.task_id` (see
-:class:`~.metrics.TaskIdentificationAccuracy`).
+:class:`~.task_identification.TaskIdentificationAccuracy`).
 
 Feature statistics (:mod:`.task_features`: mean and covariance of the input of the first task's head module at
 θ_pre, one feature space for every task; every head of a multi-head model sees the same input) are **always**
@@ -44,7 +44,7 @@ Reads ``strategy.model``, ``strategy.experience``, ``strategy.optimizer``, ``str
 evaluation, ``strategy.mb_x``/``mb_task_id``; writes only the model's parameters (freezing, reset, task
 states, always put back after each evaluated experience) and ``strategy.mb_output`` of routed batches. Put
 this plugin before plugins that read gradients in ``before_update`` (e.g. gradient clipping) so they see
-masked gradients; :class:`~cl_graft.strategies.graft_strategy.GraftStrategy` does, and routes batches in its
+masked gradients; :class:`~.strategy.GraftStrategy` does, and routes batches in its
 ``forward`` (with a plain template the plugin recomputes a routed batch's output in ``after_eval_forward``).
 """
 from __future__ import annotations
