@@ -14,6 +14,8 @@ Avalanche adds), so code that needs the rows back (region finding) reads them wi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset
@@ -135,6 +137,36 @@ def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier):
             streams[split].append(_dataset(tokenize_rows(model, rows, t.spec.name), i, collate))
     bm = benchmark_from_datasets(**streams)
     return with_classes_timeline(with_task_labels(bm))
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One task stream: each task's rows and the Avalanche benchmark made from them (experience ``i`` =
+    ``splits[i]``, task label ``i``).
+
+    Attributes:
+        splits: each task's train, dev and test rows, in stream order.
+        benchmark: :func:`make_benchmark` of ``splits`` (``train_stream``, ``test_stream``, ``valid_stream``
+            when every task has dev rows).
+    """
+
+    splits: tuple[TaskRows, ...]
+    benchmark: Any
+
+    @classmethod
+    def make(cls, splits: Sequence[TaskRows], model: TextClassifier) -> Stream:
+        """The stream of ``splits``, tokenised by ``model`` (every task already registered on it)."""
+        return cls(tuple(splits), make_benchmark(splits, model))
+
+    @property
+    def tasks(self) -> list[str]:
+        """Task names in stream order."""
+        return [s.spec.name for s in self.splits]
+
+    @property
+    def dev_rows(self) -> dict[str, list[dict]]:
+        """Task → its dev rows (region selection, checkpoint choice)."""
+        return {s.spec.name: s.dev for s in self.splits}
 
 
 def experience_rows(dataset) -> list[dict]:
