@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 from click.testing import CliRunner
-from test_strategy import TASKS, _rows, build_model, make_stream
+from test_strategy import _rows, build_model, stream_rows
 
 from cl_graft.artifacts import write_json
 from cl_graft.cli import main
@@ -97,13 +97,14 @@ def test_guard_stops_multitask_and_localization(toy_rows):
 
 
 def test_guard_stops_avalanche_strategies():
+    from cl_graft.benchmarks.streams import Stream
     from cl_graft.strategies.comparison.config import continual_setup
     from cl_graft.strategies.comparison.runner import run_strategy
 
     cfg = continual_setup("smoke", seed=0, steps=20)[1]
     cfg = replace(cfg, recipe=replace(cfg.recipe, lr=1e9))
     with pytest.raises(UserError, match=r"experience 0 (step \d+: the loss|: .* NaN)"):
-        run_strategy("naive", build_model(), make_stream(), TASKS, cfg, progress=False)
+        run_strategy("naive", build_model(), Stream.make(stream_rows(), build_model()), cfg, progress=False)
 
 
 # ----- 2. files that are not the command's own are never deleted or replaced ----------------------------------

@@ -60,11 +60,15 @@ def build_model():
     return model
 
 
+def stream_rows() -> list[TaskRows]:
+    """The two-task conflicting stream's rows: sentiment, then sentiment with swapped labels."""
+    return [TaskRows(SENTIMENT, train=_rows(64, 1, False), dev=[], test=_rows(48, 2, False)),
+            TaskRows(FLIP, train=_rows(64, 3, True), dev=[], test=_rows(48, 4, True))]
+
+
 def make_stream():
-    """The two-task conflicting stream: sentiment, then sentiment with swapped labels."""
-    tasks = [TaskRows(SENTIMENT, train=_rows(64, 1, False), dev=[], test=_rows(48, 2, False)),
-             TaskRows(FLIP, train=_rows(64, 3, True), dev=[], test=_rows(48, 4, True))]
-    return make_benchmark(tasks, build_model())
+    """The two-task conflicting stream as an Avalanche benchmark."""
+    return make_benchmark(stream_rows(), build_model())
 
 
 @pytest.fixture(scope="module")

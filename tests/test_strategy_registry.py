@@ -8,10 +8,11 @@ from cl_graft.errors import UserError
 avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training import Naive
+from cl_graft.benchmarks.streams import Stream
 from cl_graft.strategies.comparison.config import continual_setup
-from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, parse_strategies
+from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, parse_strategies, strategy_settings
 from cl_graft.strategies.comparison.runner import run_strategy
-from test_strategy import TASKS, build_model, make_stream
+from test_strategy import TASKS, build_model, stream_rows
 
 
 def test_a_new_baseline_is_one_registry_entry(monkeypatch):
@@ -25,20 +26,21 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     monkeypatch.setitem(STRATEGIES, "mine", entry)
     assert parse_strategies("graft,mine") == ["graft", "mine"]
     cfg = continual_setup("smoke", seed=0)[1]
-    result = run_strategy("mine", build_model(), make_stream(), TASKS, cfg, progress=False)
+    result = run_strategy("mine", build_model(), Stream.make(stream_rows(), build_model()), cfg, progress=False)
     assert built == [cfg.recipe.steps] and len(result.matrix) == len(TASKS)
     assert result.bytes == 123 and result.info["x"] == 1
 
 
 def test_storage_matched_replay_holds_grafts_bytes():
-    model, bm = build_model(), make_stream()
-    cfg = continual_setup("smoke", seed=0)[1]
-    result = run_strategy("replay-matched", model, bm, TASKS, cfg, progress=False)
+    model, stream = build_model(), Stream.make(stream_rows(), build_model())
+    data, cfg = continual_setup("smoke", seed=0)
+    settings = strategy_settings("replay-matched", data, seed=0)
+    result = run_strategy("replay-matched", model, stream, cfg, settings, progress=False)
     params = dict(model.named_parameters())
     numel = sum(p.numel() for n, p in params.items() if ".layer." in n)
     heads = sum(p.numel() for n, p in params.items() if n.startswith("heads."))
-    graft_bytes = 2 * int(cfg.localize.sparsity * numel) * 8 + 4 * heads   # index + value per element, heads
-    rows = [r for exp in bm.train_stream for r in exp.dataset]
+    graft_bytes = 2 * int(settings.localize.sparsity * numel) * 8 + 4 * heads   # index + value per element, heads
+    rows = [r for exp in stream.benchmark.train_stream for r in exp.dataset]
     tokens = sum(len(r["input_ids"]) for r in rows) / len(rows)
     assert result.info["memory_rows"] == int(graft_bytes / (4 * tokens)) > 0
 

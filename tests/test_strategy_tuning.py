@@ -13,32 +13,46 @@ from conftest import SENTIMENT
 avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.strategies.comparison.config import continual_setup
-from cl_graft.strategies.comparison.registry import GRID_SIZE, STRATEGIES
-from cl_graft.strategies.comparison.tuning import apply_point, split_dev, tune
+from cl_graft.strategies.comparison.registry import (
+    GRID_SIZE,
+    STRATEGIES,
+    EWCSettings,
+    StrategyEntry,
+    strategy_settings,
+)
+from cl_graft.strategies.comparison.settings import apply_point
+from cl_graft.strategies.comparison.tuning import split_dev, tune
 from test_cli_run import cli, env  # noqa: F401  (env is a fixture)
 
 
 def test_every_grid_has_the_same_budget_and_valid_settings():
-    cfg = continual_setup("smoke", seed=0)[1]
+    data = continual_setup("smoke", seed=0)[0]
     tuned = {n for n, e in STRATEGIES.items() if e.grid}
     assert {"graft", "graft-paper", "packnet", "ewc", "lwf", "replay"} <= tuned
     for name in tuned:
         assert len(STRATEGIES[name].grid) == GRID_SIZE
         for point in STRATEGIES[name].grid:
-            apply_point(cfg, point)                                     # every setting exists
+            apply_point(strategy_settings(name, data, seed=0), point)   # every setting exists
+    with pytest.raises(ValueError, match="not a field of EWCSettings"):
+        StrategyEntry("x", "y", print, print, EWCSettings, grid=({"lwf_alpha": 1},) * GRID_SIZE)
 
 
 def test_apply_point_and_tune_pick_the_best_first_on_ties():
-    cfg = continual_setup("smoke", seed=0)[1]
-    assert apply_point(cfg, {"localize.sparsity": 0.1}).localize.sparsity == 0.1
-    assert apply_point(cfg, {"ewc_lambda": 5.0}).ewc_lambda == 5.0 and cfg.ewc_lambda == 1e4
+    data = continual_setup("smoke", seed=0)[0]
+    graft = strategy_settings("graft", data, seed=0)
+    assert apply_point(graft, {"localize.sparsity": 0.1}).localize.sparsity == 0.1
+    ewc = strategy_settings("ewc", data, seed=0)
+    assert apply_point(ewc, {"ewc_lambda": 5.0}).ewc_lambda == 5.0 and ewc.ewc_lambda == 1e4
     with pytest.raises(UserError, match="not a setting"):
-        apply_point(cfg, {"localize.nope": 1})
+        apply_point(graft, {"localize.nope": 1})
+    with pytest.raises(UserError, match="not a setting of EWCSettings"):
+        apply_point(ewc, {"localize.sparsity": 0.1})
     scores = {1e2: 0.5, 1e3: 0.7, 1e4: 0.7}
-    chosen, record = tune("ewc", cfg, lambda c: scores[c.ewc_lambda])
+    chosen, record = tune("ewc", ewc, lambda s: scores[s.ewc_lambda])
     assert chosen.ewc_lambda == 1e3 and record["chosen"] == {"ewc_lambda": 1e3}
     assert record["dev_average"] == [0.5, 0.7, 0.7]
-    assert tune("naive", cfg, lambda c: 1 / 0) == (cfg, {})            # nothing to tune: nothing run
+    naive = strategy_settings("naive", data, seed=0)
+    assert tune("naive", naive, lambda s: 1 / 0) == (naive, {})        # nothing to tune: nothing run
 
 
 def test_split_dev_holds_no_test_row():
@@ -55,11 +69,12 @@ def test_cli_tune_never_hands_test_rows_to_the_tuning_runs(env, tmp_path, monkey
 
     seen, real = [], runner.run_strategy
 
-    def spy(name, base, bm, tasks, cfg, **kw):
-        seen.append((name, cfg.ewc_lambda, {str(bm.test_stream[i].dataset[j]["text"])
-                                            for i in range(len(tasks))
-                                            for j in range(len(bm.test_stream[i].dataset))}))
-        return real(name, base, bm, tasks, cfg, **kw)
+    def spy(name, base, stream, cfg, settings, **kw):
+        bm = stream.benchmark
+        seen.append((name, settings.ewc_lambda, {str(bm.test_stream[i].dataset[j]["text"])
+                                                 for i in range(len(stream.tasks))
+                                                 for j in range(len(bm.test_stream[i].dataset))}))
+        return real(name, base, stream, cfg, settings, **kw)
 
     monkeypatch.setattr(runner, "run_strategy", spy)
     out = tmp_path / "tuned"
@@ -84,16 +99,16 @@ def test_settings_from_reuses_a_tuned_choice_without_tuning_again(env, tmp_path,
     chosen = json.loads((tuned / "results.json").read_text())["strategies"]["ewc"]["info"]["tuning"]["chosen"]
     seen, real = [], runner.run_strategy
 
-    def spy(name, base, bm, tasks, cfg, **kw):
-        seen.append((name, cfg.ewc_lambda))
-        return real(name, base, bm, tasks, cfg, **kw)
+    def spy(name, base, stream, cfg, settings, **kw):
+        seen.append((name, getattr(settings, "ewc_lambda", None)))
+        return real(name, base, stream, cfg, settings, **kw)
 
     monkeypatch.setattr(runner, "run_strategy", spy)
     out = tmp_path / "seed1"
     result = cli(env, "--stream", "alpha,beta", "--strategies", "ewc,naive", "--settings-from", str(tuned),
                  "--seed", "1", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert seen == [("ewc", chosen["ewc_lambda"]), ("naive", 1e4)]     # one run each: nothing tuned again
+    assert seen == [("ewc", chosen["ewc_lambda"]), ("naive", None)]    # one run each: nothing tuned again
     saved = json.loads((out / "results.json").read_text())
     info = saved["strategies"]["ewc"]["info"]["tuning"]
     assert info == {"chosen": chosen, "from": f"{tuned} (seed 0)"} and "settings chosen on dev by" in result.output
@@ -124,16 +139,16 @@ def test_replay_matched_is_sized_by_the_region_size_chosen_for_graft(env, tmp_pa
 
     seen, real = [], runner.run_strategy
 
-    def spy(name, base, bm, tasks, cfg, **kw):
-        seen.append((name, cfg.localize.sparsity))
-        return real(name, base, bm, tasks, cfg, **kw)
+    def spy(name, base, stream, cfg, settings, **kw):
+        seen.append((name, settings.localize.sparsity))
+        return real(name, base, stream, cfg, settings, **kw)
 
     monkeypatch.setattr(runner, "run_strategy", spy)
     src = tmp_path / "src"
     src.mkdir()
     (src / "results.json").write_text(json.dumps({"run": {"seed": 0}, "strategies": {"graft": {"info": {"tuning": {
         "chosen": {"localize.sparsity": 0.1}}}}}}))
-    assert continual_setup("smoke", seed=0)[1].localize.sparsity != 0.1
+    assert strategy_settings("graft", continual_setup("smoke", seed=0)[0], seed=0).localize.sparsity != 0.1
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,replay-matched", "--settings-from", str(src),
                  "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output

@@ -1,7 +1,10 @@
 """Options shared by several commands."""
 from __future__ import annotations
 
+import dataclasses
 import os
+import types
+import typing
 
 import click
 
@@ -38,6 +41,21 @@ def common_options(f):
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def field_option(fld: dataclasses.Field, kind, *, name: str | None = None, help: str | None = None,
+                 default=dataclasses.MISSING, shown: str | None = None):
+    """A click option for a dataclass field: ``--<name>`` (default: the field's name, dashed), the field's type
+    (``X | None`` as ``X``), its ``metadata["help"]`` (or ``help``) and its default; with ``default``, that
+    default instead and ``shown`` (if any) as the default in ``--help``."""
+    if isinstance(kind, types.UnionType):
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    text = fld.metadata.get("help", "") if help is None else help
+    if default is dataclasses.MISSING:
+        return click.option(f"--{(name or fld.name).replace('_', '-')}", type=kind, default=fld.default,
+                            show_default=True, help=text)
+    return click.option(f"--{(name or fld.name).replace('_', '-')}", type=kind, default=default,
+                        help=text + (f"  [default: {shown}]" if shown else ""))
 
 
 def data_source(data_dir: str | None) -> str:

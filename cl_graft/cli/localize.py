@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 
 import click
@@ -10,7 +9,7 @@ import click
 from ..errors import UserError
 from ..regions.methods import REGION_METHODS
 from ..regions.report import TRAINED_BASELINES
-from .common import common_options, data_identity, data_source
+from .common import common_options, data_identity, data_source, field_option
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -42,13 +41,8 @@ def localize_config_options(f):
 
     hints = typing.get_type_hints(LocalizeConfig)
     for fld in reversed(dataclasses.fields(LocalizeConfig)):
-        if fld.name in ("sparsity", "seed"):
-            continue
-        kind = hints[fld.name]
-        kind = next(a for a in typing.get_args(kind) if a is not type(None)) if isinstance(kind, types.UnionType) \
-            else kind
-        f = click.option(f"--{fld.name.replace('_', '-')}", type=kind, default=fld.default, show_default=True,
-                         help=fld.metadata.get("help", ""))(f)
+        if fld.name not in ("sparsity", "seed"):
+            f = field_option(fld, hints[fld.name])(f)
     return f
 
 

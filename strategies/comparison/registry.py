@@ -1,65 +1,153 @@
 """One registry of the continual-learning strategies that ``cl-graft run`` compares.
 
-A strategy is one :class:`StrategyEntry`: how to build its Avalanche template from a :class:`BuildContext`,
-how it walks the stream (``fit``), what it must store to serve every task (``storage``) and whether it can
-resume after an interrupted experience. The runner (:mod:`.runner`) and the CLI read only this table, so a new
-baseline is one entry here plus its class. Avalanche is imported only when a strategy is built.
+A strategy is one :class:`StrategyEntry`: its settings class (a small frozen dataclass, :mod:`.settings`, with
+the grid ``--tune`` tries), how to build its Avalanche template from a :class:`BuildContext`, how it walks the
+stream (``fit``), what it must store to serve every task (``storage``) and whether it can resume after an
+interrupted experience. The runner (:mod:`.runner`) and the CLI (its options are the settings' fields) read only
+this table, so a new baseline is one entry here plus its class. Avalanche is imported only when a strategy is built.
 
 - ``graft`` — :class:`~cl_graft.strategies.graft.strategy.GraftStrategy`, stream mode (Panigrahi et al. 2023, §5.2);
 - ``graft-paper`` — the paper's mode: regions from independent fine-tuning + localization of each task;
-- ``packnet`` — :class:`~cl_graft.strategies.plugins.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik 2018), released weights
-  back to θ_pre; ``packnet-zero`` — released weights zeroed, as published;
+- ``packnet`` — :class:`~cl_graft.strategies.plugins.packnet.PackNetPlugin` on the transformer (Mallya & Lazebnik
+  2018), released weights back to θ_pre; ``packnet-zero`` — released weights zeroed, as published;
 - ``naive``, ``ewc``, ``lwf``, ``replay`` — Avalanche's stock strategies, unchanged;
 - ``joint`` — Avalanche's ``JointTraining`` on the whole stream (steps × T steps; one result row);
 - ``single`` — each task fine-tuned alone from θ_pre (the reference for "% of single-task fine-tuning").
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cl_graft.errors import UserError
+from cl_graft.presets import Preset
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.methods import REGION_METHODS
 from cl_graft.training.finetune import trainable_names
 from cl_graft.training.models import TextClassifier
 
 from ..graft.owner_map import OwnerMap
 from .config import ContinualConfig
+from .settings import NoSettings, SettingOption, Settings, apply_point, has_setting, setting_options
 
 if TYPE_CHECKING:                                        # adapter.py imports Avalanche
+    from cl_graft.benchmarks.streams import Stream
+
     from ..adapter import TaskAdapter
 
 FITS = ("stream", "joint", "separate")
 GRID_SIZE = 3
+RECONSTRUCT = ("experience", "minibatch", "all")
+
+
+# ----- settings ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RegionServing(Settings):
+    """How a strategy that keeps one region per task (an owner map) serves its tasks at evaluation."""
+
+    reconstruct: str = field(default="experience", metadata={
+        "help": "How evaluation rebuilds a task's model: per experience, per minibatch, or all regions at once."})
+
+    def __post_init__(self) -> None:
+        if self.reconstruct not in RECONSTRUCT:
+            raise UserError(f"reconstruct must be experience, minibatch or all, got {self.reconstruct!r}")
+
+
+@dataclass(frozen=True)
+class GraftSettings(RegionServing):
+    """``graft``'s and ``graft-paper``'s (and the region size ``replay-matched`` matches)."""
+
+    method: str = field(default="graft", metadata={
+        "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
+    localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
+        "help": "region finding after each experience", "preset": True,
+        "options": {"sparsity": "Per-task region budget, a fraction of the graftable parameters."}})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method not in REGION_METHODS:
+            raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:
+        return cls(localize=replace(preset.continual.localize, seed=seed))
+
+
+@dataclass(frozen=True)
+class PackNetSettings(RegionServing):
+    """``packnet``'s and ``packnet-zero``'s."""
+
+    packnet_prune_at: float = field(default=0.75, metadata={"help": "PackNet prunes after this share of steps."})
+    packnet_keep: float | None = field(default=None, metadata={
+        "help": "PackNet's kept share of the free weights per task (default: an even split)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.packnet_prune_at <= 1 or (self.packnet_keep is not None and not 0 < self.packnet_keep <= 1):
+            raise UserError(f"packnet_prune_at and packnet_keep must be in (0, 1], got {self.packnet_prune_at} "
+                            f"and {self.packnet_keep}")
+
+
+@dataclass(frozen=True)
+class EWCSettings(Settings):
+    """``ewc``'s."""
+
+    ewc_lambda: float = field(default=1e4, metadata={"help": "EWC penalty weight (tune with --tune)."})
+
+
+@dataclass(frozen=True)
+class LwFSettings(Settings):
+    """``lwf``'s (Avalanche's defaults)."""
+
+    lwf_alpha: float = field(default=1.0, metadata={"help": "LwF distillation weight."})
+    lwf_temperature: float = field(default=2.0, metadata={"help": "LwF softmax temperature."})
+
+
+@dataclass(frozen=True)
+class ReplaySettings(Settings):
+    """``replay``'s."""
+
+    replay_mem: int = field(default=256, metadata={"help": "Replay memory size in rows.", "preset": True})
+
+    def __post_init__(self) -> None:
+        if self.replay_mem < 1:
+            raise UserError(f"replay_mem must be >= 1, got {self.replay_mem}")
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, seed: int) -> ReplaySettings:
+        return cls(replay_mem=preset.continual.replay_mem)
+
+
 SPARSITY_GRID = ({"localize.sparsity": 0.01}, {"localize.sparsity": 0.03}, {"localize.sparsity": 0.1})
 KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None})
 
 
+# ----- entries -------------------------------------------------------------------------------------
 @dataclass
 class BuildContext:
     """What a strategy's builder gets.
 
     Attributes:
         adapter: the model to train (a fresh copy of the base classifier for this strategy).
-        cfg: the comparison's settings.
+        cfg: the settings every strategy shares.
+        settings: this strategy's own settings (an instance of its entry's ``settings`` class).
         template: keyword arguments every Avalanche template gets (model, optimizer, criterion, batch sizes,
             ``train_epochs`` = the optimizer steps of one ``train`` call, device, evaluator).
         plugins: the recipe plugins every strategy gets (gradient clipping, step limit).
-        tasks: the stream's tasks, in order.
-        bm: the benchmark (for builders that need every experience up front, e.g. ``graft-paper``).
-        dev_rows: task → dev rows (the paper mode's independent fine-tuning; stream-mode grafting selects regions
-            on ``bm.valid_stream``, the same rows).
+        stream: the tasks, their rows and the benchmark (builders that need every experience up front, e.g.
+            ``graft-paper``, read it whole; its dev rows are the paper mode's selection rows, and stream-mode
+            grafting selects regions on ``benchmark.valid_stream``, the same rows).
         owners: a saved owner map to continue from (resumed ``graft``), else None.
         progress: show progress bars.
     """
 
     adapter: TaskAdapter
     cfg: ContinualConfig
+    settings: Settings
     template: dict[str, Any]
     plugins: list
-    tasks: list[str]
-    bm: Any
-    dev_rows: dict
+    stream: Stream
     owners: OwnerMap | None
     progress: bool
 
@@ -73,11 +161,12 @@ class StrategyEntry:
         help: one line for ``--help`` and docs.
         build: ``build(ctx) -> template`` (an Avalanche ``SupervisedTemplate``).
         storage: ``storage(strategy, adapter) -> (bytes stored beyond θ_pre, extra info)``.
+        settings: its settings class (:mod:`.settings`; ``cl-graft run`` has an option per field).
         fit: ``"stream"`` (one ``train`` per experience, evaluated after each), ``"joint"`` (one ``train`` on
             the whole stream with T × steps) or ``"separate"`` (a fresh model per task, stored T times).
         resumable: saves its state after every experience and continues from it with ``--resume``.
-        grid: the settings ``--tune`` tries on dev rows (:mod:`.tuning`); every strategy with settings of its
-            own gets :data:`GRID_SIZE` points, the same budget.
+        grid: the settings ``--tune`` tries on dev rows (:mod:`.tuning`), points of ``settings`` keys; every
+            strategy with settings of its own gets :data:`GRID_SIZE` points, the same budget.
         settings_of: another strategy whose chosen grid point this one runs with when both are in a run
             (``replay-matched`` sizes its memory by the region size chosen for ``graft``).
     """
@@ -86,6 +175,7 @@ class StrategyEntry:
     help: str
     build: Callable[[BuildContext], Any]
     storage: Callable[[Any, TaskAdapter], tuple[int, dict]]
+    settings: type[Settings] = NoSettings
     fit: str = "stream"
     resumable: bool = False
     grid: tuple[dict, ...] = ()
@@ -96,6 +186,9 @@ class StrategyEntry:
             raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
         if self.grid and len(self.grid) != GRID_SIZE:
             raise ValueError(f"{self.name}: a grid has {GRID_SIZE} points (the same budget for every strategy)")
+        unknown = [k for point in self.grid for k in point if not has_setting(self.settings, k)]
+        if unknown:
+            raise ValueError(f"{self.name}: grid key {unknown[0]!r} is not a field of {self.settings.__name__}")
 
 
 def model_bytes(clf: TextClassifier) -> int:
@@ -108,36 +201,39 @@ def model_bytes(clf: TextClassifier) -> int:
 def _finder(ctx: BuildContext):
     from ..graft.finders import LocalizeFinder
 
-    return LocalizeFinder(ctx.cfg.method, ctx.cfg.localize, progress=ctx.progress)
+    return LocalizeFinder(ctx.settings.method, ctx.settings.localize, progress=ctx.progress)
 
 
 def _graft(ctx: BuildContext):
     from ..graft.strategy import GraftStrategy
 
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
-                         reconstruct=ctx.cfg.reconstruct, valid_stream=getattr(ctx.bm, "valid_stream", None),
-                         owners=ctx.owners)
+                         reconstruct=ctx.settings.reconstruct,
+                         valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.owners)
 
 
 def _graft_paper(ctx: BuildContext):
     from ..graft.finders import independent_regions
     from ..graft.strategy import GraftStrategy
 
-    data = {t: ([e for e in exp.dataset], ctx.dev_rows.get(t, [])) for t, exp in zip(ctx.tasks, ctx.bm.train_stream)}
+    data = {s.spec.name: ([e for e in exp.dataset], s.dev)
+            for s, exp in zip(ctx.stream.splits, ctx.stream.benchmark.train_stream)}
     regions = independent_regions(ctx.adapter.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="paper", finder=_finder(ctx), regions=regions,
-                         reconstruct=ctx.cfg.reconstruct, owners=ctx.owners)
+                         reconstruct=ctx.settings.reconstruct, owners=ctx.owners)
 
 
 def _packnet(release: str) -> Callable[[BuildContext], Any]:
-    """A builder of :class:`~cl_graft.strategies.plugins.packnet.PackNetPlugin` whose released elements become ``release``."""
+    """A builder of :class:`~cl_graft.strategies.plugins.packnet.PackNetPlugin` whose released elements become
+    ``release``."""
     def build(ctx: BuildContext):
         from avalanche.training.templates import SupervisedTemplate
 
         from ..plugins.packnet import PackNetPlugin
 
-        packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.cfg.packnet_prune_at,
-                                keep=ctx.cfg.packnet_keep, release=release, reconstruct=ctx.cfg.reconstruct)
+        packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.settings.packnet_prune_at,
+                                keep=ctx.settings.packnet_keep, release=release,
+                                reconstruct=ctx.settings.reconstruct)
         return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
 
     return build
@@ -145,19 +241,19 @@ def _packnet(release: str) -> Callable[[BuildContext], Any]:
 
 def _avalanche(cls_name: str, fixed: Mapping[str, Any] | None = None, **settings: str) -> Callable[[BuildContext], Any]:
     """A builder of Avalanche's stock strategy ``cls_name`` (in ``avalanche.training``) with the keyword
-    arguments ``fixed`` and, from the config, ``settings`` (argument → :class:`ContinualConfig` field)."""
+    arguments ``fixed`` and, from the strategy's settings, ``settings`` (argument → settings field)."""
     def build(ctx: BuildContext):
         import avalanche.training
 
-        kwargs = {**(fixed or {}), **{arg: getattr(ctx.cfg, field) for arg, field in settings.items()}}
+        kwargs = {**(fixed or {}), **{arg: getattr(ctx.settings, field) for arg, field in settings.items()}}
         return getattr(avalanche.training, cls_name)(**ctx.template, plugins=ctx.plugins, **kwargs)
 
     return build
 
 
 def graft_bytes_estimate(ctx: BuildContext) -> int:
-    """What ``graft`` stores for the stream, known before it runs: per task, its region budget (an int32 index
-    and a value per element) and its head."""
+    """What ``graft`` with ``ctx.settings`` (:class:`GraftSettings`) stores for the stream, known before it runs:
+    per task, its region budget (an int32 index and a value per element) and its head."""
     from cl_graft.regions.problem import resolve_budget
     from cl_graft.regions.region import graftable_names
 
@@ -165,16 +261,17 @@ def graft_bytes_estimate(ctx: BuildContext) -> int:
     params = dict(clf.named_parameters())
     names = graftable_names(params.items())
     numel = sum(params[n].numel() for n in names)
-    per_task = resolve_budget(ctx.cfg.localize, numel) * (4 + params[names[0]].element_size())
-    heads = sum(params[n].numel() * params[n].element_size() for t in ctx.tasks for n in clf.task_head_names(t))
-    return len(ctx.tasks) * per_task + heads
+    per_task = resolve_budget(ctx.settings.localize, numel) * (4 + params[names[0]].element_size())
+    tasks = ctx.stream.tasks
+    heads = sum(params[n].numel() * params[n].element_size() for t in tasks for n in clf.task_head_names(t))
+    return len(tasks) * per_task + heads
 
 
 def _replay_matched(ctx: BuildContext):
     """Replay whose memory (token ids, 4 bytes each) holds as many bytes as ``graft`` stores."""
     from avalanche.training import Replay
 
-    rows = [row for exp in ctx.bm.train_stream for row in exp.dataset]
+    rows = [row for exp in ctx.stream.benchmark.train_stream for row in exp.dataset]
     tokens_per_row = sum(len(r["input_ids"]) for r in rows) / max(1, len(rows))
     mem = max(1, int(graft_bytes_estimate(ctx) / (4 * tokens_per_row)))
     return Replay(**ctx.template, plugins=ctx.plugins, mem_size=mem)
@@ -210,27 +307,27 @@ def _replay_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
 
 STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
     StrategyEntry("graft", "GraftStrategy, stream mode: train outside earlier regions, keep the learned region",
-                  _graft, _region_storage, resumable=True, grid=SPARSITY_GRID),
+                  _graft, _region_storage, GraftSettings, resumable=True, grid=SPARSITY_GRID),
     StrategyEntry("graft-paper", "GraftStrategy, paper mode: regions from independent fine-tuning of each task",
-                  _graft_paper, _region_storage, grid=SPARSITY_GRID),
+                  _graft_paper, _region_storage, GraftSettings, grid=SPARSITY_GRID),
     StrategyEntry("packnet", "PackNet on the transformer: keep the largest free weights per task, release the "
-                  "rest to θ_pre", _packnet("pre"), _region_storage, grid=KEEP_GRID),
+                  "rest to θ_pre", _packnet("pre"), _region_storage, PackNetSettings, grid=KEEP_GRID),
     StrategyEntry("packnet-zero", "PackNet as published: released weights set to zero", _packnet("zero"),
-                  _region_storage, grid=KEEP_GRID),
+                  _region_storage, PackNetSettings, grid=KEEP_GRID),
     StrategyEntry("naive", "Avalanche Naive: plain fine-tuning on each experience", _avalanche("Naive"),
                   _model_storage),
     StrategyEntry("ewc", "Avalanche EWC (separate penalties per task)",
-                  _avalanche("EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"), _model_storage,
+                  _avalanche("EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"), _model_storage, EWCSettings,
                   grid=({"ewc_lambda": 1e2}, {"ewc_lambda": 1e3}, {"ewc_lambda": 1e4})),
     StrategyEntry("lwf", "Avalanche LwF (distillation from the previous model)",
-                  _avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), _model_storage,
+                  _avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), _model_storage, LwFSettings,
                   grid=({"lwf_alpha": 0.5, "lwf_temperature": 2.0}, {"lwf_alpha": 1.0, "lwf_temperature": 2.0},
                         {"lwf_alpha": 1.0, "lwf_temperature": 1.0})),
     StrategyEntry("replay", "Avalanche Replay (reservoir memory of earlier rows)",
-                  _avalanche("Replay", mem_size="replay_mem"), _replay_storage,
+                  _avalanche("Replay", mem_size="replay_mem"), _replay_storage, ReplaySettings,
                   grid=({"replay_mem": 64}, {"replay_mem": 256}, {"replay_mem": 1024})),
     StrategyEntry("replay-matched", "Avalanche Replay with a memory of as many bytes as graft stores",
-                  _replay_matched, _replay_storage, settings_of="graft"),
+                  _replay_matched, _replay_storage, GraftSettings, settings_of="graft"),
     StrategyEntry("joint", "Avalanche JointTraining on the whole stream (upper reference)",
                   _avalanche("JointTraining"), _model_storage, fit="joint"),
     StrategyEntry("single", "one model per task, each fine-tuned alone from θ_pre",
@@ -250,3 +347,27 @@ def parse_strategies(text: str) -> list[str]:
     if len(set(names)) != len(names):
         raise UserError(f"a strategy appears twice in --strategies: {text!r}")
     return names
+
+
+def registry_options(entries: Iterable[StrategyEntry] | None = None) -> list[SettingOption]:
+    """One option per setting of the strategies (default: every entry of :data:`STRATEGIES`); a setting several
+    strategies share (``graft``'s and ``graft-paper``'s sparsity) is one option.
+
+    Raises:
+        ValueError: two settings classes name different settings alike.
+    """
+    seen: dict[str, SettingOption] = {}
+    for entry in STRATEGIES.values() if entries is None else entries:
+        for opt in setting_options(entry.settings):
+            prev = seen.setdefault(opt.name, opt)
+            if (prev.key, prev.kind, prev.field.default) != (opt.key, opt.kind, opt.field.default):
+                raise ValueError(f"{entry.name}: setting {opt.key!r} clashes with another strategy's {prev.key!r}")
+    return list(seen.values())
+
+
+def strategy_settings(name: str, preset: Preset, *, seed: int, given: Mapping[str, Any] | None = None) -> Settings:
+    """Strategy ``name``'s settings in a run of ``preset`` with ``seed``: the preset's, changed by those of the
+    ``given`` keys (e.g. command-line options) that its settings class has."""
+    cls = STRATEGIES[name].settings
+    return apply_point(cls.from_preset(preset, seed=seed),
+                       {k: v for k, v in (given or {}).items() if has_setting(cls, k)})

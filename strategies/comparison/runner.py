@@ -3,17 +3,18 @@
 Every strategy starts from a copy of the same pre-trained classifier (same seeded heads), trains each
 experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: optimizer, clipping, exactly ``steps`` optimizer steps,
 seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test stream after every
-experience with Avalanche's own ``EvaluationPlugin``. The strategies, how each is built, walks the stream
-and is stored, are the entries of :data:`.registry.STRATEGIES`.
+experience with Avalanche's own ``EvaluationPlugin``. The strategies, their settings, how each is built, walks
+the stream and is stored, are the entries of :data:`.registry.STRATEGIES`.
 """
 from __future__ import annotations
 
 import shutil
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,7 +31,11 @@ from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe
 from .config import ContinualConfig
 from .metrics import summarize
 from .registry import STRATEGIES, BuildContext, owner_plugin
-from .tuning import apply_point, tune
+from .settings import Settings, apply_point
+from .tuning import tune
+
+if TYPE_CHECKING:
+    from cl_graft.benchmarks.streams import Stream
 
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
@@ -90,8 +95,8 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
     return [_accuracy(metrics, j) for j in range(n_tasks)]
 
 
-def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *, bm, tasks: list[str],
-           dev_rows: dict, owners: OwnerMap | None, progress: bool):
+def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, settings: Settings, steps: int, *,
+           stream: Stream, owners: OwnerMap | None, progress: bool):
     """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``).
 
     Under torchrun (Avalanche's distributed mode) the model is wrapped in ``DistributedDataParallel``, each rank
@@ -104,7 +109,7 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, steps: int, *,
                 "train_mb_size": distributed.check_batch(cfg.recipe.batch_size), "train_epochs": steps,
                 "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard(), WholeEval()]
-    strategy = STRATEGIES[name].build(BuildContext(adapter, cfg, template, plugins, tasks, bm, dev_rows, owners,
+    strategy = STRATEGIES[name].build(BuildContext(adapter, cfg, settings, template, plugins, stream, owners,
                                                    progress))
     unsupported = [type(p).__name__ for p in strategy.plugins if not getattr(p, "supports_distributed", False)]
     if distributed.world_size() > 1 and unsupported:
@@ -120,18 +125,18 @@ def _train(strategy, experience, seed: int) -> None:
         strategy.train(experience)
 
 
-def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: ContinualConfig, *,
-                 dev_rows: dict | None = None, state_dir: Path | None = None, task_inference: str | None = None,
-                 progress: bool = True) -> StrategyResult:
-    """Runs one strategy on ``bm`` from a copy of ``base`` (never modified).
+def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: ContinualConfig,
+                 settings: Settings | None = None, *, state_dir: Path | None = None,
+                 task_inference: str | None = None, progress: bool = True) -> StrategyResult:
+    """Runs one strategy on ``stream`` from a copy of ``base`` (never modified).
 
     Args:
         name: a strategy of :data:`~.registry.STRATEGIES`.
         base: the pre-trained classifier with every task of the stream registered (same heads for all).
-        bm: the benchmark (``cl_graft.benchmarks.streams.make_benchmark``); experience ``i`` = ``tasks[i]``.
-        tasks: task names in stream order.
-        cfg: the comparison's settings.
-        dev_rows: task → dev rows for region selection (graft).
+        stream: the tasks, their rows (dev rows select regions: graft) and their benchmark.
+        cfg: the settings every strategy shares.
+        settings: the strategy's own (an instance of its entry's ``settings`` class; default: the class's
+            defaults, :func:`.registry.strategy_settings` gives a preset's).
         state_dir: where a resumable strategy saves its state after every experience and resumes from.
         task_inference: ``"entropy"``, ``"max-softmax"`` or ``"features"``: after the stream, evaluate the test
             stream again with task labels withheld (strategies that keep an owner map: graft, graft-paper,
@@ -140,14 +145,15 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
     """
     t0, c0 = time.perf_counter(), time.process_time()
     entry = STRATEGIES[name]
-    dev_rows = dev_rows or {}
+    settings = entry.settings() if settings is None else settings
+    bm, tasks = stream.benchmark, stream.tasks
     n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
-    build = {"bm": bm, "tasks": tasks, "dev_rows": dev_rows, "progress": progress}
+    build = {"stream": stream, "progress": progress}
     if entry.fit == "separate":
         row = []
         for i, exp in enumerate(bm.train_stream):
             adapter = TaskAdapter(clone_model(base), tasks)
-            strategy = _build(name, adapter, cfg, steps, owners=None, **build)
+            strategy = _build(name, adapter, cfg, settings, steps, owners=None, **build)
             _train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
         size = n * entry.storage(strategy, adapter)[0]
@@ -157,8 +163,9 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
     rows, owners, before = [], None, 0.0
     resumable = entry.resumable and state_dir is not None
     if resumable and (state_dir / PROGRESS_FILE).exists():
-        owners, rows, before = _resume(state_dir, adapter.clf, tasks, cfg)
-    strategy = _build(name, adapter, cfg, steps * (n if entry.fit == "joint" else 1), owners=owners, **build)
+        owners, rows, before = _resume(state_dir, adapter.clf, tasks, cfg, settings)
+    strategy = _build(name, adapter, cfg, settings, steps * (n if entry.fit == "joint" else 1), owners=owners,
+                      **build)
     if entry.fit == "joint":
         _train(strategy, bm.train_stream, 1000 * seed)
         rows = [_row(strategy.eval(bm.test_stream), n)]
@@ -172,7 +179,7 @@ def run_strategy(name: str, base: TextClassifier, bm, tasks: list[str], cfg: Con
             rows.append(_row(strategy.eval(bm.test_stream), n))
             if resumable:
                 seconds = before + time.perf_counter() - t0
-                _save_progress(state_dir, owner_plugin(strategy).owners, tasks, cfg, rows, seconds)
+                _save_progress(state_dir, owner_plugin(strategy).owners, tasks, cfg, settings, rows, seconds)
     size, info = entry.storage(strategy, adapter)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
     seconds = round(before + time.perf_counter() - t0, 1)
@@ -195,19 +202,20 @@ def task_agnostic_eval(strategy, bm, n_tasks: int, how: str) -> dict:
     return {"how": how, "accuracy": row, "task_id": ids, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: ContinualConfig, rows: list,
-                   seconds: float) -> None:
+def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: ContinualConfig, settings: Settings,
+                   rows: list, seconds: float) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     owners.save(state_dir / SKILLS_DIR)
-    write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "rows": rows,
-                                           "seconds": round(seconds, 1),
+    write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "settings": settings.to_json(),
+                                           "rows": rows, "seconds": round(seconds, 1),
                                            "pre_fingerprint": owners.pre_fingerprint})
 
 
-def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig):
+def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig, settings: Settings):
     """Owner map (applied to ``clf``), accuracy rows and seconds of an interrupted graft stream."""
     state = read_json(state_dir / PROGRESS_FILE)
-    if state.get("tasks") != tasks or state.get("config") != cfg.to_json():
+    if (state.get("tasks"), state.get("config"), state.get("settings")) != (tasks, cfg.to_json(),
+                                                                            settings.to_json()):
         raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
     owners = OwnerMap.load(state_dir / SKILLS_DIR, clf)
     done = len(owners.tasks)
@@ -217,28 +225,27 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
     return owners, [list(r) for r in state["rows"]], float(state["seconds"])
 
 
-def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[str], cfg: ContinualConfig, *,
-                  out: Path, dev_rows: dict | None = None, tune_bm=None, tune_dev_rows: dict | None = None,
-                  chosen: dict[str, dict] | None = None, resume: bool = False, task_inference: str | None = None,
-                  progress: bool = True, on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
-    """Runs ``strategies`` in order; each writes ``out/<name>/result.json`` when done.
+def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str, Settings], cfg: ContinualConfig, *,
+                  out: Path, tune_stream: Stream | None = None, chosen: dict[str, dict] | None = None,
+                  resume: bool = False, task_inference: str | None = None, progress: bool = True,
+                  on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
+    """Runs ``strategies`` (name → its settings, :func:`.registry.strategy_settings`) in order; each writes
+    ``out/<name>/result.json`` when done.
 
-    With ``tune_bm`` (a stream of train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries
-    its grid on it (:func:`.tuning.tune`, selection rows ``tune_dev_rows``) and runs on ``bm`` with the setting
-    of the best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With ``chosen``
-    (:func:`.tuning.chosen_settings`: strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point
-    an earlier tuning chose instead, recorded the same way; a strategy with ``settings_of`` runs with the point
-    chosen for that strategy when it ran earlier in ``strategies``. With
-    ``resume``, finished strategies are read back and resumable ones (``graft``) continue from their last saved
-    experience (``out/<name>/state``); other unfinished strategies start over. ``on_result`` is called with
-    each result as it is ready.
+    With ``tune_stream`` (train and dev rows only, :func:`.tuning.dev_stream`), each strategy first tries its grid
+    on it (:func:`.tuning.tune`) and runs on ``stream`` with the point of the best final average dev accuracy;
+    the search is recorded in ``result.info["tuning"]``. With ``chosen`` (:func:`.tuning.chosen_settings`:
+    strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point an earlier tuning chose instead,
+    recorded the same way; a strategy with ``settings_of`` runs with the point chosen for that strategy when it
+    ran earlier in ``strategies``. With ``resume``, finished strategies are read back and resumable ones
+    (``graft``) continue from their last saved experience (``out/<name>/state``); other unfinished strategies
+    start over. ``on_result`` is called with each result as it is ready.
     """
-    def dev_average(name: str, c: ContinualConfig) -> float:
-        return run_strategy(name, base, tune_bm, tasks, c, dev_rows=tune_dev_rows, progress=progress).summary()[
-            "average"]
+    def dev_average(name: str, settings: Settings) -> float:
+        return run_strategy(name, base, tune_stream, cfg, settings, progress=progress).summary()["average"]
 
     results = {}
-    for name in strategies:
+    for name, settings in strategies.items():
         path = out / name / RESULT_FILE
         if resume and path.exists():
             results[name] = StrategyResult.from_json(read_json(path))
@@ -247,16 +254,16 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
             if state is not None and not resume and state.exists():
                 shutil.rmtree(state)                                  # an overwritten run's stale state
             (out / name).mkdir(parents=True, exist_ok=True)
-            run_cfg, tuning = cfg, {}
-            if tune_bm is not None:
-                run_cfg, tuning = tune(name, cfg, lambda c, name=name: dev_average(name, c))
+            tuning = {}
+            if tune_stream is not None:
+                settings, tuning = tune(name, settings, lambda s, name=name: dev_average(name, s))
             elif chosen and name in chosen:
-                run_cfg, tuning = apply_point(cfg, chosen[name]["chosen"]), chosen[name]
+                settings, tuning = apply_point(settings, chosen[name]["chosen"]), chosen[name]
             source = results.get(STRATEGIES[name].settings_of)
             if source is not None and source.info.get("tuning"):
-                run_cfg = apply_point(run_cfg, source.info["tuning"]["chosen"])
-            results[name] = run_strategy(name, base, bm, tasks, run_cfg, dev_rows=dev_rows, progress=progress,
-                                         state_dir=state, task_inference=task_inference)
+                settings = apply_point(settings, source.info["tuning"]["chosen"])
+            results[name] = run_strategy(name, base, stream, cfg, settings, progress=progress, state_dir=state,
+                                         task_inference=task_inference)
             if tuning:
                 results[name].info["tuning"] = tuning
             write_json(path, results[name].to_json())

@@ -1,7 +1,7 @@
 """Dev-only choices for the continual comparison: every strategy gets the same budget of settings to try.
 
-Each :class:`~.registry.StrategyEntry` declares a small grid (``entry.grid``: settings of
-:class:`~.config.ContinualConfig`, dotted for nested ones, e.g. ``"localize.sparsity"``). With
+Each :class:`~.registry.StrategyEntry` declares a small grid (``entry.grid``: keys of its settings class,
+:mod:`.settings`, dotted for nested ones, e.g. ``"localize.sparsity"``). With
 ``cl-graft run --tune`` every grid point is run on the stream with *dev* rows in place of the test rows and
 scored by its final average dev accuracy; the best point (the first on ties) is then run on the test rows.
 Test rows are never handed to the tuning runs: :func:`split_dev` makes the tuning benchmark from train and dev
@@ -9,27 +9,15 @@ rows only (half of each task's dev rows select checkpoints/regions, the other ha
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from cl_graft.artifacts import read_json
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
-from .config import ContinualConfig
 from .registry import STRATEGIES
-
-
-def apply_point(cfg: ContinualConfig, point: Mapping[str, Any]) -> ContinualConfig:
-    """``cfg`` with the grid point's settings (``"field"`` or ``"localize.field"`` / ``"recipe.field"``)."""
-    for key, value in point.items():
-        outer, _, inner = key.partition(".")
-        if not hasattr(cfg, outer) or (inner and not hasattr(getattr(cfg, outer), inner)):
-            raise UserError(f"grid setting {key!r} is not a setting of the comparison")
-        cfg = replace(cfg, **{outer: replace(getattr(cfg, outer), **{inner: value}) if inner else value})
-    return cfg
+from .settings import Settings, apply_point
 
 
 def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
@@ -48,21 +36,21 @@ def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
     return out
 
 
-def tune(name: str, cfg: ContinualConfig, score: Callable[[ContinualConfig], float]) -> tuple[ContinualConfig, dict]:
-    """Tries every grid point of strategy ``name``; returns the chosen config and the record of the search
+def tune(name: str, settings: Settings, score: Callable[[Settings], float]) -> tuple[Settings, dict]:
+    """Tries every grid point of strategy ``name``; returns the chosen settings and the record of the search
     (``{"grid", "dev_average", "chosen"}``; empty when the strategy has nothing to tune).
 
     Args:
         name: a strategy of :data:`~.registry.STRATEGIES`.
-        cfg: the comparison's settings the grid points modify.
-        score: ``score(cfg) -> final average accuracy on the tuning (dev) stream``.
+        settings: the strategy's settings the grid points modify.
+        score: ``score(settings) -> final average accuracy on the tuning (dev) stream``.
     """
     grid = STRATEGIES[name].grid
     if not grid:
-        return cfg, {}
-    scores = [score(apply_point(cfg, point)) for point in grid]
+        return settings, {}
+    scores = [score(apply_point(settings, point)) for point in grid]
     best = max(range(len(grid)), key=lambda i: (scores[i], -i))
-    return apply_point(cfg, grid[best]), {"grid": [dict(p) for p in grid], "dev_average": scores,
+    return apply_point(settings, grid[best]), {"grid": [dict(p) for p in grid], "dev_average": scores,
                                           "chosen": dict(grid[best])}
 
 

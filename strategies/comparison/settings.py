@@ -1,0 +1,115 @@
+"""A strategy's own settings: one small frozen dataclass per registry entry (as peft's per-method configs).
+
+A settings class subclasses :class:`Settings` and is a frozen dataclass whose fields carry ``metadata["help"]``.
+Its fields are changed by *keys*: the field's name, or ``"outer.inner"`` for a field of a nested dataclass (e.g.
+``"localize.sparsity"``). Keys are the names of record: ``cl-graft run`` options (``--ewc-lambda``, ``--sparsity``
+for an inner field a nested field lists in its ``metadata["options"]``, inner name → help or None for the
+inner field's own), grid points (:mod:`.tuning`) and the
+``info["tuning"]["chosen"]`` of results files, so one option name means one setting across the registry.
+A field whose default the preset sizes says so with ``metadata["preset"]`` and the class overrides
+:meth:`Settings.from_preset`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Self
+
+from cl_graft.errors import UserError
+from cl_graft.presets import Preset
+
+
+class Settings:
+    """Base of the settings classes (subclasses are frozen dataclasses)."""
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, seed: int) -> Self:
+        """The settings a run of ``preset`` with ``seed`` starts from (here: the class defaults)."""
+        return cls()
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NoSettings(Settings):
+    """A strategy with nothing of its own to set (Avalanche's Naive, JointTraining)."""
+
+
+@dataclass(frozen=True)
+class SettingOption:
+    """One setting as a command-line option.
+
+    Attributes:
+        key: ``"field"`` or ``"outer.inner"``.
+        field: the dataclass field the key ends in (its default and ``metadata["help"]``).
+        kind: the field's type, ``X | None`` unwrapped to ``X``.
+        preset: the preset sizes its default.
+        help: one line for ``--help``.
+    """
+
+    key: str
+    field: dataclasses.Field
+    kind: type
+    preset: bool
+    help: str
+
+    @property
+    def name(self) -> str:
+        """The option's name without dashes: the key's last part (``ewc_lambda``; ``localize.sparsity`` →
+        ``sparsity``)."""
+        return self.key.rpartition(".")[2]
+
+
+def _plain(kind) -> type:
+    """``X | None`` → ``X``."""
+    return next(a for a in typing.get_args(kind) if a is not type(None)) if isinstance(kind, types.UnionType) \
+        else kind
+
+
+def setting_options(cls: type[Settings]) -> list[SettingOption]:
+    """The options of a settings class: every plain field, and the inner fields a nested dataclass field lists in
+    its ``metadata["options"]``."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for fld in dataclasses.fields(cls):
+        kind = _plain(hints[fld.name])
+        preset = bool(fld.metadata.get("preset"))
+        if dataclasses.is_dataclass(kind):
+            inner_hints, inner = typing.get_type_hints(kind), {f.name: f for f in dataclasses.fields(kind)}
+            out += [SettingOption(f"{fld.name}.{n}", inner[n], _plain(inner_hints[n]), preset,
+                                  text or inner[n].metadata.get("help", ""))
+                    for n, text in fld.metadata.get("options", {}).items()]
+        else:
+            out.append(SettingOption(fld.name, fld, kind, preset, fld.metadata.get("help", "")))
+    return out
+
+
+def has_setting(settings: Settings | type[Settings], key: str) -> bool:
+    """Whether ``key`` names a field (or a nested dataclass's field) of ``settings``."""
+    outer, _, inner = key.partition(".")
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    if outer not in fields:
+        return False
+    if not inner:
+        return True
+    kind = _plain(typing.get_type_hints(settings if isinstance(settings, type) else type(settings))[outer])
+    return dataclasses.is_dataclass(kind) and inner in {f.name for f in dataclasses.fields(kind)}
+
+
+def apply_point(settings: Settings, point: Mapping[str, Any]) -> Settings:
+    """``settings`` with the values of ``point`` (key → value; validated by the class).
+
+    Raises:
+        UserError: a key that is not a setting of the class.
+    """
+    for key, value in point.items():
+        if not has_setting(settings, key):
+            raise UserError(f"setting {key!r} is not a setting of {type(settings).__name__}")
+        outer, _, inner = key.partition(".")
+        settings = replace(settings, **{outer: replace(getattr(settings, outer), **{inner: value}) if inner
+                                        else value})
+    return settings
