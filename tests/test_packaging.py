@@ -14,7 +14,9 @@ def test_wheel_contains_mapped_subpackages(tmp_path):
                     "-w", str(tmp_path)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("cl_graft-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"cl_graft/strategies/__init__.py", "cl_graft/benchmarks/tasks.py", "cl_graft/cli/__init__.py"} <= names
+    assert {"cl_graft/strategies/__init__.py", "cl_graft/benchmarks/tasks.py", "cl_graft/cli/__init__.py",
+            "cl_graft/strategies/graft/plugin.py", "cl_graft/strategies/plugins/packnet.py",
+            "cl_graft/strategies/comparison/registry.py"} <= names
     assert not any(n.startswith(("strategies/", "benchmarks/", "tests/")) for n in names)
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "cl-graft = cl_graft.cli:main" in entry

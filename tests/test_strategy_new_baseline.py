@@ -21,7 +21,13 @@ from cl_graft.benchmarks.streams import Stream
 from cl_graft.cli import main
 from cl_graft.cli.run import run_command
 from cl_graft.strategies.comparison.config import continual_setup
-from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, model_bytes, strategy_settings
+from cl_graft.strategies.comparison.registry import (
+    STRATEGIES,
+    StrategyEntry,
+    model_bytes,
+    registry_options,
+    strategy_settings,
+)
 from cl_graft.strategies.comparison.runner import run_continual
 from cl_graft.strategies.comparison.settings import Settings
 
@@ -116,3 +122,13 @@ def test_a_setting_of_no_chosen_strategy_is_refused(run_args, tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "--ewc-lambda is a setting of none of --strategies naive" in result.output
     assert result.output.strip().count("\n") == 0 and not (tmp_path / "o").exists()
+
+
+def test_settings_that_name_another_strategys_setting_alike_are_refused():
+    @dataclass(frozen=True)
+    class Clash(Settings):
+        sparsity: float = 0.5                        # --sparsity already means graft's localize.sparsity
+
+    assert "loss_scale" in [o.name for o in registry_options([*STRATEGIES.values(), ENTRY])]
+    with pytest.raises(ValueError, match="clashes with another strategy's 'localize.sparsity'"):
+        registry_options([*STRATEGIES.values(), StrategyEntry("clash", "x", print, print, Clash)])
