@@ -1,10 +1,10 @@
 """Run continual-learning strategies on one benchmark and collect their accuracy matrices.
 
 Every strategy starts from a copy of the same pre-trained classifier (same seeded heads), trains each
-experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: optimizer, clipping, exactly ``steps`` optimizer steps,
-seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test stream after every
-experience with Avalanche's own ``EvaluationPlugin``. The strategies, their settings, how each is built, walks
-the stream and is stored, are the entries of :data:`.registry.STRATEGIES`.
+experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: optimizer, clipping, exactly
+``steps`` optimizer steps, seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test
+stream after every experience with Avalanche's own ``EvaluationPlugin``. The strategies, their settings, how
+each is built, walks the stream and is stored, are the entries of :data:`.registry.STRATEGIES`.
 """
 from __future__ import annotations
 
