@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cl_graft.artifacts import read_json
 from cl_graft.errors import UserError
+from cl_graft.files import read_json
 from cl_graft.task import TaskRows
 
 from .continual_config import ContinualConfig

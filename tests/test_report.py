@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from cl_graft.artifacts import read_json, save_classifier, write_json
+from cl_graft.artifacts import save_classifier
+from cl_graft.files import read_json, write_json
 from cl_graft.provenance import run_record
 
 from conftest import SENTIMENT, tiny_bert

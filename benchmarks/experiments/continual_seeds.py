@@ -22,7 +22,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cl_graft.artifacts import write_json
+from cl_graft.files import write_json
 from cl_graft.provenance import run_record
 
 from .report_tables import continual_lines, continual_summary

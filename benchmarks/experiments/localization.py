@@ -23,7 +23,8 @@ import torch
 from cl_graft.benchmarks import load_rows
 from safetensors.torch import load_file
 
-from cl_graft.artifacts import load_classifier, save_classifier, write_json
+from cl_graft.artifacts import load_classifier, save_classifier
+from cl_graft.files import write_json
 from cl_graft.grafting.graft import SkillPatch, clone_model, patch_, restore_
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record

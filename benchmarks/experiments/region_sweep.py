@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cl_graft.artifacts import load_classifier, read_json, write_json, write_text
+from cl_graft.artifacts import load_classifier
+from cl_graft.files import read_json, write_json, write_text
 from cl_graft.grafting.graft import graft_model
 from cl_graft.presets import get_preset
 from cl_graft.provenance import finish_record, run_record

@@ -22,7 +22,8 @@ from cl_graft.benchmarks import load_rows
 from cl_graft.strategies.owner_map import OwnerMap
 from safetensors.torch import load_file
 
-from cl_graft.artifacts import load_classifier, read_json, save_classifier, write_json
+from cl_graft.artifacts import load_classifier, save_classifier
+from cl_graft.files import read_json, write_json
 from cl_graft.grafting.graft import clone_model, patch_, restore_
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cl_graft.artifacts import read_json
 from cl_graft.continual_metrics import paired_interval
+from cl_graft.files import read_json
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 

@@ -62,7 +62,7 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.strategies.routing import TaskRouter
     from cl_graft.strategies.targets import graft_target
 
-    from cl_graft.artifacts import read_json
+    from cl_graft.files import read_json
     from cl_graft.training.models import build_classifier
 
     rec = read_json(run / "config.json")

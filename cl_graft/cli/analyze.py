@@ -43,8 +43,9 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
 
     from ..analyze.calibration import OOD_PAIRS, check_ood_pair
     from ..analyze.report import AnalyzePlan, analyze_task, format_analysis
-    from ..artifacts import save_classifier, write_json, write_text
+    from ..artifacts import save_classifier
     from ..benchmarks import cap, get_task, load_rows, load_task
+    from ..files import write_json, write_text
     from ..grafting.graft import clone_model
     from ..outdir import claim_out_dir
     from ..plotting import plot_curves, plot_reliability

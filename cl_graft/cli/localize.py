@@ -76,8 +76,9 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     import torch
 
     from .. import distributed
-    from ..artifacts import load_classifier, save_classifier, write_json, write_text
+    from ..artifacts import load_classifier, save_classifier
     from ..benchmarks import cap, get_task, load_rows, load_task
+    from ..files import write_json, write_text
     from ..outdir import claim_out_dir
     from ..presets import get_preset
     from ..provenance import run_record

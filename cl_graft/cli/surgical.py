@@ -44,8 +44,9 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     config.json under --out (and the fine-tuned model when --finetuned is not given)."""
 
     from .. import distributed
-    from ..artifacts import save_classifier, write_json, write_text
+    from ..artifacts import save_classifier
     from ..benchmarks import load_rows
+    from ..files import write_json, write_text
     from ..grafting.graft import clone_model
     from ..outdir import claim_out_dir
     from ..plotting import plot_anatomy, plot_grouped_bars
