@@ -22,8 +22,7 @@ from cl_graft import distributed
 from cl_graft.continual_metrics import summarize
 from cl_graft.errors import UserError
 from cl_graft.files import read_json, write_json
-from cl_graft.grafting.graft import clone_model
-from cl_graft.training.models import TextClassifier
+from cl_graft.training.models import TextClassifier, clone_model
 
 from .adapter import TaskAdapter
 from .continual_config import ContinualConfig

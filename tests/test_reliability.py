@@ -17,11 +17,11 @@ from test_strategy import TASKS, _rows, build_model, make_stream
 from cl_graft.cli import main
 from cl_graft.errors import DataWarning, UserError
 from cl_graft.files import write_json
-from cl_graft.grafting.graft import clone_model
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.region import graftable_names
 from cl_graft.training.finetune import FinetuneConfig
+from cl_graft.training.models import clone_model
 from cl_graft.training.multitask import finetune_multitask_
 
 from conftest import SENTIMENT, save_tiny_model, tiny_bert, write_task

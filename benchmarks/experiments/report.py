@@ -24,12 +24,12 @@ from safetensors.torch import load_file
 
 from cl_graft.artifacts import load_classifier, save_classifier
 from cl_graft.files import read_json, write_json
-from cl_graft.grafting.graft import clone_model, patch_, restore_
+from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
-from cl_graft.training.models import build_classifier
+from cl_graft.training.models import build_classifier, clone_model
 
 from .localization import measure_cost, median_seconds
 from .report_tables import (

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..grafting.graft import clone_model
 from ..metrics import softmax
-from ..training.models import TextClassifier
+from ..training.models import TextClassifier, clone_model
 
 OOD_PAIRS: dict[str, tuple[str, ...]] = {
     "sst2": ("imdb", "yelp"),

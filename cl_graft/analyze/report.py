@@ -6,7 +6,7 @@ WiSE-FT (Wortsman et al. 2022, https://arxiv.org/abs/2109.01903) is the baseline
 accuracy along θ_pre ↔ θ_ft. Models compared on one task:
 
 - FT; learned graft regions at several sparsities; optionally graft re-training (the region's elements
-  trained from θ_pre) and BitFit (:mod:`cl_graft.training.region_training`) with FT's recipe;
+  trained from θ_pre) and BitFit (:mod:`cl_graft.regions.finetune`) with FT's recipe;
 - per model: test accuracy/F1/ECE and reliability bins; ECE after temperature scaling fitted on dev rows;
   for grafted models, the head re-fitted on the grafted body's features (train rows); OOD accuracy;
 - WiSE-FT (θ_pre ↔ θ_ft) and WiSE-graft (θ_pre ↔ grafted) for each mixing weight α, ID and OOD.
@@ -22,11 +22,11 @@ from ..errors import UserError
 from ..grafting.graft import graft_model, wise
 from ..metrics import ece, summarize
 from ..regions.config import LocalizeConfig
+from ..regions.finetune import bitfit, finetune_region
 from ..regions.methods import find_region
 from ..training.evaluate import evaluate, predict_logits
 from ..training.finetune import FinetuneConfig
 from ..training.models import TextClassifier
-from ..training.region_training import bitfit, finetune_region
 from .calibration import fit_temperature, refit_head, reliability, scaled_probs
 
 SECTIONS = ("calibration", "ood", "wise")

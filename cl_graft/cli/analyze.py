@@ -46,14 +46,13 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     from ..artifacts import save_classifier
     from ..benchmarks import cap, get_task, load_rows, load_task
     from ..files import write_json, write_text
-    from ..grafting.graft import clone_model
     from ..outdir import claim_out_dir
     from ..plotting import plot_curves, plot_reliability
     from ..presets import get_preset
     from ..provenance import run_record
     from ..regions.report import ood_rows
     from ..training.finetune import finetune_
-    from ..training.models import resolve_device
+    from ..training.models import clone_model, resolve_device
 
     device = resolve_device(device)
     sections = tuple(sections) or ("calibration", "ood", "wise")

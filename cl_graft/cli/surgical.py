@@ -47,16 +47,15 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     from ..artifacts import save_classifier
     from ..benchmarks import load_rows
     from ..files import write_json, write_text
-    from ..grafting.graft import clone_model
     from ..outdir import claim_out_dir
     from ..plotting import plot_anatomy, plot_grouped_bars
     from ..presets import get_preset
     from ..provenance import run_record
+    from ..regions.fisher import fisher_sample, layer_fisher
     from ..surgical.finetune import layer_names
-    from ..surgical.fisher import fisher_sample, layer_fisher
     from ..surgical.report import SurgicalPlan, format_surgical, surgical_table
     from ..training.finetune import finetune_
-    from ..training.models import resolve_device
+    from ..training.models import clone_model, resolve_device
 
     device = resolve_device(device)
     top = parse_ints(top_layers, "top-layers")

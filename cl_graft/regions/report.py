@@ -16,17 +16,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from ..grafting.graft import check_region, clone_model, graft_model
+from ..grafting.graft import graft_model
 from ..metrics import agreement
 from ..plotting import plot_anatomy
 from ..task import TaskSpec
 from ..training.evaluate import evaluate
 from ..training.finetune import FinetuneConfig
-from ..training.models import TextClassifier
-from ..training.region_training import bias_region, bitfit, finetune_region
+from ..training.models import TextClassifier, clone_model
 from .config import LocalizeConfig
+from .finetune import bias_region, bitfit, finetune_region
 from .methods import find_region
-from .region import Region, fingerprint, layer_index, param_type
+from .region import Region, check_region, fingerprint, layer_index, param_type
 
 REGIONS_DIR = "regions"
 TRAINED_BASELINES = {

@@ -19,15 +19,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from ..grafting.graft import clone_model, graft_model, wise
+from ..grafting.graft import graft_model
 from ..regions.config import LocalizeConfig
+from ..regions.fisher import LayerFisher, layer_fisher, rank_agreement, with_pre_body
 from ..regions.methods import find_region
 from ..regions.region import graftable_names
 from ..regions.report import anatomy_counts, score_model
 from ..training.finetune import FinetuneConfig, finetune_, trainable_names
-from ..training.models import TextClassifier
+from ..training.models import TextClassifier, clone_model
 from .finetune import random_layers, surgical_finetune, trained_count
-from .fisher import LayerFisher, layer_fisher, rank_agreement
 
 
 @dataclass
@@ -94,7 +94,7 @@ def surgical_table(pre: TextClassifier, ft: TextClassifier, ft_seconds: float | 
     for r in rows:
         r["relative"] = r[splits.spec.metric] / ft_scores[splits.spec.metric] if ft_scores[splits.spec.metric] else None
     fim = {"start": fim_start,
-           "pre_ft_head": layer_fisher(wise(pre, ft, 0.0), sample, task=task, batch_size=plan.fisher_batch,
+           "pre_ft_head": layer_fisher(with_pre_body(pre, ft), sample, task=task, batch_size=plan.fisher_batch,
                                        progress=progress)}
     if plan.stability:
         mid = clone_model(pre)
