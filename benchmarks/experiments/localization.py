@@ -26,12 +26,12 @@ from safetensors.torch import load_file
 from cl_graft.artifacts import load_classifier, save_classifier
 from cl_graft.files import write_json
 from cl_graft.grafting.graft import SkillPatch, patch_, restore_
+from cl_graft.localize.experiment import localize_table
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region
-from cl_graft.regions.report import localize_table
 from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier, clone_model
 
