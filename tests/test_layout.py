@@ -14,24 +14,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
 
-LAYERS: list[dict[str, tuple[str, ...]]] = [  # bottom first; room → the modules (and their submodules) in it
+LAYERS: list[dict[str, tuple[str, ...]]] = [  # bottom first; room → its modules (and their submodules)
     {"files": ("cl_graft.errors", "cl_graft.files")},
     {"basics": ("cl_graft.ops", "cl_graft.metrics", "cl_graft.task", "cl_graft.distributed",
                 "cl_graft.continual_metrics")},
     {"training": ("cl_graft.training",), "provenance": ("cl_graft.provenance",)},
     {"regions": ("cl_graft.regions",)},
-    {"grafting": ("cl_graft.grafting",), "presets": ("cl_graft.presets",), "artifacts": ("cl_graft.artifacts",)},
+    {"grafting": ("cl_graft.grafting",), "presets": ("cl_graft.presets",),
+     "artifacts": ("cl_graft.artifacts",)},
     {"facade": ("cl_graft.__init__",)},             # `import cl_graft`: the public names of the layers below
     {"plotting": ("cl_graft.plotting",), "outdir": ("cl_graft.outdir",),
      "benchmarks": ("cl_graft.benchmarks.__init__", "cl_graft.benchmarks.data", "cl_graft.benchmarks.tasks",
                     "cl_graft.benchmarks.streams")},
     # the command drivers (experiment.py, tables and figures in report.py) and the Avalanche glue's base
     {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),
-     "skillmaps": ("cl_graft.skillmaps",), "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
+     "skillmaps": ("cl_graft.skillmaps",),
+     "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
     # the graft method; flat modules of today's strategies/ listed until they move into strategies/graft/
     {"strategies.graft": ("cl_graft.strategies.graft", "cl_graft.strategies.graft_plugin",
                           "cl_graft.strategies.graft_strategy", "cl_graft.strategies.owner_map",
@@ -57,8 +57,11 @@ def _room_of(module: str) -> tuple[int, str]:
     for layer, rooms in enumerate(LAYERS):
         for room, names in rooms.items():
             for name in names:
-                package = name.removesuffix(".__init__")          # `<package>.__init__`: the package module only
-                covers = module == package if package != name else module == name or module.startswith(name + ".")
+                package = name.removesuffix(".__init__")     # `<package>.__init__`: the package module only
+                if package != name:
+                    covers = module == package
+                else:
+                    covers = module == name or module.startswith(name + ".")
                 if covers and (best is None or len(name) > best[0]):
                     best = (len(name), layer, room)
     if best is None:
@@ -84,7 +87,7 @@ MODULES = _modules()
 
 
 def _imports(module: str, source: str, *, is_package: bool) -> list[tuple[int, str, str | None]]:
-    """``(line, imported module, imported name or None)`` for every cl_graft/avalanche import in ``source``."""
+    """``(line, module, name or None)`` of every cl_graft/avalanche import in ``source``."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -98,7 +101,8 @@ def _imports(module: str, source: str, *, is_package: bool) -> list[tuple[int, s
                 target = node.module or ""
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
-                found.append((node.lineno, sub, None) if sub in MODULES else (node.lineno, target, alias.name))
+                is_module = sub in MODULES
+                found.append((node.lineno, sub, None) if is_module else (node.lineno, target, alias.name))
     return [f for f in found if f[1].split(".")[0] in ("cl_graft", "avalanche")]
 
 
@@ -121,12 +125,12 @@ def test_no_import_runs_up_or_sideways():
             if target.startswith("avalanche"):
                 continue
             if target not in MODULES:
-                bad.append(f"{MODULES[module]}:{line}: {module} imports {target}, not a module of the package")
+                bad.append(f"{MODULES[module]}:{line}: {module} imports {target}, not a module of cl_graft")
                 continue
             t_layer, t_room = _room_of(target)
             if t_room != room and t_layer >= layer:
-                where = "up" if t_layer > layer else "sideways"
-                bad.append(f"{MODULES[module]}:{line}: {module} ({room}) imports {target} ({t_room}): {where}")
+                where = "upwards" if t_layer > layer else "sideways"
+                bad.append(f"{MODULES[module]}:{line}: {module} ({room}) imports {target} ({t_room}) {where}")
     assert not bad, "\n".join(dict.fromkeys(bad))
 
 
@@ -147,8 +151,8 @@ def test_no_module_imports_another_modules_private_names():
             if name is None and target.startswith("cl_graft"):
                 bound[target.rsplit(".", 1)[-1]] = target
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            private = isinstance(node, ast.Attribute) and node.attr[:1] == "_" and node.attr[:2] != "__"
+            if private and isinstance(node.value, ast.Name) and node.value.id in bound:
                 bad.append(f"{path}:{node.lineno}: {module} uses {bound[node.value.id]}.{node.attr}")
     assert not bad, "\n".join(bad)
 
