@@ -12,6 +12,7 @@ import ast
 import importlib.util
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
@@ -115,6 +116,13 @@ def test_every_module_is_found_and_declared():
             "cl_graft.benchmarks.data"} <= set(MODULES)
     for module in MODULES:
         _room_of(module)
+
+
+def test_every_package_is_in_the_wheel():
+    """pyproject.toml names every package folder, so a new room is installed, not only found in a checkout."""
+    config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = {m for m, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages == set(config["tool"]["setuptools"]["packages"])
 
 
 def test_no_import_runs_up_or_sideways():

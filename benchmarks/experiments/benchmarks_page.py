@@ -184,10 +184,12 @@ def render(report: dict) -> str:
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--data-dir", default=None)
 @click.option("--quick", is_flag=True, help="CPU sizes (smoke-preset strategy timing)")
-@click.option("--tasks", default="1,10,100", show_default=True, help="numbers of stored skills for the serving table")
+@click.option("--tasks", default="1,10,100", show_default=True,
+              help="numbers of stored skills for the serving table")
 @click.option("--work", type=click.Path(path_type=Path), default=Path("runs/report"), show_default=True,
               help="the strategy-timing runs")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="the page to write (BENCHMARKS.md)")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="the page to write (BENCHMARKS.md)")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), required=True,
               help="the measured numbers (benchmarks/results/report.json); read back with --tables-only")
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -56,13 +56,15 @@ def run_seed(seed: int, options: dict, extra: list[str], threads: int) -> Path:
 @click.option("--data-dir", default=None)
 @click.option("--stream", default="qnli,agnews,sst2", show_default=True)
 @click.option("--strategies", default=STRATEGIES, show_default=True)
-@click.option("--seeds", default="0,1,2,3,4", show_default=True, help="the first is tuned on dev; the rest reuse its choices")
+@click.option("--seeds", default="0,1,2,3,4", show_default=True,
+              help="the first is tuned on dev; the rest reuse its choices")
 @click.option("--model", default="minilm", show_default=True)
 @click.option("--preset", default="quick", show_default=True)
 @click.option("--k", type=int, default=None)
 @click.option("--steps", type=int, default=None)
 @click.option("--device", default="auto", show_default=True)
-@click.option("--jobs", type=int, default=1, show_default=True, help="seeds run at once after the tuned one (threads split)")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help="seeds run at once after the tuned one (threads split)")
 @click.option("--work", type=click.Path(path_type=Path), default=Path("runs/continual_tuned"), show_default=True,
               help="the runs, one folder per seed")
 @click.option("--results", type=click.Path(path_type=Path), required=True,

@@ -67,7 +67,8 @@ def measure(workload: str, n: int, threads: int, steps: int, data_dir: str, devi
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--data-dir", default=os.environ.get("CL_GRAFT_DATA", "../shared/data"), show_default=True)
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--configs", default="1x1,1x2,2x1", show_default=True, help="comma-separated PROCESSESxTHREADS (torch threads per process)")
+@click.option("--configs", default="1x1,1x2,2x1", show_default=True,
+              help="comma-separated PROCESSESxTHREADS (torch threads per process)")
 @click.option("--steps", type=int, default=30, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="path without suffix: writes OUT.json and OUT.md")

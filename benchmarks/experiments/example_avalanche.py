@@ -23,7 +23,8 @@ import torch
 @click.option("--model", default="minilm", show_default=True)
 @click.option("--k", type=int, default=32, show_default=True, help="training rows per class")
 @click.option("--epochs", type=int, default=2, show_default=True)
-@click.option("--sparsity", type=float, default=0.01, show_default=True, help="each task's region, fraction of the layers")
+@click.option("--sparsity", type=float, default=0.01, show_default=True,
+              help="each task's region, fraction of the layers")
 @click.option("--log-dir", default="runs/example_avalanche", show_default=True)
 def main(stream, data_dir, model, k, epochs, sparsity, log_dir) -> dict:
     """Runs the example; returns Avalanche's last metrics."""

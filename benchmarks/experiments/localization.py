@@ -125,7 +125,8 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
 @click.option("--sparsities", default="1e-4,5e-4,1e-3,1e-2", show_default=True)
 @click.option("--methods", default="graft,topk", show_default=True)
 @click.option("--finetuned-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/bench-localization"), show_default=True, help="regions go here")
+@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/bench-localization"), show_default=True,
+              help="regions go here")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="the JSON file to write")
 @click.option("--steps", type=int, default=LocalizeConfig.steps, show_default=True)
 @click.option("--n-batches", type=int, default=LocalizeConfig.n_batches, show_default=True)
@@ -133,7 +134,8 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
 @click.option("--base-fraction", type=float, default=LocalizeConfig.base_fraction, show_default=True)
 @click.option("--skip-quality", is_flag=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-def main(data_dir, tasks, sparsities, methods, finetuned_root, work, out, steps, n_batches, lr, base_fraction, skip_quality, seed) -> None:
+def main(data_dir, tasks, sparsities, methods, finetuned_root, work, out, steps, n_batches, lr, base_fraction,
+         skip_quality, seed) -> None:
     tasks = tasks.split(",")
     sparsities = [float(s) for s in sparsities.split(",")]
     result: dict = {"config": run_record(command="benchmarks.localization", **{k: str(v) for k, v in
