@@ -65,7 +65,8 @@ def run_seed(seed: int, options: dict, extra: list[str], threads: int) -> Path:
 @click.option("--device", default="auto", show_default=True)
 @click.option("--jobs", type=int, default=1, show_default=True,
               help="seeds run at once after the tuned one (threads split)")
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/continual_tuned"), show_default=True,
+@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/continual_tuned"),
+              show_default=True,
               help="the runs, one folder per seed")
 @click.option("--results", type=click.Path(path_type=Path), required=True,
               help="folder for each seed's light files and summary.json / summary.md")

@@ -125,7 +125,8 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
 @click.option("--sparsities", default="1e-4,5e-4,1e-3,1e-2", show_default=True)
 @click.option("--methods", default="graft,topk", show_default=True)
 @click.option("--finetuned-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/bench-localization"), show_default=True,
+@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/bench-localization"),
+              show_default=True,
               help="regions go here")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="the JSON file to write")
 @click.option("--steps", type=int, default=LocalizeConfig.steps, show_default=True)

@@ -222,11 +222,12 @@ def merge(parts: Sequence[dict]) -> dict:
 @click.option("--eval-every", type=int, default=4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--split-seed", type=int, default=13, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="the JSON file to write (and its .md)")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="the JSON file to write (and its .md)")
 @click.option("--merge", "merge_paths", type=click.Path(path_type=Path), multiple=True,
               help="only merge these per-task result JSONs (repeat the option) into --out and its .md")
-def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches, select_rows, eval_every, seed,
-         split_seed, out, merge_paths) -> None:
+def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches, select_rows, eval_every,
+         seed, split_seed, out, merge_paths) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     if merge_paths:
         merged = merge([read_json(p) for p in merge_paths])

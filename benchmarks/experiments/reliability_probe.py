@@ -279,7 +279,8 @@ def first_error(stderr: str) -> str:
 
 
 @click.command(help=__doc__.splitlines()[0])
-@click.option("--data-dir", type=click.Path(path_type=Path), default=os.environ.get("CL_GRAFT_DATA"), show_default=True)
+@click.option("--data-dir", type=click.Path(path_type=Path), default=os.environ.get("CL_GRAFT_DATA"),
+              show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="path without suffix: writes OUT.json and OUT.md")
 def main(data_dir, out) -> None:
