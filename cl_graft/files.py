@@ -1,8 +1,8 @@
 """The bottom of cl-graft: files written atomically, JSON and safetensors read with one-line errors, versions.
 
 Every writer here puts the bytes in a temporary file beside the target and moves it into place with
-``os.replace``, so a crash leaves the old file or the new one, never half of one. Only JSON and safetensors are
-read, never pickle. Imports nothing of cl-graft but :mod:`.errors`.
+``os.replace``, so a crash leaves the old file or the new one, never half of one. Only JSON and safetensors
+are read, never pickle. Imports nothing of cl-graft but :mod:`.errors`.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from .errors import UserError
 
 
 def version(dist: str = "cl-graft") -> str:
-    """The installed version of distribution ``dist``, or ``"0+unknown"`` (e.g. cl-graft run from a bare tree)."""
+    """The installed version of distribution ``dist``, or ``"0+unknown"`` (cl-graft run from a bare tree)."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -1,5 +1,5 @@
-"""cl_graft.regions.fisher: the per-element Fisher (fish) and the batched per-tensor sums (FIM layer scores) are
-one estimator: summed over each tensor, the first gives the second."""
+"""cl_graft.regions.fisher: the per-element Fisher (fish) and the batched per-tensor sums (FIM layer scores)
+are one estimator: summed over each tensor, the first gives the second."""
 from __future__ import annotations
 
 import pytest

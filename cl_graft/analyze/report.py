@@ -1,4 +1,4 @@
-"""The table and figures of ``cl-graft analyze``: per-model calibration and OOD, reliability diagrams, WiSE curves."""
+"""The table and figures of ``cl-graft analyze``: calibration and OOD per model, reliability, WiSE curves."""
 from __future__ import annotations
 
 from pathlib import Path

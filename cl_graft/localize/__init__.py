@@ -1,1 +1,1 @@
-"""The ``cl-graft localize`` command's experiment (:mod:`.experiment`) and its table and figures (:mod:`.report`)."""
+"""``cl-graft localize``: the experiment (:mod:`.experiment`) and its table and figures (:mod:`.report`)."""

@@ -1,4 +1,4 @@
-"""The table and figures of ``cl-graft surgical``: models side by side, FIM shares per layer and parameter group."""
+"""The table and figures of ``cl-graft surgical``: models side by side, FIM shares per layer and group."""
 from __future__ import annotations
 
 from pathlib import Path
