@@ -7,7 +7,6 @@ Every problem with the data is a one-line :class:`~cl_graft.errors.DataError` na
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -19,7 +18,7 @@ from cl_graft.errors import DataError, DataWarning, UserError
 from cl_graft.presets import Preset
 from cl_graft.task import TaskRows, TaskSpec
 
-from .tasks import HUB, HubSource, get_task, json_error, resolve_data_dir
+from .tasks import HUB, HubSource, get_task, read_jsonl, resolve_data_dir
 
 Row = dict[str, Any]
 
@@ -80,23 +79,7 @@ def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
     Raises:
         DataError: missing or unreadable file, malformed JSON or a bad row (with ``file:line``), no rows.
     """
-    rows: list[Row] = []
-    try:
-        with path.open("rb") as f:
-            for lineno, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw.decode("utf-8").rstrip("\r\n"))
-                except UnicodeDecodeError:
-                    raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}:{lineno}: invalid JSON ({json_error(e)})") from None
-                rows.append(check_row(obj, spec, f"{path}:{lineno}"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    rows = [check_row(obj, spec, f"{path}:{lineno}") for lineno, obj in read_jsonl(path)]
     if not rows:
         raise DataError(f"{path} is empty")
     return rows

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cl_graft.errors import DataError, UserError
 from cl_graft.task import TaskSpec
@@ -139,27 +141,40 @@ def read_meta(folder: Path) -> list[str]:
     return labels
 
 
-def json_error(e: json.JSONDecodeError) -> str:
+def _json_error(e: json.JSONDecodeError) -> str:
     """``"Expecting ',' delimiter at column 14"`` (some of json's messages already end in "at")."""
     return f"{e.msg.removesuffix(' at')} at column {e.colno}"
 
 
-def _first_row(path: Path) -> dict:
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded value)`` of every non-blank line of a JSONL file, read lazily.
+
+    Raises:
+        DataError: a missing or unreadable file, a line that is not UTF-8 or not JSON (``file:line``).
+    """
     try:
         with path.open("rb") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        row = json.loads(line.decode("utf-8").rstrip("\r\n"))
-                    except UnicodeDecodeError:
-                        raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
-                    except json.JSONDecodeError as e:
-                        raise DataError(f"{path}:{lineno}: invalid JSON ({json_error(e)})") from None
-                    if not isinstance(row, dict):
-                        raise DataError(f"{path}:{lineno}: expected a JSON object")
-                    return row
+            for lineno, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    value = json.loads(raw.decode("utf-8").rstrip("\r\n"))
+                except UnicodeDecodeError:
+                    raise DataError(f"{path}:{lineno}: not valid UTF-8") from None
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{lineno}: invalid JSON ({_json_error(e)})") from None
+                yield lineno, value
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _first_row(path: Path) -> dict:
+    for lineno, row in read_jsonl(path):
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object")
+        return row
     raise DataError(f"{path} is empty")
 
 

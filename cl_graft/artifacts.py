@@ -1,18 +1,15 @@
-"""Files of cl-graft: JSON and text written atomically, fine-tuned classifiers saved and loaded (safetensors +
-JSON, never pickle). Output folders are :mod:`.outdir`'s; run records :mod:`.provenance`'s."""
+"""Fine-tuned classifiers saved and loaded (safetensors + JSON, never pickle). JSON, text and safetensors
+files are :mod:`.files`'; output folders :mod:`.outdir`'s; run records :mod:`.provenance`'s."""
 from __future__ import annotations
 
-import json
 import os
-from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import load_model, save_model
 
 from .errors import UserError
-from .regions.io import atomic_write
+from .files import read_json, version, write_json
 from .task import TaskSpec
 from .training.finetune import check_finite
 from .training.models import TextClassifier
@@ -20,34 +17,6 @@ from .training.models import TextClassifier
 MODEL_FILE = "model.safetensors"
 MODEL_CONFIG = "classifier_config.json"
 RUN_CONFIG = "config.json"
-
-
-def version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-def write_json(path: str | Path, obj: Any) -> Path:
-    """Write JSON atomically (temp file in the same folder, then rename); returns ``path``."""
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
-
-
-def write_text(path: str | Path, text: str) -> Path:
-    """Write UTF-8 text atomically; returns ``path``."""
-    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def read_json(path: str | Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: not found") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not valid UTF-8") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
 
 
 def save_classifier(model: TextClassifier, out: str | Path) -> None:
@@ -62,7 +31,7 @@ def save_classifier(model: TextClassifier, out: str | Path) -> None:
     os.replace(tmp, out / MODEL_FILE)
     write_json(out / MODEL_CONFIG, {
         "source": model.source, "head": model.head_kind, "pooling": model.pooling, "max_length": model.max_length,
-        "tasks": [spec.to_json() for spec in model.tasks.values()], "cl_graft_version": version("cl-graft")})
+        "tasks": [spec.to_json() for spec in model.tasks.values()], "cl_graft_version": version()})
 
 
 def load_classifier(path: str | Path, *, device: str | torch.device = "cpu") -> TextClassifier:

@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import distributed
-from .artifacts import RUN_CONFIG, read_json, write_json
+from .artifacts import RUN_CONFIG
 from .errors import UserError
+from .files import read_json, write_json
 from .provenance import finish_record
 
 OWNER_FILE = ".cl-graft.json"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .regions.io import atomic_write
+from .files import atomic_write
 
 
 def _plt():

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import distributed
-from .artifacts import version
+from .files import version
 
 
 def _git(*args: str) -> str | None:

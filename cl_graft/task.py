@@ -94,3 +94,28 @@ class TaskRows:
     train: list[dict]
     dev: list[dict]
     test: list[dict]
+
+
+OOD_ALIASES = {"contradiction": "not_entailment"}
+"""OOD label names that mean an in-distribution label (QNLI → MNLI/SNLI, paper §4.2); others are dropped."""
+
+
+def ood_rows(rows: list[dict], ood: TaskSpec, spec: TaskSpec) -> list[dict]:
+    """``rows`` of task ``ood`` relabelled into ``spec``'s label space (same name or :data:`OOD_ALIASES`).
+
+    Rows whose label has no counterpart (e.g. MNLI's neutral for QNLI) are left out.
+
+    Raises:
+        UserError: different input kinds (pair vs single) or no shared label at all.
+    """
+    if ood.pair != spec.pair:
+        kinds = {True: "sentence pairs", False: "single sentences"}
+        raise UserError(f"OOD task {ood.name!r} has {kinds[ood.pair]}, {spec.name!r} has {kinds[spec.pair]}")
+    index = {}
+    for i, name in enumerate(ood.labels):
+        target = name if name in spec.labels else OOD_ALIASES.get(name)
+        if target in spec.labels:
+            index[i] = spec.labels.index(target)
+    if not index:
+        raise UserError(f"OOD task {ood.name!r}: none of its labels {list(ood.labels)} is a label of {spec.name!r}")
+    return [{**r, "label": index[r["label"]]} for r in rows if r["label"] in index]

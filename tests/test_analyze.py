@@ -19,8 +19,7 @@ from cl_graft.analyze.calibration import (
 from cl_graft.cli import main
 from cl_graft.errors import UserError
 from cl_graft.metrics import ece, softmax
-from cl_graft.regions.report import ood_rows
-from cl_graft.task import TaskSpec
+from cl_graft.task import TaskSpec, ood_rows
 
 from conftest import SENTIMENT, save_tiny_model, tiny_bert
 

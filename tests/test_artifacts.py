@@ -21,9 +21,9 @@ def test_run_record_fields_are_correct(monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__spec__=None))
     record = run_record(command="x", device="cpu", seed=3)
     assert record["command_line"] == "/somewhere/script.py --out 'a b'" and record["seed"] == 3
-    spec = types.SimpleNamespace(name="cl_graft.benchmarks.experiments.report")       # run with python -m
+    spec = types.SimpleNamespace(name="cl_graft.benchmarks.experiments.benchmarks_page")       # run with python -m
     monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__spec__=spec))
-    assert run_record()["command_line"] == "python -m cl_graft.benchmarks.experiments.report --out 'a b'"
+    assert run_record()["command_line"] == "python -m cl_graft.benchmarks.experiments.benchmarks_page --out 'a b'"
     assert record["torch"] == torch.__version__
     assert record["transformers"] == metadata.version("transformers")
     assert record["avalanche"] == metadata.version("avalanche-lib")

@@ -167,7 +167,8 @@ def test_minilm_smoke_run(tmp_path):
 def test_plain_avalanche_example_runs(env, tmp_path):
     from cl_graft.benchmarks.experiments.example_avalanche import main as example
 
-    metrics = example(["--stream", "alpha,beta", "--data-dir", str(env / "data"), "--model", str(env / "model"),
-                       "--k", "16", "--epochs", "1", "--sparsity", "0.05", "--log-dir", str(tmp_path)])
+    args = ["--stream", "alpha,beta", "--data-dir", str(env / "data"), "--model", str(env / "model"),
+            "--k", "16", "--epochs", "1", "--sparsity", "0.05", "--log-dir", str(tmp_path)]
+    metrics = example.main(args, standalone_mode=False)
     assert metrics["StreamForgetting/eval_phase/test_stream"] == 0.0
     assert (tmp_path / "eval_results.csv").is_file() and (tmp_path / "log.txt").stat().st_size > 0

@@ -9,10 +9,11 @@ from safetensors.torch import load_file, save_file
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import SkillPatch, clone_model, graft_model, patch_, restore_, wise
+from cl_graft.grafting.graft import SkillPatch, graft_model, patch_, restore_, wise
 from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
 from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.training.evaluate import predict_logits
+from cl_graft.training.models import clone_model
 
 from conftest import SENTIMENT, tiny_bert
 

@@ -8,12 +8,13 @@ import torch
 
 from cl_graft import ops
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model, graft_model
+from cl_graft.grafting.graft import graft_model
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import REGION_METHODS, find_region
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.evaluate import evaluate
+from cl_graft.training.models import clone_model
 
 from conftest import SENTIMENT, tiny_bert
 

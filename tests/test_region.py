@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from cl_graft import ops
+from cl_graft import files, ops
 from cl_graft.errors import UserError
 from cl_graft.regions import io as region_io
 from cl_graft.regions.region import (
@@ -371,7 +371,7 @@ def test_failed_save_keeps_previous_region(tmp_path, monkeypatch):
             f.write(b"half")
         raise OSError("disk full")
 
-    monkeypatch.setattr(region_io, "save_file", broken)
+    monkeypatch.setattr(files, "save_file", broken)
     with pytest.raises(OSError, match="disk full"):
         _random(30, 9).save(tmp_path)
     assert Region.load(tmp_path) == old

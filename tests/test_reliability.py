@@ -14,14 +14,14 @@ import torch
 from click.testing import CliRunner
 from test_strategy import _rows, build_model, stream_rows
 
-from cl_graft.artifacts import write_json
 from cl_graft.cli import main
 from cl_graft.errors import DataWarning, UserError
-from cl_graft.grafting.graft import clone_model
+from cl_graft.files import write_json
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.region import graftable_names
 from cl_graft.training.finetune import FinetuneConfig
+from cl_graft.training.models import clone_model
 from cl_graft.training.multitask import finetune_multitask_
 
 from conftest import SENTIMENT, save_tiny_model, tiny_bert, write_task
@@ -263,7 +263,7 @@ def test_no_traceback(env, tmp_path, case, message):
 def test_written_files_get_the_umask_mode(tmp_path):
     from safetensors.torch import save_file
 
-    from cl_graft.regions.io import atomic_write
+    from cl_graft.files import atomic_write
 
     old = os.umask(0o022)
     try:

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from cl_graft.artifacts import read_json, save_classifier, write_json
+from cl_graft.artifacts import save_classifier
+from cl_graft.files import read_json, write_json
 from cl_graft.provenance import run_record
 
 from conftest import SENTIMENT, tiny_bert
 
 pytest.importorskip("avalanche")
 
-from cl_graft.benchmarks.experiments import report
+from cl_graft.benchmarks.experiments import benchmarks_page as report
 from cl_graft.benchmarks.experiments import report_tables as tables
 
 
@@ -97,10 +98,10 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     for name, flip in (("alpha", False), ("beta", True)):
         write_task(tmp_path / "data" / name, ["negative", "positive"],
                    {"train": _rows(64, 1 + flip, flip), "test": _rows(24, 3 + flip, flip)})
-    summary = continual_seeds.main(["--data-dir", str(tmp_path / "data"), "--model", str(tmp_path / "model"),
+    summary = continual_seeds.main.main(["--data-dir", str(tmp_path / "data"), "--model", str(tmp_path / "model"),
                                     "--stream", "alpha,beta", "--strategies", "graft,ewc", "--seeds", "0,1",
                                     "--preset", "smoke", "--device", "cpu", "--work", str(tmp_path / "work"),
-                                    "--results", str(tmp_path / "results")])
+                                    "--results", str(tmp_path / "results")], standalone_mode=False)
     runs = [read_json(tmp_path / "results" / f"seed{s}" / "results.json") for s in (0, 1)]
     tuned, reused = (r["strategies"]["ewc"]["info"]["tuning"] for r in runs)
     assert len(tuned["dev_average"]) == 3 and reused["chosen"] == tuned["chosen"] and "seed 0" in reused["from"]

@@ -1,14 +1,14 @@
-"""Tests for cl_graft.training.region_training: graft re-training and BitFit keep everything else bit-exact."""
+"""Tests for cl_graft.regions.finetune: graft re-training and BitFit keep everything else bit-exact."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from cl_graft import ops
+from cl_graft.regions.finetune import bias_region, bitfit, finetune_region
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import FinetuneConfig
-from cl_graft.training.region_training import bias_region, bitfit, finetune_region
 
 
 def _state(model) -> dict[str, torch.Tensor]:

@@ -12,10 +12,11 @@ from test_cli_localize import _write_task
 
 from cl_graft.cli import main
 from cl_graft.errors import UserError
+from cl_graft.regions import fisher as fisher_layers
+from cl_graft.regions.fisher import fisher_sample, fisher_sums, layer_fisher, rank_agreement
 from cl_graft.regions.learned import LocalizeConfig
 from cl_graft.regions.methods import find_region
 from cl_graft.regions.region import graftable_names, layer_index
-from cl_graft.surgical import fisher as fisher_layers
 from cl_graft.surgical.finetune import (
     check_layers,
     layer_names,
@@ -23,7 +24,6 @@ from cl_graft.surgical.finetune import (
     surgical_finetune,
     trained_count,
 )
-from cl_graft.surgical.fisher import fisher_sample, fisher_sums, layer_fisher, rank_agreement
 from cl_graft.training.finetune import FinetuneConfig
 
 from conftest import SENTIMENT, save_tiny_model, tiny_bert

@@ -11,16 +11,16 @@ LwF's previous model, SI's trajectories, PackNet's masks), or, for grafting, the
 also evaluated without task labels (entropy routing and feature-statistics routing,
 :mod:`cl_graft.strategies.graft.routing`).
 
-Run: ``python -m cl_graft.benchmarks.experiments.avalanche_digits`` (writes benchmarks/results/avalanche_digits.*).
+Run: ``python -m cl_graft.benchmarks.experiments.avalanche_digits --out DIR`` (writes DIR/avalanche_digits.*).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import warnings
 from pathlib import Path
 
+import click
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
@@ -30,7 +30,6 @@ from torch.utils.data import TensorDataset
 from cl_graft.strategies.comparison.metrics import summarize
 from cl_graft.provenance import run_record
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 STRATEGIES = ("graft", "naive", "ewc", "lwf", "si", "packnet", "packnet-cl-graft")
 EPOCHS, MB, LR, HIDDEN = 20, 32, 0.05, 256
 
@@ -200,17 +199,17 @@ def write(rows: list[dict], out: Path, command: str) -> None:
     (out / "avalanche_digits.md").write_text("\n".join(lines) + "\n")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args(argv)
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
+@click.option("--seeds", default="0,1,2", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="folder for avalanche_digits.json and .md")
+def main(strategies, seeds, out) -> None:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     rows = []
-    for name in args.strategies.split(","):
-        for seed in (int(s) for s in args.seeds.split(",")):
+    for name in strategies.split(","):
+        for seed in (int(s) for s in seeds.split(",")):
             try:
                 rows.append(run_one(name, seed))
             except Exception as e:                                   # noqa: BLE001 — recorded: Avalanche's PackNet
@@ -219,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
                 break
             print(name, seed, {k: rows[-1][k] for k in ("average", "forgetting", "bytes", "seconds")}, flush=True)
     command = "python -m cl_graft.benchmarks.experiments.avalanche_digits"
-    write(rows, Path(args.out), command + (f" --strategies {args.strategies}" if args.strategies != ",".join(
+    write(rows, out, command + (f" --strategies {strategies}" if strategies != ",".join(
         STRATEGIES) else ""))
 
 

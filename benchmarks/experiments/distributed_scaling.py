@@ -1,4 +1,4 @@
-"""Data-parallel scaling under torchrun (issue 14): time per step and throughput, 1 vs N processes.
+"""Data-parallel scaling under torchrun: time per step and throughput, 1 vs N processes.
 
 Real MiniLM and real data. Two workloads, each run as ``torchrun --standalone --nproc_per_node n -m cl_graft.cli``
 and ``OMP_NUM_THREADS`` torch threads per process (``--configs``, e.g. ``1x1,1x2,2x1``: 1 process of 1 thread,
@@ -12,15 +12,14 @@ and ``OMP_NUM_THREADS`` torch threads per process (``--configs``, e.g. ``1x1,1x2
 
 ::
 
-    python -m cl_graft.benchmarks.experiments.distributed_scaling --data-dir ../shared/data
-        # -> benchmarks/results/distributed.{json,md}
+    python -m cl_graft.benchmarks.experiments.distributed_scaling --data-dir ../shared/data --out DIR/distributed
+        # -> DIR/distributed.{json,md}
 
 On a CPU machine the processes share the same cores, so this measures overhead and per-process efficiency, not
 extra hardware; on a machine with N GPUs each process gets its own (``--device cuda``).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,9 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import click
+
 from cl_graft.provenance import run_record
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 BATCH = 16
 
 
@@ -64,36 +64,36 @@ def measure(workload: str, n: int, threads: int, steps: int, data_dir: str, devi
             "score": score, "record_processes": processes}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("CL_GRAFT_DATA", "../shared/data"))
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--configs", default="1x1,1x2,2x1",
-                        help="comma-separated PROCESSESxTHREADS (torch threads per process)")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--out", default=str(RESULTS / "distributed"))
-    args = parser.parse_args()
-    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--data-dir", default=os.environ.get("CL_GRAFT_DATA", "../shared/data"), show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--configs", default="1x1,1x2,2x1", show_default=True,
+              help="comma-separated PROCESSESxTHREADS (torch threads per process)")
+@click.option("--steps", type=int, default=30, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="path without suffix: writes OUT.json and OUT.md")
+def main(data_dir, device, configs, steps, out) -> None:
+    configs = [tuple(int(v) for v in c.split("x")) for c in configs.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for workload in ("finetune", "stream"):
             for n, threads in configs:
-                rows.append(measure(workload, n, threads, args.steps, args.data_dir, args.device, Path(tmp)))
+                rows.append(measure(workload, n, threads, steps, data_dir, device, Path(tmp)))
                 print(json.dumps(rows[-1]), flush=True)
     for r in rows:
         first = next(x for x in rows if x["workload"] == r["workload"])
         r["speedup_vs_first"] = round(first["seconds"] / r["seconds"], 2)
     load = os.getloadavg()
-    record = run_record(device=args.device, steps=args.steps, configs=args.configs,
+    record = run_record(device=device, steps=steps, configs=configs,
                         load_average=[round(x, 2) for x in load])
-    Path(args.out).with_suffix(".json").write_text(json.dumps({"rows": rows, "config": record}, indent=2) + "\n")
+    Path(out).with_suffix(".json").write_text(json.dumps({"rows": rows, "config": record}, indent=2) + "\n")
     lines = ["| workload | processes | threads each | s / step | examples / s | speed-up | score |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['workload']} | {r['processes']} | {r['threads_per_process']} | {r['seconds_per_step']} | "
               f"{r['examples_per_second']} | {r['speedup_vs_first']} | {r['score']:.3f} |" for r in rows]
     table = "\n".join(lines)
-    Path(args.out).with_suffix(".md").write_text(
-        f"# Data-parallel scaling (torchrun, {args.device})\n\n```bash\n{record['command_line']}\n```\n\n"
+    Path(out).with_suffix(".md").write_text(
+        f"# Data-parallel scaling (torchrun, {device})\n\n```bash\n{record['command_line']}\n```\n\n"
         f"Device: {record['device_name']}; load average at the end {record['load_average']}; git "
         f"{record['git_revision']}.\n\n{table}\n")
     print(table)

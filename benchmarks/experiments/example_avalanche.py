@@ -11,13 +11,22 @@ unchanged; forgetting comes out as exactly 0.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+import click
 import torch
 
 
-def main(argv: list[str] | None = None) -> dict:
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--stream", default="qnli,sst2", show_default=True)
+@click.option("--data-dir", default=None, help="local task folders (default: $CL_GRAFT_DATA or the Hub)")
+@click.option("--model", default="minilm", show_default=True)
+@click.option("--k", type=int, default=32, show_default=True, help="training rows per class")
+@click.option("--epochs", type=int, default=2, show_default=True)
+@click.option("--sparsity", type=float, default=0.01, show_default=True,
+              help="each task's region, fraction of the layers")
+@click.option("--log-dir", default="runs/example_avalanche", show_default=True)
+def main(stream, data_dir, model, k, epochs, sparsity, log_dir) -> dict:
     """Runs the example; returns Avalanche's last metrics."""
     from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics, forgetting_metrics
     from avalanche.logging import CSVLogger, InteractiveLogger, TextLogger
@@ -30,29 +39,20 @@ def main(argv: list[str] | None = None) -> dict:
     from cl_graft.task import TaskRows
     from cl_graft.training.models import build_classifier
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stream", default="qnli,sst2")
-    ap.add_argument("--data-dir", default=None, help="local task folders (default: $CL_GRAFT_DATA or the Hub)")
-    ap.add_argument("--model", default="minilm")
-    ap.add_argument("--k", type=int, default=32, help="training rows per class")
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--sparsity", type=float, default=0.01, help="each task's region, fraction of the layers")
-    ap.add_argument("--log-dir", default="runs/example_avalanche")
-    args = ap.parse_args(argv)
 
     torch.manual_seed(0)
-    clf = build_classifier(args.model, max_length=64)
+    clf = build_classifier(model, max_length=64)
     tasks = []
-    for i, name in enumerate(args.stream.split(",")):
-        data = load_task(name, args.data_dir)
+    for i, name in enumerate(stream.split(",")):
+        data = load_task(name, data_dir)
         clf.add_task(data.spec, seed=i)
-        train, dev = kshot(data.train, args.k, seed=0, num_labels=data.spec.num_labels, dev_k=8)
+        train, dev = kshot(data.train, k, seed=0, num_labels=data.spec.num_labels, dev_k=8)
         tasks.append(TaskRows(data.spec, train, dev, cap(data.test, 200, seed=0)))
     benchmark = make_benchmark(tasks, clf)                       # train_stream / test_stream, task labels
     model = TaskAdapter(clf, [t.spec.name for t in tasks])       # x (B, 2, L) + task labels -> logits
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-    finder = LocalizeFinder("graft", LocalizeConfig(sparsity=args.sparsity, steps=4, n_batches=2, select_rows=32))
-    log_dir = Path(args.log_dir)
+    finder = LocalizeFinder("graft", LocalizeConfig(sparsity=sparsity, steps=4, n_batches=2, select_rows=32))
+    log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
 
     with open(log_dir / "log.txt", "w") as log:
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
             accuracy_metrics(experience=True, stream=True), forgetting_metrics(experience=True, stream=True),
             bwt_metrics(experience=True, stream=True),
             loggers=[InteractiveLogger(), TextLogger(log), CSVLogger(str(log_dir))])
-        strategy = GraftStrategy(model=model, optimizer=optimizer, train_mb_size=16, train_epochs=args.epochs,
+        strategy = GraftStrategy(model=model, optimizer=optimizer, train_mb_size=16, train_epochs=epochs,
                                  eval_mb_size=64, evaluator=evaluator, finder=finder,
                                  valid_stream=getattr(benchmark, "valid_stream", None))
         for experience in benchmark.train_stream:                # Avalanche's own loop

@@ -1,7 +1,7 @@
 """Benchmark of skill localization on MiniLM (Panigrahi et al. 2023, https://arxiv.org/abs/2302.06600).
 
 Run: ``python -m cl_graft.benchmarks.experiments.localization --data-dir ../shared/data`` (add ``--skip-quality`` for the
-cost figures only). Prints the figures and writes one JSON (default ``benchmarks/results/localization.json``):
+cost figures only). Prints the figures and writes one JSON (``--out``):
 
 - ``cost``: seconds of one localization step vs one fine-tuning step on the same batch (16 rows), measured as
   the difference between runs of the real loops with more and fewer steps (fixed costs cancel); target ≤ 1.15;
@@ -13,26 +13,27 @@ cost figures only). Prints the figures and writes one JSON (default ``benchmarks
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import click
 import torch
 from cl_graft.benchmarks import load_rows
 from safetensors.torch import load_file
 
-from cl_graft.artifacts import load_classifier, save_classifier, write_json
-from cl_graft.grafting.graft import SkillPatch, clone_model, patch_, restore_
+from cl_graft.artifacts import load_classifier, save_classifier
+from cl_graft.files import write_json
+from cl_graft.grafting.graft import SkillPatch, patch_, restore_
+from cl_graft.localize.experiment import localize_table
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region
-from cl_graft.regions.report import localize_table
 from cl_graft.training.finetune import FinetuneConfig, finetune_
-from cl_graft.training.models import build_classifier
+from cl_graft.training.models import build_classifier, clone_model
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -118,27 +119,29 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
     return switch, storage
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--tasks", default="sst2,agnews,qnli")
-    ap.add_argument("--sparsities", default="1e-4,5e-4,1e-3,1e-2")
-    ap.add_argument("--methods", default="graft,topk")
-    ap.add_argument("--finetuned-root", type=Path, default=Path("runs"))
-    ap.add_argument("--work", type=Path, default=Path("runs/bench-localization"), help="regions go here")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "localization.json")
-    ap.add_argument("--steps", type=int, default=LocalizeConfig.steps)
-    ap.add_argument("--n-batches", type=int, default=LocalizeConfig.n_batches)
-    ap.add_argument("--lr", type=float, default=LocalizeConfig.lr)
-    ap.add_argument("--base-fraction", type=float, default=LocalizeConfig.base_fraction)
-    ap.add_argument("--skip-quality", action="store_true")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    tasks = args.tasks.split(",")
-    sparsities = [float(s) for s in args.sparsities.split(",")]
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--data-dir", default=None)
+@click.option("--tasks", default="sst2,agnews,qnli", show_default=True)
+@click.option("--sparsities", default="1e-4,5e-4,1e-3,1e-2", show_default=True)
+@click.option("--methods", default="graft,topk", show_default=True)
+@click.option("--finetuned-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
+@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/bench-localization"),
+              show_default=True,
+              help="regions go here")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="the JSON file to write")
+@click.option("--steps", type=int, default=LocalizeConfig.steps, show_default=True)
+@click.option("--n-batches", type=int, default=LocalizeConfig.n_batches, show_default=True)
+@click.option("--lr", type=float, default=LocalizeConfig.lr, show_default=True)
+@click.option("--base-fraction", type=float, default=LocalizeConfig.base_fraction, show_default=True)
+@click.option("--skip-quality", is_flag=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def main(data_dir, tasks, sparsities, methods, finetuned_root, work, out, steps, n_batches, lr, base_fraction,
+         skip_quality, seed) -> None:
+    tasks = tasks.split(",")
+    sparsities = [float(s) for s in sparsities.split(",")]
     result: dict = {"config": run_record(command="benchmarks.localization", **{k: str(v) for k, v in
-                                                                              vars(args).items()})}
-    ft, splits, preset = get_finetuned(tasks[0], args.finetuned_root, args.data_dir, args.seed)
+                                                                              click.get_current_context().params.items()})}
+    ft, splits, preset = get_finetuned(tasks[0], finetuned_root, data_dir, seed)
     pre = build_classifier("minilm", max_length=preset.max_length)
     result["cost"] = measure_cost(pre, ft, splits.train, short=2, long=8)
     cost = result["cost"]
@@ -146,7 +149,7 @@ def main() -> None:
         print(f"cost ({key}): localization {cost[key]['localize_s_per_batch']:.3f} s per batch / fine-tuning step "
               f"{cost['finetune_step_s']:.3f} s = {cost[key]['ratio']:.2f} (target <= 1.15)", flush=True)
     result["switch"], result["storage"] = measure_switch_and_storage(
-        pre, ft, splits.train, args.finetuned_root / tasks[0], tasks[0], [1e-4, 1e-3, 1e-2])
+        pre, ft, splits.train, finetuned_root / tasks[0], tasks[0], [1e-4, 1e-3, 1e-2])
     for s in ("0.0001", "0.001", "0.01"):
         sw, st = result["switch"][s], result["storage"][s]
         print(f"sparsity {s}: switch {1e3 * sw['switch_s']:.2f} ms vs load {result['switch']['load_checkpoint_s']:.2f}"
@@ -154,21 +157,21 @@ def main() -> None:
               f"{sw['speedup_vs_weights_only']:.0f}x); stored {st['disk_bytes'] / 1e3:.1f} kB = {st['percent']:.3f}% of the "
               f"checkpoint", flush=True)
     result["quality"] = {}
-    for task in [] if args.skip_quality else tasks:
-        ft, splits, preset = get_finetuned(task, args.finetuned_root, args.data_dir, args.seed)
-        cfg = LocalizeConfig(steps=args.steps, n_batches=args.n_batches, lr=args.lr,
-                             base_fraction=args.base_fraction, seed=args.seed)
+    for task in [] if skip_quality else tasks:
+        ft, splits, preset = get_finetuned(task, finetuned_root, data_dir, seed)
+        cfg = LocalizeConfig(steps=steps, n_batches=n_batches, lr=lr,
+                             base_fraction=base_fraction, seed=seed)
         rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task,
-                              methods=args.methods.split(","), sparsities=sparsities, cfg=cfg, out=args.work / task)
+                              methods=methods.split(","), sparsities=sparsities, cfg=cfg, out=work / task)
         result["quality"][task] = {"n_test": len(splits.test), "config": cfg.to_json(), "rows": rows}
         for r in rows:
             print(f"{task} {r['name']:>14}: acc {100 * r['accuracy']:.1f}  ECE {100 * r['ece']:.1f}  size "
                   f"{r['size'] if r['size'] is not None else '-'}", flush=True)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(args.out, result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, result)
-    print(f"-> {args.out}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json(out, result)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(out, result)
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":

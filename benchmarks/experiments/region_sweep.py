@@ -1,4 +1,4 @@
-"""Learned region vs top-|Δ| at tiny sparsities, chosen honestly on dev (issue 13, item 6).
+"""Learned region vs top-|Δ| at tiny sparsities, chosen honestly on dev.
 
 Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600) learn the grafting region γ (method ``graft``,
 :mod:`cl_graft.regions.learned`); the plain baseline is the top-|Δ| region (method ``topk``) of the same size.
@@ -16,15 +16,14 @@ declared grid of learned-region settings, and compares them without ever choosin
 Run (fine-tunes of ``cl-graft finetune --preset quick`` with the same seed)::
 
     python -m cl_graft.benchmarks.experiments.region_sweep --data-dir ../shared/data \\
-        --finetuned sst2=runs/ft/sst2,agnews=runs/ft/agnews,qnli=runs/ft/qnli
+        --finetuned sst2=runs/ft/sst2,agnews=runs/ft/agnews,qnli=runs/ft/qnli --out DIR/region_sweep.json
 
-Writes ``benchmarks/results/region_sweep.json`` and ``region_sweep.md`` (tables; after every cell). Tasks can
-run as parallel processes (one ``--finetuned task=folder`` and ``--out`` each) and be joined with
-``--merge a.json b.json ... --out benchmarks/results/region_sweep.json``.
+Writes ``--out`` and the ``.md`` beside it (tables; after every cell). Tasks can run as parallel processes (one
+``--finetuned task=folder`` and ``--out`` each) and be joined with ``--merge a.json --merge b.json ... --out
+DIR/region_sweep.json``.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 import random
@@ -32,10 +31,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import click
 import numpy as np
 import torch
 
-from cl_graft.artifacts import load_classifier, read_json, write_json, write_text
+from cl_graft.artifacts import load_classifier
+from cl_graft.files import read_json, write_json, write_text
 from cl_graft.grafting.graft import graft_model
 from cl_graft.presets import get_preset
 from cl_graft.provenance import finish_record, run_record
@@ -44,8 +45,6 @@ from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.models import build_classifier
-
-RESULTS = Path(__file__).parents[1] / "results"
 
 
 def split_dev(rows: Sequence[dict], seed: int) -> tuple[list[dict], list[dict]]:
@@ -211,56 +210,57 @@ def merge(parts: Sequence[dict]) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--finetuned", default=None, help="task=folder,... (cl-graft finetune --preset quick outputs)")
-    ap.add_argument("--sparsities", default="1e-4,5e-4")
-    ap.add_argument("--lrs", default="2,4")
-    ap.add_argument("--base-fractions", default="1,0.5")
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--n-batches", type=int, default=2)
-    ap.add_argument("--select-rows", type=int, default=64)
-    ap.add_argument("--eval-every", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--split-seed", type=int, default=13)
-    ap.add_argument("--out", type=Path, default=RESULTS / "region_sweep.json")
-    ap.add_argument("--merge", nargs="+", type=Path, default=None,
-                    help="only merge these per-task result JSONs (runs in parallel) into --out and its .md")
-    args = ap.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    if args.merge:
-        merged = merge([read_json(p) for p in args.merge])
-        write_json(args.out, merged)
-        write_text(args.out.with_suffix(".md"), markdown(merged))
-        print(f"-> {args.out}, {args.out.with_suffix('.md')}", flush=True)
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--data-dir", default=None)
+@click.option("--finetuned", default=None, help="task=folder,... (cl-graft finetune --preset quick outputs)")
+@click.option("--sparsities", default="1e-4,5e-4", show_default=True)
+@click.option("--lrs", default="2,4", show_default=True)
+@click.option("--base-fractions", default="1,0.5", show_default=True)
+@click.option("--steps", type=int, default=12, show_default=True)
+@click.option("--n-batches", type=int, default=2, show_default=True)
+@click.option("--select-rows", type=int, default=64, show_default=True)
+@click.option("--eval-every", type=int, default=4, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--split-seed", type=int, default=13, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="the JSON file to write (and its .md)")
+@click.option("--merge", "merge_paths", type=click.Path(path_type=Path), multiple=True,
+              help="only merge these per-task result JSONs (repeat the option) into --out and its .md")
+def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches, select_rows, eval_every,
+         seed, split_seed, out, merge_paths) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if merge_paths:
+        merged = merge([read_json(p) for p in merge_paths])
+        write_json(out, merged)
+        write_text(out.with_suffix(".md"), markdown(merged))
+        print(f"-> {out}, {out.with_suffix('.md')}", flush=True)
         return
-    if not args.finetuned:
-        raise SystemExit("--finetuned task=folder,... is required (or --merge)")
-    folders = dict(kv.split("=", 1) for kv in args.finetuned.split(","))
-    sparsities = [float(s) for s in args.sparsities.split(",")]
+    if not finetuned:
+        raise click.UsageError("--finetuned task=folder,... is required (or --merge)")
+    folders = dict(kv.split("=", 1) for kv in finetuned.split(","))
+    sparsities = [float(s) for s in sparsities.split(",")]
     grid = [{"lr": lr, "base_fraction": bf} for lr, bf in
-            itertools.product([float(x) for x in args.lrs.split(",")],
-                              [float(x) for x in args.base_fractions.split(",")])]
-    base = LocalizeConfig(steps=args.steps, batch_size=16, n_batches=args.n_batches, select_rows=args.select_rows,
-                          eval_every=args.eval_every, seed=args.seed)
-    preset = get_preset("quick", seed=args.seed)
+            itertools.product([float(x) for x in lrs.split(",")],
+                              [float(x) for x in base_fractions.split(",")])]
+    base = LocalizeConfig(steps=steps, batch_size=16, n_batches=n_batches, select_rows=select_rows,
+                          eval_every=eval_every, seed=seed)
+    preset = get_preset("quick", seed=seed)
     result: dict = {"config": run_record(command="benchmarks.region_sweep", **{k: str(v) for k, v in
-                                                                               vars(args).items()}),
-                    "localize_base": base.to_json(), "grid": grid, "split_seed": args.split_seed,
+                                                                               click.get_current_context().params.items()}),
+                    "localize_base": base.to_json(), "grid": grid, "split_seed": split_seed,
                     "ft": {}, "cells": {}}
     from cl_graft.benchmarks import load_rows
 
     for task, folder in folders.items():
         saved = read_json(Path(folder) / "config.json")
-        if (saved.get("task"), saved.get("preset"), saved.get("seed")) != (task, "quick", args.seed):
-            raise SystemExit(f"{folder}: not a quick-preset fine-tune of {task} with seed {args.seed}")
+        if (saved.get("task"), saved.get("preset"), saved.get("seed")) != (task, "quick", seed):
+            raise SystemExit(f"{folder}: not a quick-preset fine-tune of {task} with seed {seed}")
         ft = load_classifier(folder)
-        splits = load_rows(task, args.data_dir, preset, seed=args.seed)
-        torch.manual_seed(args.seed)                       # θ_pre as cl_graft.cli.common.pre_and_finetuned builds it
+        splits = load_rows(task, data_dir, preset, seed=seed)
+        torch.manual_seed(seed)                       # θ_pre as cl_graft.cli.common.pre_and_finetuned builds it
         pre = build_classifier(ft.source, head=ft.head_kind, pooling=ft.pooling, max_length=preset.max_length)
-        pre.add_task(splits.spec, seed=args.seed)
-        dev_select, dev_choose = split_dev(splits.dev, args.split_seed)
+        pre.add_task(splits.spec, seed=seed)
+        dev_select, dev_choose = split_dev(splits.dev, split_seed)
         ft_test, _ = _test(ft, splits.test, task)
         result["ft"][task] = {"folder": folder, "n_train": len(splits.train), "n_dev_select": len(dev_select),
                               "n_dev_choose": len(dev_choose), "n_test": len(splits.test),
@@ -273,9 +273,9 @@ def main() -> None:
             result["cells"][task][f"{s:g}"] = run_cell(pre, ft, splits, dev_select, dev_choose, task=task,
                                                        sparsity=s, base=base, grid=grid)
             result["config"] = finish_record(result["config"])
-            write_json(args.out, result)
-            write_text(args.out.with_suffix(".md"), markdown(result))
-    print(f"-> {args.out}, {args.out.with_suffix('.md')}", flush=True)
+            write_json(out, result)
+            write_text(out.with_suffix(".md"), markdown(result))
+    print(f"-> {out}, {out.with_suffix('.md')}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,18 @@
-"""Reliability probe of the ``cl-graft`` command line (issue 15): every command against bad data, bad options,
+"""Reliability probe of the ``cl-graft`` command line: every command against bad data, bad options,
 foreign and earlier output folders, and interruption, run as a new user would, as subprocesses.
 
 Real MiniLM, the smoke preset and the real task data (``$CL_GRAFT_DATA`` or ``--data-dir``); runs that train
 use ``--steps 2`` where the command has it. Writes a Markdown table (case, command, exit code, first error line,
 what was kept) and the same rows as JSON::
 
-    python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data
-        # -> benchmarks/results/reliability.{md,json}; 13 minutes on 2 shared CPU cores (52 cases)
+    python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data --out DIR/reliability
+        # -> DIR/reliability.{md,json}; 13 minutes on 2 shared CPU cores (52 cases)
 
 A case passes when its exit code is the expected one, stderr has no traceback, and its check of the folders
 holds. The script exits 1 if any case fails.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import click
+
 from cl_graft.provenance import run_record
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 USER_FILES = {"figures/important.png": b"\x89PNG the user's figure", "config.json": b'{"mine": true}\n'}
 FT = ["--preset", "smoke", "--steps", "2"]
 LOC = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk",
@@ -278,16 +278,17 @@ def first_error(stderr: str) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", type=Path, default=os.environ.get("CL_GRAFT_DATA"))
-    ap.add_argument("--out", type=Path, default=RESULTS / "reliability")
-    args = ap.parse_args(argv)
-    if args.data_dir is None or not (args.data_dir / "sst2").is_dir():
-        ap.error("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--data-dir", type=click.Path(path_type=Path), default=os.environ.get("CL_GRAFT_DATA"),
+              show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="path without suffix: writes OUT.json and OUT.md")
+def main(data_dir, out) -> None:
+    if data_dir is None or not (data_dir / "sst2").is_dir():
+        raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="cl-graft-probe-") as tmp:
-        probe = Probe(Path(tmp), args.data_dir.resolve())
+        probe = Probe(Path(tmp), data_dir.resolve())
         for case in probe.cases():
             case.setup()
             if hasattr(case.check, "before"):
@@ -306,9 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                          "ok": ok, "seconds": round(time.perf_counter() - t0, 1)})
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     record = run_record(command="benchmarks.reliability_probe", device="cpu")
-    args.out.with_suffix(".json").write_text(json.dumps({"run": record, "cases": rows, "failed": failed}, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"run": record, "cases": rows, "failed": failed}, indent=2) + "\n")
     minutes = sum(row["seconds"] for row in rows) / 60
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
              (f"`{record['command_line']}` at {record['git_revision'][:12]} on {record['device_name']}: every `cl-graft` command as a "
@@ -318,10 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         cell = row["first_line"].replace("|", "\\|")
         lines.append(f"| {row['case']} | {row['command']} | {row['exit']} | {cell} | {row['kept']} |"
                      + ("" if row["ok"] else " **FAILED**"))
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(f"{len(rows) - failed}/{len(rows)} cases as wanted -> {args.out}.md")
-    return 1 if failed else 0
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"{len(rows) - failed}/{len(rows)} cases as wanted -> {out}.md")
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cl_graft.artifacts import read_json
+from cl_graft.files import read_json
 from cl_graft.strategies.comparison.metrics import paired_interval
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}

@@ -16,11 +16,11 @@ Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 
+import click
 import torch
 from cl_graft.strategies.adapter import MASK_VALUE
 
@@ -62,7 +62,7 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.strategies.graft.routing import TaskRouter
     from cl_graft.strategies.graft.targets import graft_target
 
-    from cl_graft.artifacts import read_json
+    from cl_graft.files import read_json
     from cl_graft.training.models import build_classifier
 
     rec = read_json(run / "config.json")
@@ -119,16 +119,15 @@ def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: l
     return res
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, help="A cl-graft run folder with graft/state/skills.")
-    parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", default=None, help="JSON file to write.")
-    args = parser.parse_args(argv)
-    res = evaluate_rules(*task_logits(Path(args.run), args.data_dir))
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--run", required=True, help="A cl-graft run folder with graft/state/skills.")
+@click.option("--data-dir", default=None)
+@click.option("--out", default=None, help="JSON file to write.")
+def main(run, data_dir, out) -> None:
+    res = evaluate_rules(*task_logits(Path(run), data_dir))
     print(json.dumps(res, indent=1))
-    if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    if out:
+        Path(out).write_text(json.dumps(res, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..grafting.graft import clone_model
 from ..metrics import softmax
-from ..training.models import TextClassifier
+from ..training.models import TextClassifier, clone_model
 
 OOD_PAIRS: dict[str, tuple[str, ...]] = {
     "sst2": ("imdb", "yelp"),
@@ -25,7 +24,7 @@ OOD_PAIRS: dict[str, tuple[str, ...]] = {
     "qnli": ("mnli", "snli"),
 }
 """In-distribution task → its out-of-distribution test tasks (Panigrahi et al. 2023, §4.2). Labels are mapped
-by name (:func:`cl_graft.regions.report.ood_rows`): negative/positive as they are; for QNLI → MNLI/SNLI
+by name (:func:`cl_graft.task.ood_rows`): negative/positive as they are; for QNLI → MNLI/SNLI
 entailment → entailment, contradiction → not_entailment, neutral dropped."""
 
 

@@ -7,8 +7,7 @@ from ..errors import UserError
 from .common import common_options, data_identity, data_source, pre_and_finetuned
 from .localize import parse_sparsities
 
-RESULTS_FILE, TABLE_FILE, RELIABILITY_PNG, WISE_PNG, FINETUNED_DIR = (
-    "results.json", "table.md", "reliability.png", "wise.png", "finetuned")
+RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
 
 def _items(text: str) -> list[str]:
@@ -42,17 +41,17 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     wise (default: all). Writes results.json, table.md, reliability.png, wise.png and config.json under --out."""
 
     from ..analyze.calibration import OOD_PAIRS, check_ood_pair
-    from ..analyze.report import AnalyzePlan, analyze_task, format_analysis
-    from ..artifacts import save_classifier, write_json, write_text
+    from ..analyze.experiment import AnalyzePlan, analyze_task
+    from ..analyze.report import draw_figures, format_analysis
+    from ..artifacts import save_classifier
     from ..benchmarks import cap, get_task, load_rows, load_task
-    from ..grafting.graft import clone_model
+    from ..files import write_json, write_text
     from ..outdir import claim_out_dir
-    from ..plotting import plot_curves, plot_reliability
     from ..presets import get_preset
     from ..provenance import run_record
-    from ..regions.report import ood_rows
+    from ..task import ood_rows
     from ..training.finetune import finetune_
-    from ..training.models import resolve_device
+    from ..training.models import clone_model, resolve_device
 
     device = resolve_device(device)
     sections = tuple(sections) or ("calibration", "ood", "wise")
@@ -87,15 +86,7 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
             finetune_(ft, splits.train, splits.dev, cfg.finetune)
             save_classifier(ft, out / FINETUNED_DIR)
         result = analyze_task(pre, ft, splits, ood_sets, cfg.finetune, plan)
-        if result["reliability"]:
-            plot_reliability(result["reliability"], out / RELIABILITY_PNG, title=f"{task}: reliability on test rows")
-        curves = {}
-        for name, points in result["wise"]["curves"].items():
-            curves[f"{name} ID"] = [p["score"] for p in points]
-            curves.update({f"{name} {n}": [p["ood"][n] for p in points] for n in ood_names})
-        if curves:
-            plot_curves(curves, out / WISE_PNG, x=plan.alphas, title=f"{task}: WiSE, θ_pre (α=0) to model (α=1)",
-                        xlabel="α", ylabel="accuracy")
+        draw_figures(result, out, task=task)
         table = format_analysis(result, task=task, metric=splits.spec.metric)
         write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test),
                                         "ood_n": {k: len(v) for k, v in ood_sets.items()}, **result, "config": record})

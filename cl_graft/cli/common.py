@@ -73,7 +73,8 @@ def load_finetuned(path: str | None, task: str, device):
     """The saved fine-tune (checked to hold ``task``) and its training seconds from metrics.json, or Nones."""
     from pathlib import Path
 
-    from ..artifacts import load_classifier, read_json
+    from ..artifacts import load_classifier
+    from ..files import read_json
 
     if path is None:
         return None, None

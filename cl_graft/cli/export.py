@@ -13,7 +13,8 @@ RECORD = "cl_graft_export.json"
 
 def _run_record(skills: Path) -> dict:
     """The ``config.json`` of the ``cl-graft run`` whose skills folder this is (``<run>/<strategy>/state/skills``)."""
-    from ..artifacts import RUN_CONFIG, read_json
+    from ..artifacts import RUN_CONFIG
+    from ..files import read_json
 
     if not (skills / "skills.json").is_file():
         raise UserError(f"--skills {skills}: not a skills folder (skills.json missing)")

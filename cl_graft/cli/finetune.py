@@ -22,8 +22,9 @@ def finetune(task, k, steps, optimizer, lr, model, head, fresh_head, preset, dat
     import torch
 
     from .. import distributed
-    from ..artifacts import save_classifier, write_json
+    from ..artifacts import save_classifier
     from ..benchmarks import load_rows
+    from ..files import write_json
     from ..outdir import claim_out_dir
     from ..presets import get_preset
     from ..provenance import run_record

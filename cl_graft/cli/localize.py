@@ -7,8 +7,8 @@ import typing
 import click
 
 from ..errors import UserError
+from ..localize.experiment import TRAINED_BASELINES
 from ..regions.methods import REGION_METHODS
-from ..regions.report import TRAINED_BASELINES
 from .common import common_options, data_identity, data_source, field_option
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
@@ -70,15 +70,18 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     import torch
 
     from .. import distributed
-    from ..artifacts import load_classifier, save_classifier, write_json, write_text
+    from ..artifacts import load_classifier, save_classifier
     from ..benchmarks import cap, get_task, load_rows, load_task
+    from ..files import write_json, write_text
+    from ..localize.experiment import load_given_regions, localize_table
+    from ..localize.report import format_table
     from ..outdir import claim_out_dir
     from ..presets import get_preset
     from ..provenance import run_record
     from ..regions.config import LocalizeConfig
     from ..regions.problem import resolve_budget
     from ..regions.region import graftable_names
-    from ..regions.report import format_table, load_given_regions, localize_table, ood_rows
+    from ..task import ood_rows
     from ..training.finetune import finetune_
     from ..training.models import build_classifier, resolve_device
 

@@ -8,8 +8,7 @@ import click
 from ..errors import UserError
 from .common import common_options, data_identity, data_source, pre_and_finetuned
 
-RESULTS_FILE, TABLE_FILE, FIM_PNG, GROUPS_PNG, FINETUNED_DIR = (
-    "results.json", "table.md", "fim_layers.png", "fim_groups.png", "finetuned")
+RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -44,18 +43,18 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     config.json under --out (and the fine-tuned model when --finetuned is not given)."""
 
     from .. import distributed
-    from ..artifacts import save_classifier, write_json, write_text
+    from ..artifacts import save_classifier
     from ..benchmarks import load_rows
-    from ..grafting.graft import clone_model
+    from ..files import write_json, write_text
     from ..outdir import claim_out_dir
-    from ..plotting import plot_anatomy, plot_grouped_bars
     from ..presets import get_preset
     from ..provenance import run_record
+    from ..regions.fisher import fisher_sample, layer_fisher
+    from ..surgical.experiment import SurgicalPlan, surgical_table
     from ..surgical.finetune import layer_names
-    from ..surgical.fisher import fisher_sample, layer_fisher
-    from ..surgical.report import SurgicalPlan, format_surgical, surgical_table
+    from ..surgical.report import draw_figures, format_surgical
     from ..training.finetune import finetune_
-    from ..training.models import resolve_device
+    from ..training.models import clone_model, resolve_device
 
     device = resolve_device(device)
     top = parse_ints(top_layers, "top-layers")
@@ -95,14 +94,7 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
         plan = SurgicalPlan(top=top, random=rand, graft=graft, stability=stability,
                             anatomy_sparsity=anatomy_sparsity, fisher_batch=fisher_batch, seed=seed)
         result = surgical_table(pre, ft, ft_seconds, fim_start, splits, sample, cfg.finetune, plan)
-        labels = [f"L{i}" for i in fim_start.layers]
-        bars = {f"FIM {stage}": fim["scores"] for stage, fim in result["fim"].items()}
-        bars[f"graft region {anatomy_sparsity:g}"] = result["anatomy"]["share"]
-        plot_grouped_bars(bars, out / FIM_PNG, labels=labels, title=f"{task}: FIM score vs graft region, per layer",
-                          xlabel="layer", ylabel="share of total")
-        plot_anatomy({lab: {g: v[i] for g, v in fim_start.groups.items()} for i, lab in enumerate(labels)},
-                     out / GROUPS_PNG, title=f"{task}: FIM score at θ_pre by parameter group",
-                     ylabel="share of total FIM")
+        draw_figures(result, out, task=task)
         table = format_surgical(result, task=task)
         write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test),
                                         "fim_seconds": round(fim_seconds, 1), **result, "config": record})

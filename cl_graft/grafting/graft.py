@@ -13,7 +13,6 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 """
 from __future__ import annotations
 
-import copy
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -24,31 +23,15 @@ from torch import Tensor, nn
 
 from .. import ops
 from ..errors import UserError
-from ..regions.region import Region, fingerprint, graftable_names
-from ..training.models import TextClassifier
+from ..regions.region import Region, check_region, fingerprint, graftable_names
+from ..training.models import TextClassifier, clone_model
 from .patch_io import read_patch, write_patch
 
 OUTSIDE = ("pre", "zero")
 
 
-def clone_model(model: nn.Module) -> nn.Module:
-    """A deep copy of ``model`` (any module) that shares its (read-only) tokenizer, if it has one."""
-    tokenizer = getattr(model, "tokenizer", None)
-    return copy.deepcopy(model, memo={id(tokenizer): tokenizer} if tokenizer is not None else {})
-
-
 def _params(model: TextClassifier) -> dict[str, Tensor]:
     return dict(model.named_parameters())
-
-
-def check_region(region: Region, model: TextClassifier, *, what: str = "model") -> None:
-    """Refuses a model that lacks one of the region's tensors or has it in another shape."""
-    params = _params(model)
-    missing = [n for n in region.masks if n not in params]
-    if missing:
-        raise UserError(f"{what} does not match region: {len(missing)} region tensor(s) not in the {what}, "
-                        f"first {missing[0]!r}")
-    region.check_model({n: tuple(params[n].shape) for n in region.masks})
 
 
 def graft_model(pre: TextClassifier, ft: TextClassifier, region: Region, *, outside: str | None = None,

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..artifacts import read_json
 from ..errors import UserError
-from ..regions.io import cl_graft_version, fingerprint, read_safetensors, write_folder
+from ..files import read_json, read_safetensors, version, write_folder
+from ..regions.io import fingerprint
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
@@ -45,7 +45,7 @@ def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
     counts = {n: int(indices[n].numel()) for n in shapes}
     numel = sum(math.prod(s) for s in shapes.values())
     config = {
-        "format_version": FORMAT_VERSION, "cl_graft_version": cl_graft_version(), "meta": dict(region_meta),
+        "format_version": FORMAT_VERSION, "cl_graft_version": version(), "meta": dict(region_meta),
         "names": list(shapes), "shapes": {n: list(s) for n, s in shapes.items()}, "counts": counts,
         "size": sum(counts.values()), "numel": numel, "extra": list(extra), "sha256": fingerprint(tensors),
     }

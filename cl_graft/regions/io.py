@@ -16,37 +16,25 @@ checksum on load. Only safetensors and JSON are read — never pickle.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
-import tempfile
-from collections.abc import Callable, Iterable, Mapping
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from ..errors import UserError
+from ..files import read_safetensors, version, write_folder
 
 CONFIG_NAME = "region_config.json"
 MASKS_NAME = "region.safetensors"
 HEADS_NAME = "heads.safetensors"
 FORMAT_VERSION = 1
-
-
-def cl_graft_version() -> str:
-    """The installed cl-graft version, or ``"0+unknown"`` when running from an uninstalled tree."""
-    try:
-        return version("cl-graft")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def fingerprint(tensors: Mapping[str, Tensor], names: Iterable[str] | None = None) -> str:
@@ -84,52 +72,6 @@ def _bits_sha256(packed: Mapping[str, Tensor]) -> str:
     return h.hexdigest()
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``; returns ``path``.
-
-    The file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())                   # after: a writer may replace the file (safetensors does)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def write_folder(directory: Path, config: Mapping[str, Any], files: Mapping[str, Mapping[str, Tensor]],
-                 config_name: str) -> Path:
-    """Writes each ``file name → tensors`` as safetensors, then ``config`` as JSON, each atomically; the config
-    goes last, so a folder whose config reads back is complete.
-
-    Raises:
-        UserError: ``config`` (its region meta) is not JSON-serialisable; nothing is written then.
-    """
-    try:
-        text = json.dumps(config, indent=2) + "\n"
-    except (TypeError, ValueError) as e:
-        raise UserError(f"region meta is not JSON-serialisable: {e}") from None
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, tensors in files.items():
-        atomic_write(directory / name, lambda p, t=tensors: save_file(dict(t), p, metadata={"format": "pt"}))
-    atomic_write(directory / config_name, lambda p: Path(p).write_text(text, encoding="utf-8"))
-    return directory
-
-
 def _cpu_copies(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return {n: t.detach().cpu().clone(memory_format=torch.contiguous_format) for n, t in tensors.items()}
 
@@ -148,7 +90,7 @@ def write_region(
     heads = None if heads is None else _cpu_copies(heads)
     config = {
         "format_version": FORMAT_VERSION,
-        "cl_graft_version": cl_graft_version(),
+        "cl_graft_version": version(),
         "meta": dict(meta),
         "names": list(masks),
         "shapes": {n: list(m.shape) for n, m in masks.items()},
@@ -177,15 +119,6 @@ def _read_config(directory: Path) -> dict[str, Any]:
         found = config.get("format_version")
         raise UserError(f"{path}: unknown format version {found!r} (this cl-graft reads {FORMAT_VERSION})")
     return config
-
-
-def read_safetensors(path: Path) -> dict[str, Tensor]:
-    if not path.is_file():
-        raise UserError(f"{path}: missing")
-    try:
-        return load_file(path)
-    except (SafetensorError, OSError, ValueError) as e:
-        raise UserError(f"{path}: unreadable safetensors ({str(e).splitlines()[0]})") from None
 
 
 def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[str, Any]]:

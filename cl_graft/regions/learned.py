@@ -45,8 +45,8 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .. import distributed
-from ..grafting.graft import clone_model
 from ..training.finetune import check_finite
+from ..training.models import clone_model
 from .config import LocalizeConfig, LocalizeResult
 from .data import RegionData, region_data
 from .problem import Problem, budget_for, hard_region

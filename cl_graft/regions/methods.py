@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from ..errors import UserError
-from ..grafting.graft import clone_model, wise
-from ..surgical.fisher import fisher_sample, layer_fisher
+from ..training.models import clone_model
 from .config import LocalizeConfig, LocalizeResult
 from .data import RegionData, TextRegionData, region_data
+from .fisher import diagonal_fisher, fisher_sample, layer_fisher, with_pre_body
 from .learned import learn_region
 from .problem import Problem
 from .region import Region, layer_index
@@ -76,13 +75,9 @@ def _lottery(ctx: Context) -> tuple[Tensor, dict]:
     return ctx.prob.base_mask(ctx.prob.budget), {"outside": "zero"}
 
 
-def fisher_diagonal(ctx: Context) -> Tensor:
-    """Empirical diagonal Fisher of θ_pre (with θ_ft's head): mean over rows of (∂ log p(y|x) / ∂θ)², (N,).
-
-    Uses ``n_batches · batch_size`` training rows in the seeded batch order, one row at a time (per-example
-    gradients, as FISH does).
-    """
-    prob, data = ctx.prob, ctx.data
+def _fish(ctx: Context) -> tuple[Tensor, dict]:
+    """Top-k diagonal Fisher of θ_pre (with θ_ft's head) on ``n_batches · batch_size`` training rows."""
+    prob = ctx.prob
     work = clone_model(ctx.ft).eval()
     for p in work.parameters():
         p.requires_grad_(False)
@@ -90,19 +85,9 @@ def fisher_diagonal(ctx: Context) -> Tensor:
     theta.copy_(prob.pre_flat)
     for p in plist:
         p.requires_grad_(True)
-    fisher = torch.zeros_like(theta)                                           # (N,)
-    views = [fisher[a:z] for a, z in prob.spans]
-    n_rows = min(ctx.cfg.n_batches * ctx.cfg.batch_size, len(data))
-    for one in tqdm(data.batches(1, n_rows, ctx.cfg.seed), total=n_rows, desc=f"fisher {data.task}",
-                    disable=not ctx.progress):                                 # the seeded order, one at a time
-        log_p = data.log_likelihood(work, one)[0]
-        for view, g in zip(views, torch.autograd.grad(log_p, plist), strict=True):
-            view.add_(g.reshape(-1).square())
-    return fisher / n_rows
-
-
-def _fish(ctx: Context) -> tuple[Tensor, dict]:
-    return ctx.prob.topk(fisher_diagonal(ctx), ctx.prob.budget), {}
+    n_rows = min(ctx.cfg.n_batches * ctx.cfg.batch_size, len(ctx.data))
+    fisher = diagonal_fisher(work, plist, ctx.data, n_rows, seed=ctx.cfg.seed, progress=ctx.progress)
+    return prob.topk(torch.cat([f.reshape(-1) for f in fisher]), prob.budget), {}
 
 
 def _fim_layers(ctx: Context) -> tuple[Tensor, dict]:
@@ -111,7 +96,7 @@ def _fim_layers(ctx: Context) -> tuple[Tensor, dict]:
     if data is not None and not isinstance(data, TextRegionData):
         raise UserError("fim-layers ranks the layers of a cl-graft text classifier: it needs the task's text rows")
     rows = fisher_sample(data.rows if data is not None else [], ctx.cfg.n_batches * ctx.cfg.batch_size, ctx.cfg.seed)
-    fim = layer_fisher(wise(ctx.pre, ctx.ft, 0.0), rows, task=data.task, batch_size=ctx.cfg.batch_size,
+    fim = layer_fisher(with_pre_body(ctx.pre, ctx.ft), rows, task=data.task, batch_size=ctx.cfg.batch_size,
                        progress=ctx.progress)
     order = {layer: len(fim.layers) - r for r, layer in enumerate(fim.ranking())}   # top layer highest
     closeness = prob.delta.abs() / prob.delta.abs().max().clamp_min(1e-30)          # (N,) in [0, 1]

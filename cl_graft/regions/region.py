@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .. import ops
 from ..errors import UserError
@@ -24,7 +24,7 @@ from .io import CONFIG_NAME, HEADS_NAME, MASKS_NAME, fingerprint, load_heads, re
 
 __all__ = [
     "CONFIG_NAME", "DEFAULT_GRAFTABLE", "HEADS_NAME", "MASKS_NAME", "PARAM_TYPES", "Region",
-    "fingerprint", "graftable_names", "layer_index", "load_heads", "param_type",
+    "check_region", "fingerprint", "graftable_names", "layer_index", "load_heads", "param_type",
 ]  # fmt: skip
 
 DEFAULT_GRAFTABLE = r"(?:^|\.)(layer|layers|h|block)\.\d+\."
@@ -331,3 +331,13 @@ class Region:
     def __repr__(self) -> str:
         size, numel = self.size, self.numel
         return f"Region({len(self.masks)} tensors, {size}/{numel} selected, density {self.density():.3g})"
+
+
+def check_region(region: Region, model: nn.Module, *, what: str = "model") -> None:
+    """Refuses a model that lacks one of the region's tensors or has it in another shape."""
+    params = dict(model.named_parameters())
+    missing = [n for n in region.masks if n not in params]
+    if missing:
+        raise UserError(f"{what} does not match region: {len(missing)} region tensor(s) not in the {what}, "
+                        f"first {missing[0]!r}")
+    region.check_model({n: tuple(params[n].shape) for n in region.masks})

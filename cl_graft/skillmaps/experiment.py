@@ -24,7 +24,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..errors import UserError
-from ..grafting.graft import clone_model, graft_model
+from ..grafting.graft import graft_model
 from ..presets import Preset, get_preset
 from ..regions.config import LocalizeConfig
 from ..regions.learned import learn_region
@@ -32,7 +32,7 @@ from ..regions.region import Region
 from ..task import TaskRows
 from ..training.evaluate import evaluate
 from ..training.finetune import FinetuneConfig, finetune_
-from ..training.models import TextClassifier
+from ..training.models import TextClassifier, clone_model
 from ..training.multitask import finetune_multitask_
 from . import analysis
 from .report import draw_figures

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..artifacts import read_json, write_json
 from ..errors import UserError
+from ..files import read_json, write_json
 from . import analysis
 
 RESULTS_FILE = "skillmap.json"

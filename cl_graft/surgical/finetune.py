@@ -2,11 +2,11 @@
 
 Lodha et al., "On Surgical Fine-tuning for Language Encoders", Findings of EMNLP 2023
 (https://aclanthology.org/2023.findings-emnlp.204): the layers are chosen by their FIM score
-(:mod:`cl_graft.surgical.fisher`); a random choice of as many layers is the control.
+(:mod:`cl_graft.regions.fisher`); a random choice of as many layers is the control.
 
 The recipe is :func:`cl_graft.training.finetune.finetune_` unchanged (optimizer, weight decay, clipping, schedule,
 best-on-dev, seeds), trained inside the region of the chosen layers' tensors like graft re-training
-(:func:`cl_graft.training.region_training.finetune_region`): everything else stays bit-exact at θ_pre.
+(:func:`cl_graft.regions.finetune.finetune_region`): everything else stays bit-exact at θ_pre.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import random
 import torch
 
 from ..errors import UserError
+from ..regions.finetune import finetune_region
 from ..regions.region import Region, graftable_names, layer_index
 from ..training.finetune import FinetuneConfig, FinetuneResult
 from ..training.models import TextClassifier
-from ..training.region_training import finetune_region
 
 
 def layer_names(model: TextClassifier) -> dict[int, list[str]]:

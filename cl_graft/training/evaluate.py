@@ -1,11 +1,13 @@
 """Batched inference and evaluation of a :class:`~cl_graft.training.models.TextClassifier` on rows."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..metrics import summarize
+from ..metrics import agreement, summarize
 
 
 def _length(row: dict) -> int:
@@ -44,3 +46,13 @@ def evaluate(model, rows: list[dict], task: str | None = None, *, batch_size: in
     labels = np.array([r["label"] for r in rows], dtype=np.int64)
     metrics = summarize(logits, labels, metric=model.tasks[name].metric, n_bins=n_bins)
     return metrics, logits.argmax(axis=1)
+
+
+def score_model(model, test: list[dict], task: str, *, ood: Mapping[str, list[dict]],
+                reference: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """Test metrics, agreement with ``reference`` predictions (N,), and accuracy on each OOD row set."""
+    metrics, preds = evaluate(model, test, task)
+    row = {k: metrics[k] for k in ("accuracy", "f1", "ece") if k in metrics}
+    row["agreement"] = agreement(preds, reference) if reference is not None else 1.0
+    row["ood"] = {name: evaluate(model, rows, task)[0]["accuracy"] for name, rows in ood.items()}
+    return row, preds

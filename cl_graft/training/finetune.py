@@ -10,18 +10,26 @@ import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from tqdm.auto import tqdm
 
 from .. import distributed
 from ..errors import UserError
-from ..regions.region import Region
 from .evaluate import evaluate
 from .freeze import ElementFreeze
 
 OPTIMIZERS = ("sgd", "adamw")
+
+
+class Masks(Protocol):
+    """What training reads of a region: ``masks``, name → bool tensor of the parameter's shape.
+
+    :class:`cl_graft.regions.region.Region` is one; training needs nothing else of it.
+    """
+
+    masks: Mapping[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ def batches(rows: list[dict], batch_size: int, steps: int, seed: int):
         order = order[batch_size:]
 
 
-def region_trainable(region: Region, names: Sequence[str], *, whole: Sequence[str] = ()) -> dict:
+def region_trainable(region: Masks, names: Sequence[str], *, whole: Sequence[str] = ()) -> dict:
     """:class:`~.freeze.ElementFreeze`'s ``trainable`` map for training only ``region`` among ``names``.
 
     Tensors of ``names`` with selected elements map to the region's mask, ``whole`` (e.g. task heads) to None
@@ -207,11 +215,12 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
 
 
 def finetune_(model, train_rows: list[dict], dev_rows: list[dict], cfg: FinetuneConfig, *,
-              task: str | None = None, region: Region | None = None, progress: bool = True) -> FinetuneResult:
+              task: str | None = None, region: Masks | None = None, progress: bool = True) -> FinetuneResult:
     """Fine-tune ``model`` IN PLACE on ``train_rows`` and leave it at the best-on-dev checkpoint.
 
-    With ``region``, only its elements and the task's linear head train (graft re-training, BitFit: see
-    :mod:`.region_training`); every other element stays bit-exact.
+    With ``region`` (a :class:`~cl_graft.regions.region.Region` or anything with ``masks``), only its elements
+    and the task's linear head train (graft re-training, BitFit: see :mod:`cl_graft.regions.finetune`); every
+    other element stays bit-exact.
     """
     if not train_rows:
         raise UserError("no training rows")

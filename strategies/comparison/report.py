@@ -13,9 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cl_graft.artifacts import write_json
+from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
-from cl_graft.regions.io import atomic_write
 
 from .runner import StrategyResult
 

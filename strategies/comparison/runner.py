@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from cl_graft import distributed
-from cl_graft.artifacts import read_json, write_json
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model
-from cl_graft.training.models import TextClassifier
+from cl_graft.files import read_json, write_json
+from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import TaskAdapter
 from ..graft.owner_map import OwnerMap

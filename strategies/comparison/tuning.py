@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from cl_graft.artifacts import read_json
 from cl_graft.errors import UserError
+from cl_graft.files import read_json
 from cl_graft.task import TaskRows
 
 from .registry import STRATEGIES

@@ -20,11 +20,11 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from cl_graft.artifacts import read_json, write_json
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model, patch_
+from cl_graft.files import read_json, write_json
+from cl_graft.grafting.graft import patch_
 from cl_graft.task import TaskSpec
-from cl_graft.training.models import TextClassifier, build_classifier
+from cl_graft.training.models import TextClassifier, build_classifier, clone_model
 
 from .owner_map import OwnerMap
 

@@ -22,13 +22,12 @@ from typing import Protocol
 from torch import nn
 
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.methods import REGION_METHODS, find_region
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
-from cl_graft.training.models import TextClassifier
+from cl_graft.training.models import TextClassifier, clone_model
 
 from .experience_data import ExperienceData
 from .targets import Graftable, HeadNames, graft_target

@@ -20,10 +20,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cl_graft.artifacts import read_json, write_json
 from cl_graft.errors import UserError
+from cl_graft.files import read_json, version, write_json
 from cl_graft.grafting.graft import SkillPatch, patch_
-from cl_graft.regions.io import cl_graft_version
 from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.training.models import TextClassifier
 
@@ -152,7 +151,7 @@ class OwnerMap:
             patch.save(directory / f"task-{k:02d}")
         counts = save_stats(directory, [self.features.get(t) for t in self.tasks])
         write_json(directory / MAP_CONFIG, {
-            "format_version": FORMAT_VERSION, "cl_graft_version": cl_graft_version(), "tasks": self.tasks,
+            "format_version": FORMAT_VERSION, "cl_graft_version": version(), "tasks": self.tasks,
             "names": self.names, "shapes": {n: list(t.shape) for n, t in self.pre.items()},
             "pre_fingerprint": self.pre_fingerprint, "sizes": [p.region.size for p in self.patches],
             "bytes": self.bytes(), "features": counts})

@@ -59,11 +59,12 @@ from torch import Tensor
 
 from cl_graft import distributed
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import clone_model, patch_, restore_
+from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.problem import resolve_budget
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
+from cl_graft.training.models import clone_model
 
 from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
 from .finders import LocalizeFinder, RegionFinder

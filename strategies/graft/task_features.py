@@ -34,7 +34,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from cl_graft.errors import UserError
-from cl_graft.regions.io import atomic_write, read_safetensors
+from cl_graft.files import atomic_write, read_safetensors
 
 SHRINK = 0.1
 """Weight of ``mean(diag C)·I`` in the pooled covariance (see :class:`FeatureRouter`)."""

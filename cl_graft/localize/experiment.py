@@ -1,4 +1,4 @@
-"""Evaluating regions against their fine-tuned model: the table behind ``cl-graft localize``.
+"""The experiment behind ``cl-graft localize``: find or load regions, graft them, score them against θ_ft.
 
 Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600), Tables 1–3: for FT and each grafted model,
 in-distribution accuracy (and F1), ECE, agreement with FT, out-of-distribution accuracy, region size and
@@ -13,71 +13,22 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import UserError
-from ..grafting.graft import check_region, clone_model, graft_model
-from ..metrics import agreement
-from ..plotting import plot_anatomy
-from ..task import TaskSpec
-from ..training.evaluate import evaluate
+from ..grafting.graft import graft_model
+from ..regions.config import LocalizeConfig
+from ..regions.finetune import bias_region, bitfit, finetune_region
+from ..regions.methods import find_region
+from ..regions.region import Region, check_region, fingerprint
+from ..training.evaluate import score_model
 from ..training.finetune import FinetuneConfig
-from ..training.models import TextClassifier
-from ..training.region_training import bias_region, bitfit, finetune_region
-from .config import LocalizeConfig
-from .methods import find_region
-from .region import Region, fingerprint, layer_index, param_type
+from ..training.models import TextClassifier, clone_model
+from .report import save_anatomy
 
 REGIONS_DIR = "regions"
 TRAINED_BASELINES = {
     "retrain": "graft re-training: the graft region of the same sparsity trained from θ_pre (paper Table 1)",
     "bitfit": "BitFit: only the biases trained from θ_pre (https://arxiv.org/abs/2106.10199); one row",
 }
-
-
-def score_model(model: TextClassifier, test: list[dict], task: str, *, ood: Mapping[str, list[dict]],
-                reference: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
-    """Test metrics, agreement with ``reference`` predictions (N,), and accuracy on each OOD row set."""
-    metrics, preds = evaluate(model, test, task)
-    row = {k: metrics[k] for k in ("accuracy", "f1", "ece") if k in metrics}
-    row["agreement"] = agreement(preds, reference) if reference is not None else 1.0
-    row["ood"] = {name: evaluate(model, rows, task)[0]["accuracy"] for name, rows in ood.items()}
-    return row, preds
-
-
-def anatomy_counts(region: Region) -> dict[str, dict[str, int]]:
-    """Selected elements per layer label (``L0``…, ``other``) and parameter type, for :func:`plot_anatomy`."""
-    out: dict[str, dict[str, int]] = {}
-    for n, count in region.counts().items():
-        layer = layer_index(n)
-        per = out.setdefault("other" if layer is None else f"L{layer}", {})
-        per[param_type(n)] = per.get(param_type(n), 0) + count
-    return dict(sorted(out.items(), key=lambda kv: (kv[0] == "other", int(kv[0][1:]) if kv[0] != "other" else 0)))
-
-
-OOD_ALIASES = {"contradiction": "not_entailment"}
-"""OOD label names that mean an in-distribution label (QNLI → MNLI/SNLI, paper §4.2); others are dropped."""
-
-
-def ood_rows(rows: list[dict], ood: TaskSpec, spec: TaskSpec) -> list[dict]:
-    """``rows`` of task ``ood`` relabelled into ``spec``'s label space (same name or :data:`OOD_ALIASES`).
-
-    Rows whose label has no counterpart (e.g. MNLI's neutral for QNLI) are left out.
-
-    Raises:
-        UserError: different input kinds (pair vs single) or no shared label at all.
-    """
-    if ood.pair != spec.pair:
-        kinds = {True: "sentence pairs", False: "single sentences"}
-        raise UserError(f"OOD task {ood.name!r} has {kinds[ood.pair]}, {spec.name!r} has {kinds[spec.pair]}")
-    index = {}
-    for i, name in enumerate(ood.labels):
-        target = name if name in spec.labels else OOD_ALIASES.get(name)
-        if target in spec.labels:
-            index[i] = spec.labels.index(target)
-    if not index:
-        raise UserError(f"OOD task {ood.name!r}: none of its labels {list(ood.labels)} is a label of {spec.name!r}")
-    return [{**r, "label": index[r["label"]]} for r in rows if r["label"] in index]
 
 
 def region_label(method: str, sparsity: float) -> str:
@@ -172,25 +123,10 @@ def localize_table(pre: TextClassifier, ft: TextClassifier, train: list[dict], d
         if method not in TRAINED_BASELINES:
             folder = out / REGIONS_DIR / label
             region.save(folder, heads=heads or None)
-            plot_anatomy(anatomy_counts(region), folder / "anatomy.png",
+            save_anatomy(region, folder / "anatomy.png",
                          title=f"{task} {label}\n{region.size} elements, {100 * region.density():.3g}%")
         rows.append({"name": label, "method": method, "sparsity": sparsity, "size": region.size,
                      "density": region.density(), "seconds": round(seconds, 2), **row})
     return rows
 
 
-def format_table(rows: Sequence[Mapping], *, task: str) -> str:
-    """A Markdown table: name, size, density %, accuracy, F1, ECE, agreement, OOD accuracies, time."""
-    ood_names = sorted({n for r in rows for n in r.get("ood", {})})
-    head = ["model", "size", "density %", "acc", "F1", "ECE", "agree", *(f"OOD {n}" for n in ood_names), "time s"]
-    lines = [f"{task}:", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    def pct(v: float | None) -> str:
-        return "" if v is None else f"{100 * v:.1f}"
-
-    for r in rows:
-        cells = [r["name"], "" if r["size"] is None else str(r["size"]),
-                 "" if r["density"] is None else f"{100 * r['density']:.3g}", pct(r["accuracy"]),
-                 pct(r.get("f1")), pct(r["ece"]), pct(r["agreement"]), *(pct(r["ood"].get(n)) for n in ood_names),
-                 "" if r["seconds"] is None else f"{r['seconds']:.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)

@@ -1,30 +1,31 @@
-"""Layer-level Fisher information (the FIM score) for surgical fine-tuning.
-
-Lodha et al., "On Surgical Fine-tuning for Language Encoders", Findings of EMNLP 2023
-(https://aclanthology.org/2023.findings-emnlp.204): rank the layers of an encoder by the diagonal of the
-empirical Fisher information on the task's training rows and fine-tune only the top-ranked ones.
+"""Diagonal empirical Fisher information: per element (the ``fish`` region method) and per layer (the FIM
+score of surgical fine-tuning and the ``fim-layers`` method). The one Fisher of cl-graft.
 
 - Diagonal empirical Fisher of element j: ``F_j = (1/n) Σ_i (∂ log p(y_i | x_i) / ∂θ_j)²`` over n rows with
-  their true labels (the estimator of the element-level ``fish`` region method), so a tensor's sum
-  ``Σ_j F_j = (1/n) Σ_i ‖g_i‖²``.
-- FIM score of a layer: the sum of ``F_j`` over the layer's parameters, divided by the sum over all layers,
-  so the scores are shares that add up to 1 (layers of one encoder have equal sizes, so the per-element mean,
-  also reported, ranks them identically). The same shares are kept per parameter group inside a layer
-  (attention, feed-forward, LayerNorm).
+  their true labels. :func:`diagonal_fisher` computes it exactly, one backward per row, for any model that a
+  :class:`~cl_graft.regions.data.RegionData` can score (FISH masks, Sung et al. 2021,
+  https://arxiv.org/abs/2111.09839).
+- Its sum over a tensor, ``Σ_j F_j = (1/n) Σ_i ‖g_i‖²``, is all that the FIM score needs, and
+  :func:`fisher_sums` gets it from ONE forward and backward per batch (below); tests check the two against each
+  other.
+- FIM score of a layer (Lodha et al., "On Surgical Fine-tuning for Language Encoders", Findings of EMNLP 2023,
+  https://aclanthology.org/2023.findings-emnlp.204): the sum of ``F_j`` over the layer's parameters, divided by
+  the sum over all layers, so the scores are shares that add up to 1 (layers of one encoder have equal sizes, so
+  the per-element mean, also reported, ranks them identically). The same shares are kept per parameter group
+  inside a layer (attention, feed-forward, LayerNorm).
 
-Only sums over tensors are needed, i.e. per-row squared gradient norms ``‖g_i‖²``, and they come from ONE
-forward and backward per batch, not one backward per row, without materialising per-row gradients: forward
-hooks keep each module's input ``a`` (B, T, in) and output, ``torch.autograd.grad`` of ``Σ_i log p(y_i | x_i)``
-gives the output gradients ``δ`` (B, T, out) (rows are independent in eval mode, so ``δ_i`` carries only row
-i's loss), and per row ("ghost norms", Goodfellow 2015, https://arxiv.org/abs/1510.01799):
+:func:`fisher_sums` needs no per-row gradients: forward hooks keep each module's input ``a`` (B, T, in) and
+output, ``torch.autograd.grad`` of ``Σ_i log p(y_i | x_i)`` gives the output gradients ``δ`` (B, T, out) (rows are
+independent in eval mode, so ``δ_i`` carries only row i's loss), and per row ("ghost norms", Goodfellow 2015,
+https://arxiv.org/abs/1510.01799):
 
 - ``nn.Linear`` / GPT-2 ``Conv1D`` weight: ``‖Σ_t δ_t a_tᵀ‖² = Σ_ts (δ_t·δ_s)(a_t·a_s)``, two (T, T) Gram
   matrices instead of an (out, in) gradient; bias ``‖Σ_t δ_t‖²``;
 - ``nn.LayerNorm`` weight ``‖Σ_t δ_t ⊙ x̂_t‖²`` (x̂ the normalised input), bias ``‖Σ_t δ_t‖²``.
 
 A layer parameter owned by any other kind of module, or a module run twice per forward, is refused. Rows are
-batched by length (little padding). Tests check the sums against one backward per row. Cost on MiniLM
-(16 rows of SST-2, 1 CPU thread): about one training step's forward and backward per batch.
+batched by length (little padding). Cost on MiniLM (16 rows of SST-2, 1 CPU thread): about one training step's
+forward and backward per batch.
 """
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ from tqdm.auto import tqdm
 from transformers.pytorch_utils import Conv1D
 
 from ..errors import UserError
-from ..regions.region import graftable_names, layer_index, param_type
 from ..training.finetune import batches
-from ..training.models import TextClassifier
+from ..training.models import TextClassifier, clone_model
+from .data import RegionData
+from .region import graftable_names, layer_index, param_type
 
 GROUPS = ("attention", "feed-forward", "layernorm")
 
@@ -60,6 +62,47 @@ def fisher_sample(rows: list[dict], n: int, seed: int) -> list[dict]:
     if not rows or n < 1:
         raise UserError("the Fisher sample is empty: no training rows (or --fisher-rows < 1)")
     return next(batches(rows, min(n, len(rows)), 1, seed))
+
+
+def diagonal_fisher(model: nn.Module, params: Sequence[Tensor], data: RegionData, n_rows: int, *, seed: int,
+                    progress: bool = False) -> list[Tensor]:
+    """Per-element diagonal empirical Fisher of ``params``: ``(1/n) Σ_i (∂ log p(y_i | x_i) / ∂θ)²``, one tensor
+    of each parameter's shape.
+
+    Args:
+        model: the model whose ``params`` (requiring grad) are scored; ``data`` reads its log-likelihoods.
+        params: the parameters to score.
+        data: the task; its first ``n_rows`` training examples in the seeded batch order are used one at a time
+            (per-example gradients, as FISH does).
+        n_rows: rows to average over (at most ``len(data)``).
+        seed: seed of the batch order.
+    """
+    fisher = [torch.zeros_like(p) for p in params]
+    for one in tqdm(data.batches(1, n_rows, seed), total=n_rows, desc=f"fisher {data.task}",
+                    disable=not progress):                                 # the seeded order, one at a time
+        log_p = data.log_likelihood(model, one)[0]
+        for f, g in zip(fisher, torch.autograd.grad(log_p, list(params)), strict=True):
+            f.add_(g.square())
+    return [f / n_rows for f in fisher]
+
+
+def with_pre_body(pre: nn.Module, ft: nn.Module) -> nn.Module:
+    """A copy of ``ft`` whose graftable tensors (the transformer layers) hold ``pre``'s values: θ_pre's body with
+    θ_ft's task heads, the model whose Fisher is θ_pre's (θ_pre has no task head). Neither input is modified.
+
+    Raises:
+        UserError: ``pre`` lacks one of ``ft``'s graftable tensors.
+    """
+    work = clone_model(ft)
+    params, pre_params = dict(work.named_parameters()), dict(pre.named_parameters())
+    names = graftable_names(params.items())
+    missing = [n for n in names if n not in pre_params]
+    if missing:
+        raise UserError(f"pre-trained model lacks {len(missing)} graftable tensor(s), first {missing[0]!r}")
+    with torch.no_grad():
+        for n in names:
+            params[n].copy_(pre_params[n])
+    return work
 
 
 def _row_sq_norms(kind: str, module: nn.Module, a: Tensor, d: Tensor) -> dict[str, Tensor]:

@@ -4,18 +4,17 @@
 - BitFit (Ben Zaken et al. 2022, https://arxiv.org/abs/2106.10199): train only the biases (and the head).
 
 Both are :func:`cl_graft.training.finetune.finetune_` with a ``region`` (same optimizer, schedule,
-best-on-dev, seeds): :class:`~.freeze.ElementFreeze` keeps every element outside the region bit-exact (no
-gradient, weight decay, momentum or Adam moment moves it); weight decay acts on the region's elements as in
-ordinary fine-tuning. Linear task heads are new per task and train whole; prompt heads stay frozen.
+best-on-dev, seeds): :class:`~cl_graft.training.freeze.ElementFreeze` keeps every element outside the region
+bit-exact (no gradient, weight decay, momentum or Adam moment moves it); weight decay acts on the region's
+elements as in ordinary fine-tuning. Linear task heads are new per task and train whole; prompt heads stay frozen.
 """
 from __future__ import annotations
 
 import torch
 
-from ..grafting.graft import check_region, clone_model
-from ..regions.region import Region, graftable_names
-from .finetune import FinetuneConfig, FinetuneResult, finetune_
-from .models import TextClassifier
+from ..training.finetune import FinetuneConfig, FinetuneResult, finetune_
+from ..training.models import TextClassifier, clone_model
+from .region import Region, check_region, graftable_names
 
 
 def finetune_region(model: TextClassifier, region: Region, train_rows: list[dict], dev_rows: list[dict],

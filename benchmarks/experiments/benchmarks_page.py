@@ -1,6 +1,7 @@
-"""One benchmark command: regenerates ``BENCHMARKS.md`` (and ``benchmarks/results/report.json``).
+"""The BENCHMARKS.md generator: measures the performance figures and renders the page with the reproduction tables.
 
-Run: ``python -m cl_graft.benchmarks.experiments.report --quick --data-dir ../shared/data`` (about 10 minutes on
+Run from a checkout: ``python -m cl_graft.benchmarks.experiments.benchmarks_page --quick --data-dir ../shared/data
+--out BENCHMARKS.md --json benchmarks/results/report.json`` (about 10 minutes on
 2 CPU cores; without ``--quick`` the continual timing runs the quick preset on qnli → agnews → sst2, sized for a
 GPU). Performance figures are measured fresh on this machine with MiniLM; the reproduction tables (Panigrahi et
 al. 2023, Tables 2 and 4 analogues, the region-size sweep) are read from the committed run artifacts they name,
@@ -8,7 +9,6 @@ with the commands that made them. Ratios are measured within one run (these mach
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -17,18 +17,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import click
 import torch
 from cl_graft.benchmarks import load_rows
 from cl_graft.strategies.graft.owner_map import OwnerMap
 from safetensors.torch import load_file
 
-from cl_graft.artifacts import load_classifier, read_json, save_classifier, write_json
-from cl_graft.grafting.graft import clone_model, patch_, restore_
+from cl_graft.artifacts import load_classifier, save_classifier
+from cl_graft.files import read_json, write_json
+from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
-from cl_graft.training.models import build_classifier
+from cl_graft.training.models import build_classifier, clone_model
 
 from .localization import measure_cost, median_seconds
 from .report_tables import (
@@ -41,8 +43,8 @@ from .report_tables import (
     sweep_lines,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path("benchmarks/results")
+"""The committed run artifacts, relative to the current directory (a checkout's root); the page names them so."""
 SERVE_SPARSITY = 1e-3
 MEASURED = ("record", "cost", "serving", "strategies")          # what a run measures; the rest is re-read
 
@@ -115,14 +117,15 @@ def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
     return out
 
 
-def reproduction() -> dict:
-    """The reproduction tables' summaries, from the committed artifacts."""
-    seeds = sorted((RESULTS / "continual_tuned").glob("seed*/results.json"))
-    localization = [p for p in (RESULTS / "localization.json", RESULTS / "localization_more.json") if p.exists()]
-    return {"continual": continual_summary([p.parent for p in seeds], root=ROOT) if len(seeds) > 1 else None,
-            "localization": localization_summary(localization, root=ROOT) if localization else None,
-            "sweep": load_artifact(RESULTS / "region_sweep.json", root=ROOT),
-            "distributed": load_artifact(RESULTS / "distributed.json", root=ROOT)}
+def reproduction(results: Path = RESULTS) -> dict:
+    """The reproduction tables' summaries, from the committed artifacts in ``results``."""
+    root = Path.cwd()
+    seeds = sorted((results / "continual_tuned").glob("seed*/results.json"))
+    localization = [p for p in (results / "localization.json", results / "localization_more.json") if p.exists()]
+    return {"continual": continual_summary([p.parent for p in seeds], root=root) if len(seeds) > 1 else None,
+            "localization": localization_summary(localization, root=root) if localization else None,
+            "sweep": load_artifact(results / "region_sweep.json", root=root),
+            "distributed": load_artifact(results / "distributed.json", root=root)}
 
 
 def render(report: dict) -> str:
@@ -178,47 +181,50 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--quick", action="store_true", help="CPU sizes (smoke-preset strategy timing)")
-    ap.add_argument("--tasks", default="1,10,100", help="numbers of stored skills for the serving table")
-    ap.add_argument("--work", type=Path, default=ROOT / "runs" / "report")
-    ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
-    ap.add_argument("--json", type=Path, default=RESULTS / "report.json")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tables-only", action="store_true",
-                    help="keep the performance figures of --json, re-read the reproduction tables from the artifacts")
-    args = ap.parse_args(argv)
-    if args.tables_only:
-        measured = read_json(args.json)
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--data-dir", default=None)
+@click.option("--quick", is_flag=True, help="CPU sizes (smoke-preset strategy timing)")
+@click.option("--tasks", default="1,10,100", show_default=True,
+              help="numbers of stored skills for the serving table")
+@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/report"), show_default=True,
+              help="the strategy-timing runs")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="the page to write (BENCHMARKS.md)")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), required=True,
+              help="the measured numbers (benchmarks/results/report.json); read back with --tables-only")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--tables-only", is_flag=True,
+              help="keep the performance figures of --json, re-read the reproduction tables from the artifacts")
+def main(data_dir, quick, tasks, work, out, json_path, seed, tables_only) -> dict:
+    if tables_only:
+        measured = read_json(json_path)
         report = {**{k: measured[k] for k in MEASURED}, "reproduction": reproduction(),
-                  "rendered": run_record(command="benchmarks.report", tables_only=True)}
-        return _write(report, args)
-    args.work.mkdir(parents=True, exist_ok=True)
-    record = run_record(command="benchmarks.report", device="cpu", quick=args.quick,
+                  "rendered": run_record(command="benchmarks.benchmarks_page", tables_only=True)}
+        return _write(report, json_path, out)
+    work.mkdir(parents=True, exist_ok=True)
+    record = run_record(command="benchmarks.benchmarks_page", device="cpu", quick=quick,
                         load_average_start=os.getloadavg())
-    preset = get_preset("smoke", seed=args.seed)
-    rows = load_rows("sst2", args.data_dir, preset, seed=args.seed)
-    torch.manual_seed(args.seed)
+    preset = get_preset("smoke", seed=seed)
+    rows = load_rows("sst2", data_dir, preset, seed=seed)
+    torch.manual_seed(seed)
     pre = build_classifier("minilm", max_length=preset.max_length)
-    pre.add_task(rows.spec, seed=args.seed)
+    pre.add_task(rows.spec, seed=seed)
     ft = clone_model(pre)
     finetune_(ft, rows.train, [], FinetuneConfig(batch_size=8, steps=10, eval_every=10), progress=False)
-    cost = measure_cost(pre, ft, rows.train, short=2, long=10 if args.quick else 20)
+    cost = measure_cost(pre, ft, rows.train, short=2, long=10 if quick else 20)
     with tempfile.TemporaryDirectory() as d:
         save_classifier(ft, d)
-        serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in args.tasks.split(",")], args.seed)
+        serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in tasks.split(",")], seed)
     report = {"record": record, "cost": cost, "serving": serving,
-              "strategies": measure_strategies(args.data_dir, args.quick, args.work), "reproduction": reproduction()}
+              "strategies": measure_strategies(data_dir, quick, work), "reproduction": reproduction()}
     record["load_average_end"] = os.getloadavg()
-    return _write(report, args)
+    return _write(report, json_path, out)
 
 
-def _write(report: dict, args) -> dict:
-    write_json(args.json, json.loads(json.dumps(report, default=float)))
+def _write(report: dict, json_path: Path, out: Path) -> dict:
+    write_json(json_path, json.loads(json.dumps(report, default=float)))
     text = render(report)
-    args.out.write_text(text, encoding="utf-8")
+    out.write_text(text, encoding="utf-8")
     print(text)
     return report
 

@@ -1,0 +1,122 @@
+"""The bottom of cl-graft: files written atomically, JSON and safetensors read with one-line errors, versions.
+
+Every writer here puts the bytes in a temporary file beside the target and moves it into place with
+``os.replace``, so a crash leaves the old file or the new one, never half of one. Only JSON and safetensors
+are read, never pickle. Imports nothing of cl-graft but :mod:`.errors`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from .errors import UserError
+
+
+def version(dist: str = "cl-graft") -> str:
+    """The installed version of distribution ``dist``, or ``"0+unknown"`` (cl-graft run from a bare tree)."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``; returns ``path``.
+
+    The file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())                   # after: a writer may replace the file (safetensors does)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write UTF-8 text atomically; returns ``path``."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write JSON (indented, keys in insertion order) atomically; returns ``path``."""
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value in ``path``.
+
+    Raises:
+        UserError: a missing file, bytes that are not UTF-8, or invalid JSON (``path:line``).
+    """
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: not found") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+
+
+def write_safetensors(path: str | os.PathLike, tensors: Mapping[str, Tensor]) -> Path:
+    """Write ``name → tensor`` as safetensors atomically; returns ``path``."""
+    return atomic_write(path, lambda tmp: save_file(dict(tensors), tmp, metadata={"format": "pt"}))
+
+
+def read_safetensors(path: str | os.PathLike) -> dict[str, Tensor]:
+    """``name → tensor`` from a safetensors file, on the CPU.
+
+    Raises:
+        UserError: a missing or unreadable (truncated, not safetensors) file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: missing")
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise UserError(f"{path}: unreadable safetensors ({str(e).splitlines()[0]})") from None
+
+
+def write_folder(directory: Path, config: Mapping[str, Any], files: Mapping[str, Mapping[str, Tensor]],
+                 config_name: str) -> Path:
+    """Writes each ``file name → tensors`` as safetensors, then ``config`` as JSON, each atomically; the config
+    goes last, so a folder whose config reads back is complete.
+
+    Raises:
+        UserError: ``config`` (e.g. a region's meta) is not JSON-serialisable; nothing is written then.
+    """
+    try:
+        text = json.dumps(config, indent=2) + "\n"
+    except (TypeError, ValueError) as e:
+        raise UserError(f"region meta is not JSON-serialisable: {e}") from None
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, tensors in files.items():
+        write_safetensors(directory / name, tensors)
+    write_text(directory / config_name, text)
+    return directory

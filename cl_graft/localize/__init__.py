@@ -1,0 +1,1 @@
+"""``cl-graft localize``: the experiment (:mod:`.experiment`) and its table and figures (:mod:`.report`)."""

@@ -1,0 +1,212 @@
+"""The package's one dependency order: every import of every module of the installed ``cl_graft`` (with
+``cl_graft.strategies`` and ``cl_graft.benchmarks``) is read with ``ast`` and checked against :data:`LAYERS`.
+
+A module may import its own room and the rooms of lower layers; rooms of one layer do not import each other;
+nothing imports upwards, nothing imports the CLI but the CLI, nobody imports another module's private
+(``_name``) names, there is no import cycle, and ``import cl_graft`` does not import Avalanche. Imports inside
+functions count as much as those at the top: a lazy import running upwards is still a dependency upwards.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
+
+LAYERS: list[dict[str, tuple[str, ...]]] = [  # bottom first; room → its modules (and their submodules)
+    {"files": ("cl_graft.errors", "cl_graft.files")},
+    {"basics": ("cl_graft.ops", "cl_graft.metrics", "cl_graft.task", "cl_graft.distributed")},
+    {"training": ("cl_graft.training",), "provenance": ("cl_graft.provenance",)},
+    {"regions": ("cl_graft.regions",)},
+    {"grafting": ("cl_graft.grafting",), "presets": ("cl_graft.presets",),
+     "artifacts": ("cl_graft.artifacts",)},
+    {"facade": ("cl_graft.__init__",)},             # `import cl_graft`: the public names of the layers below
+    {"plotting": ("cl_graft.plotting",), "outdir": ("cl_graft.outdir",),
+     "benchmarks": ("cl_graft.benchmarks.__init__", "cl_graft.benchmarks.data", "cl_graft.benchmarks.tasks",
+                    "cl_graft.benchmarks.streams")},
+    # the command drivers (experiment.py, tables and figures in report.py) and the Avalanche glue's base
+    {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),
+     "skillmaps": ("cl_graft.skillmaps",),
+     "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
+    {"strategies.graft": ("cl_graft.strategies.graft",)},          # the graft method
+    {"strategies.plugins": ("cl_graft.strategies.plugins",)},      # other plugins (PackNet, training recipe)
+    {"strategies.comparison": ("cl_graft.strategies.comparison",)},  # the harness behind `cl-graft run`
+    {"experiments": ("cl_graft.benchmarks.experiments",)},
+    {"cli": ("cl_graft.cli",)},
+]
+AVALANCHE_GLUE = ("cl_graft.strategies", "cl_graft.benchmarks")
+"""The only packages whose modules import Avalanche; the core and the CLI reach it only through them."""
+
+
+def _room_of(module: str) -> tuple[int, str]:
+    """(layer index, room) of the longest declared name that is ``module`` or a package above it."""
+    best: tuple[int, int, str] | None = None
+    for layer, rooms in enumerate(LAYERS):
+        for room, names in rooms.items():
+            for name in names:
+                package = name.removesuffix(".__init__")     # `<package>.__init__`: the package module only
+                if package != name:
+                    covers = module == package
+                else:
+                    covers = module == name or module.startswith(name + ".")
+                if covers and (best is None or len(name) > best[0]):
+                    best = (len(name), layer, room)
+    if best is None:
+        raise AssertionError(f"{module} is in no room of LAYERS: declare where it sits")
+    return best[1], best[2]
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the installed packages: dotted name → file (``pkg`` for ``pkg/__init__.py``)."""
+    out: dict[str, Path] = {}
+    for package in PACKAGES:
+        spec = importlib.util.find_spec(package)
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if "__pycache__" in parts:
+                continue
+            out[".".join((package, *parts[:-1]) if parts[-1] == "__init__" else (package, *parts))] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, source: str, *, is_package: bool) -> list[tuple[int, str, str | None]]:
+    """``(line, module, name or None)`` of every cl_graft/avalanche import in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                is_module = sub in MODULES
+                found.append((node.lineno, sub, None) if is_module else (node.lineno, target, alias.name))
+    return [f for f in found if f[1].split(".")[0] in ("cl_graft", "avalanche")]
+
+
+GRAPH = {m: _imports(m, p.read_text(encoding="utf-8"), is_package=p.name == "__init__.py")
+         for m, p in MODULES.items()}
+
+
+def test_every_module_is_found_and_declared():
+    assert {"cl_graft.files", "cl_graft.training.finetune", "cl_graft.cli", "cl_graft.strategies",
+            "cl_graft.benchmarks.data"} <= set(MODULES)
+    for module in MODULES:
+        _room_of(module)
+
+
+def test_every_package_is_in_the_wheel():
+    """pyproject.toml names every package folder, so a new room is installed, not only found in a checkout."""
+    config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = {m for m, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages == set(config["tool"]["setuptools"]["packages"])
+
+
+def test_no_import_runs_up_or_sideways():
+    bad: list[str] = []
+    for module, imports in GRAPH.items():
+        layer, room = _room_of(module)
+        for line, target, _ in imports:
+            if target.startswith("avalanche"):
+                continue
+            if target not in MODULES:
+                bad.append(f"{MODULES[module]}:{line}: {module} imports {target}, not a module of cl_graft")
+                continue
+            t_layer, t_room = _room_of(target)
+            if t_room != room and t_layer >= layer:
+                where = "upwards" if t_layer > layer else "sideways"
+                bad.append(f"{MODULES[module]}:{line}: {module} ({room}) imports {target} ({t_room}) {where}")
+    assert not bad, "\n".join(dict.fromkeys(bad))
+
+
+def test_only_the_cli_imports_the_cli():
+    bad = [f"{MODULES[m]}:{line}: {m} imports {t}" for m, imports in GRAPH.items() for line, t, _ in imports
+           if (t == "cl_graft.cli" or t.startswith("cl_graft.cli.")) and not m.startswith("cl_graft.cli")]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = []
+    for module, path in MODULES.items():
+        bound: dict[str, str] = {}                             # local name → cl_graft module it is bound to
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, target, name in GRAPH[module]:
+            if name is not None and name.startswith("_") and target != module:
+                bad.append(f"{path}:{line}: {module} imports {name} from {target}")
+            if name is None and target.startswith("cl_graft"):
+                bound[target.rsplit(".", 1)[-1]] = target
+        for node in ast.walk(tree):
+            private = isinstance(node, ast.Attribute) and node.attr[:1] == "_" and node.attr[:2] != "__"
+            if private and isinstance(node.value, ast.Name) and node.value.id in bound:
+                bad.append(f"{path}:{node.lineno}: {module} uses {bound[node.value.id]}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph ``edges`` (node → successors), or None."""
+    state: dict[str, int] = {}                                 # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for succ in sorted(edges.get(node, ())):
+            if state.get(succ) == 1:
+                return stack[stack.index(succ):] + [succ]
+            if succ not in state and (cycle := visit(succ)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    return next((c for node in sorted(edges) if node not in state and (c := visit(node))), None)
+
+
+def test_no_import_cycle_between_modules_or_rooms():
+    modules = {m: {t for _, t, _ in imports if t in MODULES and t != m} for m, imports in GRAPH.items()}
+    rooms: dict[str, set[str]] = {}
+    for m, targets in modules.items():
+        rooms.setdefault(_room_of(m)[1], set()).update(_room_of(t)[1] for t in targets)
+    for room, targets in rooms.items():
+        targets.discard(room)
+    for what, edges in (("modules", modules), ("rooms", rooms)):
+        cycle = _cycle(edges)
+        assert cycle is None, f"import cycle between {what}: " + " -> ".join(cycle)
+
+
+def test_only_the_avalanche_glue_imports_avalanche():
+    bad = [f"{MODULES[m]}:{line}: {m} imports {t}" for m, imports in GRAPH.items() for line, t, _ in imports
+           if t.split(".")[0] == "avalanche" and not m.startswith(AVALANCHE_GLUE)]
+    assert not bad, "\n".join(bad)
+
+
+def test_importing_the_packages_does_not_import_avalanche():
+    code = ("import sys, cl_graft, cl_graft.strategies, cl_graft.benchmarks; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'avalanche'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_walker_sees_lazy_relative_and_module_imports():
+    source = ("from .. import ops\nimport cl_graft.files\nfrom .evaluate import _length\n"
+              "def f():\n    from ..localize.experiment import localize_table\n")
+    assert _imports("cl_graft.training.finetune", source, is_package=False) == [
+        (1, "cl_graft.ops", None), (2, "cl_graft.files", None), (3, "cl_graft.training.evaluate", "_length"),
+        (5, "cl_graft.localize.experiment", "localize_table")]
+    assert _room_of("cl_graft.localize.experiment")[0] > _room_of("cl_graft.training.finetune")[0]
+    assert _room_of("cl_graft") == (5, "facade") and _room_of("cl_graft.strategies")[1] == "strategies"
+    assert _room_of("cl_graft.strategies.graft.plugin")[1] == "strategies.graft"
+    assert _room_of("cl_graft.benchmarks.experiments.region_sweep")[1] == "experiments"
