@@ -57,8 +57,18 @@ def test_notebook_holds_no_library_logic(name):
     for source in cells:
         for node in ast.walk(ast.parse(source)):
             assert not isinstance(node, DEFINITIONS), f"{name} defines logic: {ast.unparse(node)[:60]}"
-    assert all(not c.outputs for c in nbformat.read(NOTEBOOKS / name, as_version=4).cells
-               if c.cell_type == "code"), f"{name} is committed with outputs"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_committed_executed_without_machine_paths(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.outputs for c in code), f"{name}: a code cell is committed without its outputs"
+    text = (NOTEBOOKS / name).read_text(encoding="utf-8")
+    for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", str(NOTEBOOKS.parent)):
+        assert prefix not in text, f"{name}: committed output names the machine path {prefix!r}"
+    setup = code[0].source
+    assert "FIGURES" in setup and 'RESULTS / "figures"' not in setup, f"{name} would draw over the results' figures"
 
 
 def _execute(name: str) -> list[dict]:
