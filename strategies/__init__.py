@@ -18,9 +18,11 @@ _EXPORTS = {
     "run_strategy": "runner", "ExperienceData": "experience_data", "GraftTarget": "targets",
     "graft_target": "targets", "TaskRouter": "routing", "TaskIdentificationAccuracy": "metrics",
     "export_task": "export", "load_task_model": "export", "task_model": "export",
+    "RegionSize": "sizing", "SizedFinder": "sizing", "CapacityWarning": "sizing",
 }
 __all__ = [
     "MASK_VALUE",
+    "CapacityWarning",
     "ClipGrad",
     "ContinualConfig",
     "ElementFreeze",
@@ -32,6 +34,8 @@ __all__ = [
     "OwnerMap",
     "PackNetPlugin",
     "RegionFinder",
+    "RegionSize",
+    "SizedFinder",
     "StepLimit",
     "StrategyResult",
     "TaskAdapter",
