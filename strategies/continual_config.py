@@ -24,6 +24,8 @@ class ContinualConfig:
     recipe: FinetuneConfig = field(metadata={"help": "optimizer recipe; steps = optimizer steps per experience"})
     localize: LocalizeConfig = field(metadata={"help": "region finding after each experience (graft)"})
     method: str = field(default="graft", metadata={"help": "region method (cl_graft.regions.methods)"})
+    auto_size: bool = field(default=True, metadata={"help": "choose each task's region size on dev rows "
+                                                    "(cl_graft.strategies.sizing); False: localize.sparsity"})
     reconstruct: str = field(default="experience", metadata={"help": "experience, minibatch or all"})
     eval_batch: int = field(default=64, metadata={"help": "evaluation batch size"})
     ewc_lambda: float = field(default=1e4, metadata={"help": "EWC penalty weight (tune with --tune)"})
@@ -54,12 +56,13 @@ class ContinualConfig:
 def continual_setup(name: str, *, seed: int, steps: int | None = None, sparsity: float | None = None,
                     method: str | None = None, k: int | None = None) -> tuple[Preset, ContinualConfig]:
     """The named preset's data sizes (test cap and recipe of the comparison) and the comparison's settings,
-    with the seed and optional overrides applied (validated)."""
+    with the seed and optional overrides applied (validated). Region sizes are chosen per task
+    (``auto_size``) unless ``sparsity`` fixes them."""
     data = get_preset(name, seed=seed, k=k)
     sizes = data.continual
     steps = sizes.steps if steps is None else steps
     recipe = replace(data.finetune, steps=steps, batch_size=sizes.batch_size, eval_every=steps)
     localize = replace(sizes.localize, seed=seed, **({"sparsity": sparsity} if sparsity is not None else {}))
-    cfg = ContinualConfig(recipe=recipe, localize=localize, replay_mem=sizes.replay_mem,
+    cfg = ContinualConfig(recipe=recipe, localize=localize, replay_mem=sizes.replay_mem, auto_size=sparsity is None,
                           **({"method": method} if method is not None else {}))
     return replace(data, eval_cap=sizes.eval_cap, finetune=recipe), cfg

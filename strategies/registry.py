@@ -31,7 +31,7 @@ if TYPE_CHECKING:                                        # adapter.py imports Av
 
 FITS = ("stream", "joint", "separate")
 GRID_SIZE = 3
-SPARSITY_GRID = ({"localize.sparsity": 0.01}, {"localize.sparsity": 0.03}, {"localize.sparsity": 0.1})
+SPARSITY_GRID = tuple({"auto_size": False, "localize.sparsity": s} for s in (0.01, 0.03, 0.1))
 KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None})
 
 
@@ -106,9 +106,12 @@ def model_bytes(clf: TextClassifier) -> int:
 
 # ----- builders ------------------------------------------------------------------------------------
 def _finder(ctx: BuildContext):
+    """The region finder of ``graft``/``graft-paper``: sized per task (:mod:`.sizing`) unless a sparsity is fixed."""
     from .finders import LocalizeFinder
+    from .sizing import SizedFinder
 
-    return LocalizeFinder(ctx.cfg.method, ctx.cfg.localize, progress=ctx.progress)
+    finder = LocalizeFinder(ctx.cfg.method, ctx.cfg.localize, progress=ctx.progress)
+    return SizedFinder(finder) if ctx.cfg.auto_size else finder
 
 
 def _graft(ctx: BuildContext):
@@ -188,12 +191,16 @@ def owner_plugin(strategy):
 
 def _region_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
     """Regions + heads of the owner map (graft, packnet)."""
+    from .sizing import sizing_records
+
     plugin = owner_plugin(strategy)
     owners = plugin.owners
     sizes = [p.region.size for p in owners.patches]
     numel = sum(o.numel() for o in owners.owner.values())
     return owners.bytes()["total"], {"region_sizes": sizes, "graftable": numel,
                                      "region_density": [s / numel for s in sizes],
+                                     "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
+                                     "sizing": sizing_records(owners),
                                      "localize_seconds": plugin.localize_seconds}
 
 

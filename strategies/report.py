@@ -18,6 +18,7 @@ from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 from cl_graft.regions.io import atomic_write
 
 from .runner import StrategyResult
+from .sizing import size_line
 
 RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
 
@@ -50,6 +51,7 @@ def strategy_table(res: StrategyResult) -> str:
                   f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"]),
                   (f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "
                   f"task-aware {_pct(s['average']).strip()}; eval {agnostic['seconds']:.0f}s")]
+    lines += [size_line(r["task"], r) for r in res.info.get("sizing", [])]
     tuning = res.info.get("tuning")
     if tuning and "from" in tuning:
         lines.append(f"settings chosen on dev by {tuning['from']}: {tuning['chosen']}")

@@ -132,7 +132,7 @@ def test_replay_matched_is_sized_by_the_region_size_chosen_for_graft(env, tmp_pa
     src = tmp_path / "src"
     src.mkdir()
     (src / "results.json").write_text(json.dumps({"run": {"seed": 0}, "strategies": {"graft": {"info": {"tuning": {
-        "chosen": {"localize.sparsity": 0.1}}}}}}))
+        "chosen": {"auto_size": False, "localize.sparsity": 0.1}}}}}}))
     assert continual_setup("smoke", seed=0)[1].localize.sparsity != 0.1
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,replay-matched", "--settings-from", str(src),
                  "--out", str(tmp_path / "o"))

@@ -12,7 +12,8 @@ from .common import common_options, data_identity, data_source
 @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
               help=f"Comma-separated: {', '.join(STRATEGIES)}.")
 @click.option("--method", default=None, help="Region method of graft (default: graft = learned, Eq. 3).")
-@click.option("--sparsity", type=float, default=None, help="Per-task region budget, fraction of graftable params.")
+@click.option("--sparsity", type=float, default=None, help="Fixed per-task region budget, fraction of graftable params "
+              "(default: each task's size chosen on its dev rows: the smallest keeping 99% of its trained score).")
 @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
 @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
 @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
