@@ -324,7 +324,13 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         warnings.warn(message, CapacityWarning, stacklevel=2)
 
     def _check_budget(self, free: Region) -> None:
-        """Refuses a finder budget larger than the free elements (before anything trains)."""
+        """Refuses a finder budget larger than the free elements, or (automatic size) no free element at all,
+        before anything trains."""
+        if isinstance(self.finder, SizedFinder):
+            if free.size == 0:
+                raise UserError(f"no free graftable element is left for another task ({len(self.owners.tasks)} "
+                                f"tasks own them all); plan with RegionSize(expected_tasks=...)")
+            return
         cfg = getattr(self.finder, "config", None)
         if cfg is None:
             return
