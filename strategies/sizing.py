@@ -25,7 +25,8 @@ each task gets its own size, chosen on validation data after it trained:
 The search costs one finder run (what a fixed size costs) plus one validation pass per rung tried. Every task
 records what was chosen in its region's ``meta["sizing"]`` (saved with the skills):
 ``share`` (|γ| / N), ``kept`` (score / reference), ``met`` (kept ≥ target), ``free`` (free share left after the
-task; set by the plugin), the rungs tried, the validation split and rows, and the seconds spent.
+task; set by the plugin), the rungs tried, the validation split and rows, and the seconds spent (``search_seconds``
+choosing the size, ``seconds`` in all, the finder's run included).
 """
 from __future__ import annotations
 
@@ -197,6 +198,7 @@ class SizedFinder:
                 break
         if chosen is None:
             chosen = max(tried, key=lambda r: (r["score"], -r["elements"]))
+        search = time.perf_counter() - t0
         inner = replace(self.finder, config=replace(cfg, budget=chosen["elements"]))
         with torch.enable_grad():
             region = inner(pre, ft, data, names=names, candidates=candidates)
@@ -215,7 +217,7 @@ class SizedFinder:
             "rows": min(self.size.rows, _split_len(data, split)),
             "rungs": [{"share": r["share"], "kept": r["score"] / reference if reference > 0 else 1.0}
                       for r in tried],
-            "seconds": round(time.perf_counter() - t0, 3)}
+            "search_seconds": round(search, 3), "seconds": round(time.perf_counter() - t0, 3)}
         return region
 
 
