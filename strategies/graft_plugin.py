@@ -283,7 +283,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         t0 = time.perf_counter()
         with torch.enable_grad():
             region = finder(pre, root, data, names=owners.names, candidates=free)
-        self.localize_seconds.append(round(time.perf_counter() - t0, 1))
+        self.localize_seconds.append(round(time.perf_counter() - t0, 3))
         region = region.restrict(owners.names) & free
         for n, m in (free - region).masks.items():
             params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))

@@ -74,8 +74,12 @@ def split_digits(seed: int):
                         class_ids_from_zero_in_each_exp=True)
 
 
-def permuted_digits(n_tasks: int, seed: int):
-    """``n_tasks`` experiences, each all 10 digits under its own pixel permutation (seeded), task label i."""
+def permuted_digits(n_tasks: int, seed: int, *, multi_head: bool = False):
+    """``n_tasks`` experiences, each all 10 digits under its own pixel permutation (seeded), task label i.
+
+    Built with Avalanche's ``benchmark_from_datasets``; for a multi-head model with the deprecated
+    ``tensors_benchmark`` (the same tensors), because ``MultiHeadClassifier`` cannot index its active units with
+    the set that the new API's ``with_classes_timeline`` gives (an IndexError in Avalanche's head adaptation)."""
     from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline
     from avalanche.benchmarks.scenarios.task_aware import with_task_labels
     from avalanche.benchmarks.utils import DataAttribute, TaskAwareSupervisedClassificationDataset
@@ -90,6 +94,14 @@ def permuted_digits(n_tasks: int, seed: int):
             data_attributes=[DataAttribute(ys.tolist(), "targets"), TaskLabels(ConstantSequence(task, len(ys)))])
 
     rng = np.random.default_rng(seed)
+    if multi_head:
+        from avalanche.benchmarks.scenarios.deprecated.generators import tensors_benchmark
+
+        perms = [rng.permutation(64) for _ in range(n_tasks)]
+        return tensors_benchmark(
+            train_tensors=[(torch.tensor(xtr[:, p], dtype=torch.float32), torch.tensor(ytr)) for p in perms],
+            test_tensors=[(torch.tensor(xte[:, p], dtype=torch.float32), torch.tensor(yte)) for p in perms],
+            task_labels=list(range(n_tasks)))
     train, test = [], []
     for t in range(n_tasks):
         perm = rng.permutation(64)
@@ -106,7 +118,7 @@ def make_benchmark(name: str, seed: int):
         bm, head = split_digits(seed), "multi"
     else:
         _, n, head = name.split("-")
-        bm = permuted_digits(int(n), seed)
+        bm = permuted_digits(int(n), seed, multi_head=head == "multi")
     torch.manual_seed(seed)
     if head == "multi":
         return bm, MTSimpleMLP(input_size=64, hidden_size=HIDDEN)
