@@ -206,7 +206,7 @@ def test_split_is_the_same_on_resume_and_sizes_are_kept(bm, default_run):
 
 
 def _sizes(owners) -> list[dict]:
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in sizing_records(owners)]
+    return [{k: v for k, v in r.items() if k not in ("seconds", "search_seconds")} for r in sizing_records(owners)]
 
 
 def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
