@@ -26,9 +26,11 @@ _EXPORTS = {
     "recipe_optimizer": "plugins.recipe",
     "ContinualConfig": "comparison.config", "StrategyResult": "comparison.runner",
     "run_continual": "comparison.runner", "run_strategy": "comparison.runner",
+    "RegionSize": "graft.sizing", "SizedFinder": "graft.sizing", "CapacityWarning": "graft.sizing",
 }
 __all__ = [
     "MASK_VALUE",
+    "CapacityWarning",
     "ClipGrad",
     "ContinualConfig",
     "ElementFreeze",
@@ -41,6 +43,8 @@ __all__ = [
     "OwnerMap",
     "PackNetPlugin",
     "RegionFinder",
+    "RegionSize",
+    "SizedFinder",
     "StepLimit",
     "StrategyResult",
     "TaskAdapter",

@@ -40,7 +40,10 @@ def test_every_grid_has_the_same_budget_and_valid_settings():
 def test_apply_point_and_tune_pick_the_best_first_on_ties():
     data = continual_setup("smoke", seed=0)[0]
     graft = strategy_settings("graft", data, seed=0)
-    assert apply_point(graft, {"localize.sparsity": 0.1}).localize.sparsity == 0.1
+    assert graft.auto_size                                           # the default: sized per task on dev rows
+    fixed = apply_point(graft, {"localize.sparsity": 0.1})
+    assert fixed.localize.sparsity == 0.1 and not fixed.auto_size    # a given sparsity is a fixed size
+    assert strategy_settings("graft", data, seed=0, given={"localize.sparsity": 0.02}).auto_size is False
     ewc = strategy_settings("ewc", data, seed=0)
     assert apply_point(ewc, {"ewc_lambda": 5.0}).ewc_lambda == 5.0 and ewc.ewc_lambda == 1e4
     with pytest.raises(UserError, match="not a setting"):

@@ -62,12 +62,22 @@ class GraftSettings(RegionServing):
         "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True,
-        "options": {"sparsity": "Per-task region budget, a fraction of the graftable parameters."}})
+        "options": {"sparsity": "Fixed per-task region budget, a fraction of the graftable parameters (default: "
+                                "each task's size chosen on its dev rows: the smallest keeping 99% of its trained "
+                                "score)."}})
+    auto_size: bool = field(default=True, metadata={
+        "help": "Choose each task's region size on dev rows (cl_graft.strategies.graft.sizing); False: "
+                "localize.sparsity. A given localize.sparsity turns it off.", "option": False})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
+
+    @classmethod
+    def implied(cls, point: Mapping[str, Any]) -> dict[str, Any]:
+        """A fixed ``localize.sparsity`` (an option, a grid point) means a fixed size: ``auto_size`` off."""
+        return {"auto_size": False, **point} if "localize.sparsity" in point else dict(point)
 
     @classmethod
     def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:
@@ -199,9 +209,12 @@ def model_bytes(clf: TextClassifier) -> int:
 
 # ----- builders ------------------------------------------------------------------------------------
 def _finder(ctx: BuildContext):
+    """The region finder of ``graft``/``graft-paper``: sized per task (:mod:`.sizing`) unless a sparsity is fixed."""
     from ..graft.finders import LocalizeFinder
+    from ..graft.sizing import SizedFinder
 
-    return LocalizeFinder(ctx.settings.method, ctx.settings.localize, progress=ctx.progress)
+    finder = LocalizeFinder(ctx.settings.method, ctx.settings.localize, progress=ctx.progress)
+    return SizedFinder(finder) if ctx.settings.auto_size else finder
 
 
 def _graft(ctx: BuildContext):
@@ -285,12 +298,16 @@ def owner_plugin(strategy):
 
 def _region_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
     """Regions + heads of the owner map (graft, packnet)."""
+    from ..graft.sizing import sizing_records
+
     plugin = owner_plugin(strategy)
     owners = plugin.owners
     sizes = [p.region.size for p in owners.patches]
     numel = sum(o.numel() for o in owners.owner.values())
     return owners.bytes()["total"], {"region_sizes": sizes, "graftable": numel,
                                      "region_density": [s / numel for s in sizes],
+                                     "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
+                                     "sizing": sizing_records(owners),
                                      "localize_seconds": plugin.localize_seconds}
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 
+from ..graft.sizing import size_line
 from .runner import StrategyResult
 
 RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
@@ -49,6 +50,7 @@ def strategy_table(res: StrategyResult) -> str:
                   f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"]),
                   (f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "
                   f"task-aware {_pct(s['average']).strip()}; eval {agnostic['seconds']:.0f}s")]
+    lines += [size_line(r["task"], r) for r in res.info.get("sizing", [])]
     tuning = res.info.get("tuning")
     if tuning and "from" in tuning:
         lines.append(f"settings chosen on dev by {tuning['from']}: {tuning['chosen']}")

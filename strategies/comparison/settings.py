@@ -7,7 +7,7 @@ for an inner field a nested field lists in its ``metadata["options"]``, inner na
 inner field's own), grid points (:mod:`.tuning`) and the
 ``info["tuning"]["chosen"]`` of results files, so one option name means one setting across the registry.
 A field whose default the preset sizes says so with ``metadata["preset"]`` and the class overrides
-:meth:`Settings.from_preset`.
+:meth:`Settings.from_preset`; a field with ``metadata["option"] = False`` gets no command-line option.
 """
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ class Settings:
     def from_preset(cls, preset: Preset, *, seed: int) -> Self:
         """The settings a run of ``preset`` with ``seed`` starts from (here: the class defaults)."""
         return cls()
+
+    @classmethod
+    def implied(cls, point: Mapping[str, Any]) -> dict[str, Any]:
+        """``point`` with the settings its keys imply (here: none; a class where one setting turns another off
+        says so here, so options, grid points and saved choices all mean the same)."""
+        return dict(point)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -76,6 +82,8 @@ def setting_options(cls: type[Settings]) -> list[SettingOption]:
     hints = typing.get_type_hints(cls)
     out = []
     for fld in dataclasses.fields(cls):
+        if fld.metadata.get("option") is False:
+            continue
         kind = _plain(hints[fld.name])
         preset = bool(fld.metadata.get("preset"))
         if dataclasses.is_dataclass(kind):
@@ -106,7 +114,7 @@ def apply_point(settings: Settings, point: Mapping[str, Any]) -> Settings:
     Raises:
         UserError: a key that is not a setting of the class.
     """
-    for key, value in point.items():
+    for key, value in type(settings).implied(point).items():
         if not has_setting(settings, key):
             raise UserError(f"setting {key!r} is not a setting of {type(settings).__name__}")
         outer, _, inner = key.partition(".")

@@ -49,8 +49,11 @@ masked gradients; :class:`~.strategy.GraftStrategy` does, and routes batches in 
 """
 from __future__ import annotations
 
+import logging
 import time
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -60,6 +63,7 @@ from torch import Tensor
 from cl_graft import distributed
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import patch_, restore_
+from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.problem import resolve_budget
 from cl_graft.regions.region import Region
@@ -70,11 +74,13 @@ from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
+from .sizing import CapacityWarning, RegionSize, SizedFinder, full_message, size_line
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
 from .task_features import FeatureAccumulator, HeadInputs, head_module
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
+log = logging.getLogger(__name__)
 
 
 class GraftPlugin(SupervisedPlugin, supports_distributed=True):
@@ -82,7 +88,13 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
 
     Args:
         mode: ``"stream"`` or ``"paper"`` (see the module docstring).
-        finder: region finder of the stream mode (default: :class:`LocalizeFinder` with method ``graft``).
+        size: how big each task's region is. Default (None without a ``finder``): chosen per task
+            (:class:`~.sizing.RegionSize` defaults: the smallest of 0.1% … 20% of the graftable elements whose
+            grafted model keeps 99% of the trained model's validation score; one setting for pre-trained and
+            from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize` sets those rules; a float is
+            a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
+        finder: region finder of the stream mode (default: :class:`LocalizeFinder` with method ``graft``); given
+            without ``size``, its own fixed budget is used (no size search).
         regions: task name → region, required in paper mode.
         reconstruct: ``"experience"``, ``"minibatch"`` or ``"all"``.
         valid_stream: held-out experiences for region selection (Avalanche's ``benchmark.valid_stream``),
@@ -104,7 +116,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
-                 task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True) -> None:
+                 task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
+                 size: RegionSize | float | None = None) -> None:
         super().__init__()
         if mode not in MODES:
             raise UserError(f"mode must be one of {MODES}, got {mode!r}")
@@ -115,11 +128,12 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.mode, self.reconstruct, self.guard = mode, reconstruct, guard
         self.graftable, self.heads = graftable, heads
         self.task_inference = task_inference
-        self.finder: RegionFinder = finder or LocalizeFinder()
+        self.finder: RegionFinder = _sized(finder, size)
         self.regions = dict(regions or {})
         self.valid = {int(e.task_labels[0]): e.dataset for e in (valid_stream or []) if len(e.task_labels) == 1}
         self.owners = owners
         self.localize_seconds: list[float] = []
+        self._split: tuple | None = None                  # (training rows, held-out rows) of this experience
         self.task_id: dict[int, list[int]] = {}
         self._freeze: ElementFreeze | None = None
         self._target: GraftTarget | None = None
@@ -159,6 +173,22 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         else:
             self._check_budget(self.owners.free())
 
+    def after_train_dataset_adaptation(self, strategy, **kwargs) -> None:
+        """With an automatic region size and no ``valid_stream`` experience for the task, holds out
+        :meth:`~.sizing.RegionSize.split` of the experience's training examples: the strategy trains on the rest
+        (``strategy.adapted_dataset`` becomes its subset) and the size is chosen on the held-out rows."""
+        self._split = None
+        if self.mode != "stream" or not isinstance(self.finder, SizedFinder):
+            return
+        label, _ = self._task(self.target(strategy), strategy.experience)
+        dataset = strategy.experience.dataset
+        if label in self.valid:
+            self._split = (dataset, self.valid[label])
+            return
+        train, held = self.finder.size.split(len(dataset), seed=self.finder.config.seed, label=label)
+        strategy.adapted_dataset = strategy.adapted_dataset.subset(train)
+        self._split = (dataset.subset(train), dataset.subset(held))
+
     def before_training_exp(self, strategy, **kwargs) -> None:
         target = self.target(strategy)
         params = dict(target.root.named_parameters())
@@ -192,8 +222,11 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.mode == "paper":
             region = free & self._paper_region(task)
         else:
-            region = self._localize(target, free, self._data(strategy, target, label, task))
+            region = self._localize(target, free, self._data(strategy, target, label, task),
+                                    self._finder(strategy, free))
+            self._record_size(target, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
+        self._split = None
         distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
         self._fit_features(strategy, target, label, task)
         strategy.model.zero_grad(set_to_none=True)
@@ -230,17 +263,16 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             owners.features[task] = acc.finish()
 
     def _data(self, strategy, target: GraftTarget, label: int, task: str) -> RegionData:
-        """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches."""
-        held_out = self.valid.get(label)
+        """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches; with an
+        automatic size and no ``valid_stream``, the rows it trained on and the rows it held out."""
+        dataset, held_out = self._split or (strategy.experience.dataset, self.valid.get(label))
         if target.task_names is not None:
-            dataset = strategy.experience.dataset
             dev = [held_out[i] for i in range(len(held_out))] if held_out is not None else []
             return TextRegionData([dataset[i] for i in range(len(dataset))], dev, task=task)
-        return ExperienceData(strategy.experience.dataset, criterion=strategy._criterion, held_out=held_out,
-                              task=task)
+        return ExperienceData(dataset, criterion=strategy._criterion, held_out=held_out, task=task)
 
     @torch.no_grad()
-    def _localize(self, target: GraftTarget, free: Region, data: RegionData) -> Region:
+    def _localize(self, target: GraftTarget, free: Region, data: RegionData, finder: RegionFinder) -> Region:
         """Finds γ_t among the free elements, then resets the other free elements to θ_pre (in place)."""
         root, owners = target.root, self.owners
         was_training = target.model.training
@@ -251,16 +283,55 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             pre_params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
         t0 = time.perf_counter()
         with torch.enable_grad():
-            region = self.finder(pre, root, data, names=owners.names, candidates=free)
-        self.localize_seconds.append(round(time.perf_counter() - t0, 1))
+            region = finder(pre, root, data, names=owners.names, candidates=free)
+        self.localize_seconds.append(round(time.perf_counter() - t0, 3))
         region = region.restrict(owners.names) & free
         for n, m in (free - region).masks.items():
             params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))
         target.model.train(was_training)
         return region
 
+    def _finder(self, strategy, free: Region) -> RegionFinder:
+        """The finder of this experience: an automatic size gets its cap, this task's share of the free elements
+        (:meth:`~.sizing.RegionSize.cap`, planning for ``expected_tasks`` or else the length of the stream the
+        experience comes from, Avalanche's ``origin_stream``)."""
+        finder = self.finder
+        if not isinstance(finder, SizedFinder):
+            return finder
+        size, done = finder.size, len(self.owners.tasks)
+        if size.expected_tasks is None:
+            stream = getattr(strategy.experience, "origin_stream", None)
+            length = len(stream) if stream is not None else 0
+            size = replace(size, expected_tasks=max(length, done + 1))
+        return replace(finder, max_elements=size.cap(free.size, done))
+
+    @torch.no_grad()
+    def _record_size(self, target: GraftTarget, task: str, free: Region, region: Region) -> None:
+        """Adds the free share left to the region's size record, logs one line, and warns (or, with
+        ``on_full="error"``, puts the task's region back to θ_pre and raises) when the size missed its target."""
+        numel = free.numel
+        record = region.meta.setdefault("sizing", {"share": region.size / numel})
+        record["free"] = (free.size - region.size) / numel
+        log.info(size_line(task, record))
+        if record.get("met", True):
+            return
+        message = full_message(task, record)
+        if self.finder.size.on_full == "error":
+            params = dict(target.root.named_parameters())
+            for n, m in region.masks.items():
+                params[n].copy_(torch.where(m.to(params[n].device), self.owners.pre[n].to(params[n].device),
+                                            params[n]))
+            raise UserError(message + "; give expected_tasks=, a larger ladder or a smaller target")
+        warnings.warn(message, CapacityWarning, stacklevel=2)
+
     def _check_budget(self, free: Region) -> None:
-        """Refuses a finder budget larger than the free elements (before anything trains)."""
+        """Refuses a finder budget larger than the free elements, or (automatic size) no free element at all,
+        before anything trains."""
+        if isinstance(self.finder, SizedFinder):
+            if free.size == 0:
+                raise UserError(f"no free graftable element is left for another task ({len(self.owners.tasks)} "
+                                f"tasks own them all); plan with RegionSize(expected_tasks=...)")
+            return
         cfg = getattr(self.finder, "config", None)
         if cfg is None:
             return
@@ -346,3 +417,16 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if len(labels) != 1:
             raise UserError(f"grafting trains one task per experience, this one has task labels {labels}")
         return int(labels[0]), target.task(int(labels[0]))
+
+
+def _sized(finder: RegionFinder | None, size: RegionSize | float | None) -> RegionFinder:
+    """The plugin's finder from its ``finder`` and ``size`` arguments (see :class:`GraftPlugin`)."""
+    if isinstance(size, RegionSize):
+        return SizedFinder(finder or LocalizeFinder(), size)
+    if size is None:
+        return finder if finder is not None else SizedFinder()
+    if finder is not None:
+        raise UserError("give a fixed size either as size= or in the finder's LocalizeConfig, not both")
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= 1:
+        raise UserError(f"size must be a RegionSize, a share in (0, 1] or None, got {size!r}")
+    return LocalizeFinder(config=LocalizeConfig(sparsity=float(size)))

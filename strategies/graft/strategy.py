@@ -24,6 +24,7 @@ from cl_graft.regions.region import Region
 from .finders import RegionFinder
 from .owner_map import OwnerMap
 from .plugin import GraftPlugin
+from .sizing import RegionSize
 from .targets import Graftable, HeadNames
 
 
@@ -39,6 +40,9 @@ class GraftStrategy(SupervisedTemplate):
         train_mb_size, train_epochs, eval_mb_size, device, evaluator, eval_every: as for Avalanche's
             ``SupervisedTemplate``.
         plugins: user plugins; they run after the graft plugin (so they see masked gradients).
+        size: each task's region size; default: chosen per task as the smallest region that keeps 99% of the
+            trained model's validation score (``valid_stream`` when given, else 10% of the experience's training
+            examples held out), see :class:`~.sizing.RegionSize`; a float = a fixed share.
         mode, finder, regions, reconstruct, valid_stream, graftable, heads, task_inference, owners, guard: see
             :class:`~.plugin.GraftPlugin`.
         **base_kwargs: passed to ``SupervisedTemplate``.
@@ -56,10 +60,10 @@ class GraftStrategy(SupervisedTemplate):
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
-                 **base_kwargs) -> None:
+                 size: RegionSize | float | None = None, **base_kwargs) -> None:
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  valid_stream=valid_stream, graftable=graftable, heads=heads,
-                                 task_inference=task_inference, owners=owners, guard=guard)
+                                 task_inference=task_inference, owners=owners, guard=guard, size=size)
         super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
                          train_mb_size=train_mb_size,
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,

@@ -1,0 +1,365 @@
+"""GraftStrategy's automatic region size against fixed sizes and Avalanche's baselines, in plain Avalanche runs.
+
+Every strategy gets the same model (seeded), optimizer (SGD lr 0.05, momentum 0.9), batch size 32 and epochs per
+experience; only the strategy line differs, and every strategy runs at its defaults: ``GraftStrategy`` with no
+size argument (the automatic size of :mod:`cl_graft.strategies.graft.sizing`), ``GraftStrategy(size=s)`` for fixed
+shares s, and Avalanche's ``Naive``, ``EWC``, ``LwF``, ``SynapticIntelligence``, ``Replay``, ``GEM`` and ``AGEM``
+(Avalanche's defaults; where Avalanche has none: EWC λ = 100, LwF α = 1 and T = 2, SI λ = 1, GEM/A-GEM 32
+patterns per experience, the values of ``avalanche_digits``). Benchmarks, all from sklearn's digits (1797 8×8
+images, 70/30 stratified split; offline):
+
+- ``split-digits``: Avalanche's ``nc_benchmark``, 5 experiences × 2 classes with task labels, ``MTSimpleMLP``;
+- ``permuted-N-single`` / ``permuted-N-multi``: N tasks, each all 10 classes under a fixed pixel permutation
+  (seeded), task labels given; a from-scratch single-head ``nn.Sequential`` MLP (64-256-10; every layer
+  graftable) or ``MTSimpleMLP`` (one head per task).
+
+After experience i the seen tasks 0..i are evaluated (the accuracy matrix; ``--final-only`` evaluates once at
+the end, for long capacity runs). Per run: the matrix, final average accuracy and forgetting
+(:mod:`cl_graft.continual_metrics`), training and evaluation wall time, the seconds the graft plugin spent
+choosing and finding regions, and for grafting the share of graftable elements owned after each task and each
+task's size record. Results: ``runs.jsonl`` (one line per run, appended as runs finish: an interrupted
+invocation keeps what ran, and ``--resume`` skips runs already there), ``region_size.json`` and
+``region_size.md`` (tables: mean ± sample sd over seeds, paired 95% t-intervals of default graft minus every
+other strategy, wall times) and ``capacity.png``, each with its run record.
+
+Run (2 CPU threads are enough; one thread per process)::
+
+    nice -n 10 python -m cl_graft.benchmarks.experiments.region_size --out benchmarks/results/region_size
+"""
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from torch.utils.data import TensorDataset
+
+from cl_graft.provenance import finish_record, run_record
+from cl_graft.strategies.comparison.metrics import summarize
+
+FIXED = {"graft-0.1%": 0.001, "graft-1%": 0.01, "graft-5%": 0.05, "graft-10%": 0.1}
+STRATEGIES = ("graft", *FIXED, "naive", "ewc", "lwf", "si", "replay", "gem", "agem")
+BENCHMARKS = ("split-digits", "permuted-20-single", "permuted-20-multi")
+EPOCHS, MB, LR, HIDDEN = 20, 32, 0.05, 256
+RUNS = "runs.jsonl"
+
+
+# ----- data and models --------------------------------------------------------------------------------
+def _digits():
+    x, y = load_digits(return_X_y=True)
+    return train_test_split(x / 16.0, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def split_digits(seed: int):
+    """5 experiences × 2 classes with task labels 0..4 (class order by ``seed``), class ids 0, 1 in every task:
+    each head of ``MTSimpleMLP`` has 2 units. (With Avalanche's default global class ids its ``MultiHeadClassifier``
+    pads a head's output with zeros up to the largest class id seen, so a task whose real logits are all negative
+    loses rows to a padded 0 once later tasks add classes: accuracy changes with no parameter changing.)"""
+    from avalanche.benchmarks import nc_benchmark
+
+    xtr, xte, ytr, yte = _digits()
+
+    def dataset(xs, ys):
+        ds = TensorDataset(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys))
+        ds.targets = ys.tolist()
+        return ds
+
+    return nc_benchmark(dataset(xtr, ytr), dataset(xte, yte), n_experiences=5, task_labels=True, seed=seed,
+                        class_ids_from_zero_in_each_exp=True)
+
+
+def permuted_digits(n_tasks: int, seed: int, *, multi_head: bool = False):
+    """``n_tasks`` experiences, each all 10 digits under its own pixel permutation (seeded), task label i.
+
+    Built with Avalanche's ``benchmark_from_datasets``; for a multi-head model with the deprecated
+    ``tensors_benchmark`` (the same tensors), because ``MultiHeadClassifier`` cannot index its active units with
+    the set that the new API's ``with_classes_timeline`` gives (an IndexError in Avalanche's head adaptation)."""
+    from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline
+    from avalanche.benchmarks.scenarios.task_aware import with_task_labels
+    from avalanche.benchmarks.utils import DataAttribute, TaskAwareSupervisedClassificationDataset
+    from avalanche.benchmarks.utils.data_attribute import TaskLabels
+    from avalanche.benchmarks.utils.flat_data import ConstantSequence
+
+    xtr, xte, ytr, yte = _digits()
+
+    def dataset(xs, ys, task):
+        return TaskAwareSupervisedClassificationDataset(
+            [TensorDataset(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys))],
+            data_attributes=[DataAttribute(ys.tolist(), "targets"), TaskLabels(ConstantSequence(task, len(ys)))])
+
+    rng = np.random.default_rng(seed)
+    if multi_head:
+        from avalanche.benchmarks.scenarios.deprecated.generators import tensors_benchmark
+
+        perms = [rng.permutation(64) for _ in range(n_tasks)]
+        return tensors_benchmark(
+            train_tensors=[(torch.tensor(xtr[:, p], dtype=torch.float32), torch.tensor(ytr)) for p in perms],
+            test_tensors=[(torch.tensor(xte[:, p], dtype=torch.float32), torch.tensor(yte)) for p in perms],
+            task_labels=list(range(n_tasks)))
+    train, test = [], []
+    for t in range(n_tasks):
+        perm = rng.permutation(64)
+        train.append(dataset(xtr[:, perm], ytr, t))
+        test.append(dataset(xte[:, perm], yte, t))
+    return with_classes_timeline(with_task_labels(benchmark_from_datasets(train=train, test=test)))
+
+
+def make_benchmark(name: str, seed: int):
+    """The benchmark and its model (seeded by ``seed``)."""
+    from avalanche.models import MTSimpleMLP
+
+    if name == "split-digits":
+        bm, head = split_digits(seed), "multi"
+    else:
+        _, n, head = name.split("-")
+        bm = permuted_digits(int(n), seed, multi_head=head == "multi")
+    torch.manual_seed(seed)
+    if head == "multi":
+        return bm, MTSimpleMLP(input_size=64, hidden_size=HIDDEN)
+    return bm, torch.nn.Sequential(torch.nn.Linear(64, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 10))
+
+
+def make_strategy(name: str, model, evaluator, epochs: int = EPOCHS):
+    """The one line that differs between runs."""
+    import avalanche.training as av
+
+    from cl_graft.strategies import GraftStrategy
+
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    common = {"model": model, "optimizer": opt, "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": MB,
+              "train_epochs": epochs, "eval_mb_size": 256, "evaluator": evaluator}
+    if name == "graft":
+        return GraftStrategy(**common)
+    if name in FIXED:
+        return GraftStrategy(**common, size=FIXED[name])
+    return {"naive": lambda: av.Naive(**common),
+            "ewc": lambda: av.EWC(**common, ewc_lambda=100.0),
+            "lwf": lambda: av.LwF(**common, alpha=1.0, temperature=2.0),
+            "si": lambda: av.SynapticIntelligence(**common, si_lambda=1.0),
+            "replay": lambda: av.Replay(**common),
+            "gem": lambda: av.GEM(**common, patterns_per_exp=32),
+            "agem": lambda: av.AGEM(**common, patterns_per_exp=32)}[name]()
+
+
+# ----- one run ----------------------------------------------------------------------------------------
+def run_one(benchmark: str, name: str, seed: int, *, epochs: int = EPOCHS, final_only: bool = False) -> dict:
+    """One strategy on one benchmark and seed."""
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from cl_graft.strategies.graft.sizing import sizing_records
+
+    bm, model = make_benchmark(benchmark, seed)
+    n = len(bm.train_stream)
+    strategy = make_strategy(name, model, EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]), epochs)
+    matrix = np.full((n, n), np.nan)
+    train_s = eval_s = 0.0
+    for i, exp in enumerate(bm.train_stream):
+        torch.manual_seed(1000 * seed + i)
+        t0 = time.perf_counter()
+        strategy.train(exp)
+        train_s += time.perf_counter() - t0
+        if final_only and i < n - 1:
+            continue
+        t0 = time.perf_counter()
+        metrics = strategy.eval(bm.test_stream[:i + 1])
+        eval_s += time.perf_counter() - t0
+        for j in range(i + 1):
+            matrix[i, j] = metrics[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]
+    out = {"benchmark": benchmark, "strategy": name, "seed": seed, "tasks": n, "epochs": epochs,
+           "final_only": final_only,
+           "train_seconds": round(train_s, 2), "eval_seconds": round(eval_s, 2), "final": matrix[-1].tolist()}
+    if not final_only:
+        out.update(matrix=matrix.tolist(), **{k: summarize(matrix)[k] for k in ("average", "forgetting")})
+    else:
+        out["average"] = float(np.mean(matrix[-1]))
+    graft = getattr(strategy, "graft", None)
+    if graft is not None:
+        records = sizing_records(graft.owners)
+        numel = sum(o.numel() for o in graft.owners.owner.values())
+        out["graftable"] = numel
+        out["localize_seconds"] = round(sum(graft.localize_seconds), 3)
+        out["search_seconds"] = round(sum(r.get("search_seconds", 0.0) for r in records), 3)
+        out["owned"] = np.cumsum([r["share"] for r in records]).tolist()
+        out["sizes"] = [{k: r.get(k) for k in ("task", "share", "kept", "met", "free", "cap_share")} for r in records]
+        out["below_target"] = [r["task"] for r in records if r.get("met") is False]
+    return out
+
+
+# ----- report -----------------------------------------------------------------------------------------
+def _t95(df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, df))
+
+
+def _ms(values) -> str:
+    v = 100 * np.asarray(values, dtype=float)
+    return f"{v.mean():.1f} ± {v.std(ddof=1):.1f}" if len(v) > 1 else f"{v.mean():.1f}"
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, float, int] | None:
+    """Mean of ``a − b`` over shared seeds and its 95% t-interval (in points), or None below 2 seeds."""
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+        return None
+    d = 100 * np.array([a[s] - b[s] for s in seeds])
+    half = _t95(len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half), len(d)
+
+
+def summary(runs: list[dict]) -> dict:
+    """Per benchmark and strategy: mean/sd accuracy and forgetting, times, search share; paired intervals."""
+    out: dict = {}
+    for bench in dict.fromkeys(r["benchmark"] for r in runs):
+        rows = [r for r in runs if r["benchmark"] == bench]
+        table = {}
+        for name in dict.fromkeys(r["strategy"] for r in rows):
+            rs = [r for r in rows if r["strategy"] == name]
+            entry = {"seeds": [r["seed"] for r in rs], "average": [r["average"] for r in rs],
+                     "forgetting": [r.get("forgetting") for r in rs],
+                     "train_seconds": float(np.mean([r["train_seconds"] for r in rs])),
+                     "eval_seconds": float(np.mean([r["eval_seconds"] for r in rs]))}
+            if "localize_seconds" in rs[0]:
+                entry["region_share"] = float(np.mean([r["localize_seconds"] / r["train_seconds"] for r in rs]))
+                entry["search_share"] = float(np.mean([r["search_seconds"] / r["train_seconds"] for r in rs]))
+                entry["owned"] = float(np.mean([r["owned"][-1] for r in rs]))
+                entry["below_target"] = sum(len(r["below_target"]) for r in rs)
+                entry["mean_size"] = float(np.mean([np.mean([s["share"] for s in r["sizes"]]) for r in rs]))
+            table[name] = entry
+        by = {name: {r["seed"]: r["average"] for r in rows if r["strategy"] == name} for name in table}
+        diffs = {name: paired(by["graft"], by[name]) for name in table if name != "graft" and "graft" in by}
+        out[bench] = {"strategies": table, "graft_minus": diffs}
+    return out
+
+
+def render(runs: list[dict], summ: dict, record: dict) -> str:
+    lines = ["# Automatic region size vs fixed sizes and Avalanche's baselines", "",
+             f"Command: `{record['command_line']}` (git {record['git_revision']}; {record['device_name']}, "
+             "2 shared CPU cores, one thread: wall times are noisy). Made by "
+             "`benchmarks/experiments/region_size.py`; data: `runs.jsonl`, `region_size.json`; figure: "
+             "`capacity.png`. Setting: see the script's docstring (same model, SGD lr 0.05 momentum 0.9, batch 32, "
+             f"{EPOCHS} epochs per experience for every strategy; accuracy = final average over tasks, task-aware; "
+             "forgetting from the matrix of seen tasks). Mean ± sample sd over seeds, in %; Δ = default graft "
+             "minus the strategy, paired over seeds, with its 95% t-interval (\"ahead\" only where it excludes 0). "
+             "Size search = seconds spent choosing the size (the ladder) / training seconds (training includes "
+             "region finding); regions in all = seconds the graft plugin spent choosing the size and finding the "
+             "region / training seconds. Epochs per experience: " + ", ".join(
+                 f"{b} {next(r['epochs'] for r in runs if r['benchmark'] == b)}" for b in summ) + ".", ""]
+    for bench, s in summ.items():
+        n_tasks = next(r["tasks"] for r in runs if r["benchmark"] == bench)
+        lines += [f"## {bench} ({n_tasks} tasks)", "",
+                  "| strategy | seeds | accuracy | forgetting | Δ graft − it [95% CI] | train s | eval s | "
+                  "size search | regions in all | mean region | owned at end | tasks below target |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for name, e in s["strategies"].items():
+            d = s["graft_minus"].get(name)
+            ci = "" if d is None else f"{d[0]:+.1f} [{d[1]:+.1f}, {d[2]:+.1f}]"
+            forget = [f for f in e["forgetting"] if f is not None]
+            extra = ("| | | | | |" if "owned" not in e else
+                     f"| {100 * e['search_share']:.1f}% | {100 * e['region_share']:.1f}% | {100 * e['mean_size']:.2f}% "
+                     f"| {100 * e['owned']:.1f}% | {e['below_target']} |")
+            lines.append(f"| {name} | {len(e['seeds'])} | {_ms(e['average'])} | "
+                         f"{_ms(forget) if forget else '-'} | {ci} | {e['train_seconds']:.1f} | "
+                         f"{e['eval_seconds']:.1f} {extra}")
+        sizes = [r for r in runs if r["benchmark"] == bench and r["strategy"] == "graft"]
+        if sizes:
+            r = sizes[0]
+            lines += ["", f"Default graft, seed {r['seed']}: size chosen per task (% of graftable elements): "
+                      + ", ".join(f"{100 * s['share']:.2g}" for s in r["sizes"]) + "; share kept on validation: "
+                      + ", ".join(f"{100 * s['kept']:.0f}" for s in r["sizes"] if s.get("kept") is not None), ""]
+    return "\n".join(lines) + "\n"
+
+
+def plot_capacity(runs: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    benches = list(dict.fromkeys(r["benchmark"] for r in runs if "owned" in r))
+    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.4), squeeze=False)
+    for ax, bench in zip(axes[0], benches):
+        for name in dict.fromkeys(r["strategy"] for r in runs if r["benchmark"] == bench and "owned" in r):
+            owned = np.array([r["owned"] for r in runs if r["benchmark"] == bench and r["strategy"] == name])
+            ax.plot(np.arange(1, owned.shape[1] + 1), 100 * owned.mean(0), marker="." if name == "graft" else None,
+                    lw=2.2 if name == "graft" else 1.0, label="graft (default)" if name == "graft" else name)
+        ax.set_title(bench)
+        ax.set_xlabel("after task")
+        ax.set_ylabel("% of graftable elements owned")
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _read_runs(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def write_report(out: Path, record: dict) -> None:
+    every = _read_runs(out / RUNS)
+    runs = [r for r in every if "error" not in r]
+    failed = [r for r in every if "error" in r]
+    summ = summary(runs)
+    record = finish_record(record)
+    (out / "region_size.json").write_text(json.dumps({"run": record, "summary": summ, "failed": failed},
+                                                     indent=1) + "\n")
+    text = render(runs, summ, record)
+    if failed:
+        text += "\nRuns that failed (recorded in runs.jsonl):\n\n" + "\n".join(
+            f"- {r['benchmark']} {r['strategy']} seed {r['seed']}: {r['error']}" for r in failed) + "\n"
+    (out / "region_size.md").write_text(text)
+    plot_capacity(runs, out / "capacity.png")
+
+
+@click.command()
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for runs.jsonl, region_size.json/.md and capacity.png (made if missing).")
+@click.option("--benchmarks", default=",".join(BENCHMARKS), show_default=True,
+              help="Comma-separated: split-digits, permuted-N-single, permuted-N-multi (N tasks).")
+@click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
+@click.option("--seeds", default="0,1,2", show_default=True)
+@click.option("--epochs", type=int, default=EPOCHS, show_default=True, help="Epochs per experience, every strategy.")
+@click.option("--final-only", is_flag=True, help="Evaluate only after the last experience (long streams).")
+@click.option("--resume", is_flag=True, help="Keep runs.jsonl in --out and skip the runs it holds.")
+@click.option("--report-only", is_flag=True, help="Only rewrite the tables and figure from runs.jsonl.")
+def main(out: Path, benchmarks: str, strategies: str, seeds: str, epochs: int, final_only: bool, resume: bool,
+         report_only: bool) -> None:
+    """Default GraftStrategy vs fixed region sizes vs Avalanche's baselines (see the module docstring)."""
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    record = run_record(device="cpu")
+    runs_file = out / RUNS
+    if not report_only:
+        if runs_file.exists() and not resume:
+            raise click.UsageError(f"{runs_file} exists: pass --resume to add to it or use a new --out")
+        out.mkdir(parents=True, exist_ok=True)
+        done = {(r["benchmark"], r["strategy"], r["seed"]) for r in _read_runs(runs_file)}
+        for bench in benchmarks.split(","):
+            for name in strategies.split(","):
+                for seed in (int(s) for s in seeds.split(",")):
+                    if (bench, name, seed) in done:
+                        continue
+                    try:
+                        row = run_one(bench, name, seed, epochs=epochs, final_only=final_only)
+                    except Exception as e:                           # noqa: BLE001 — recorded, e.g. a baseline
+                        row = {"benchmark": bench, "strategy": name, "seed": seed, "error": f"{type(e).__name__}: "
+                               f"{e}"[:300]}
+                    with runs_file.open("a") as f:
+                        f.write(json.dumps(row) + "\n")
+                    click.echo(f"{bench} {name} seed {seed}: " + (row.get("error") or
+                               f"accuracy {100 * row['average']:.1f} train {row['train_seconds']:.0f}s"), err=True)
+    write_report(out, record)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Automatic per-task region size: the smallest region that keeps a declared share of the trained model's score.
+
+Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600) fix one sparsity for every task. A good size
+depends on the model and the task: about 0.1% of a pre-trained text encoder holds a task's skill, while a model
+trained from its random initialisation (θ_pre = the initialisation) needs a few percent, and a fixed size that
+is too small loses accuracy while one that is too large runs out of free elements on a long stream. So by default
+each task gets its own size, chosen on validation data after it trained:
+
+1. **Reference.** The trained model's (θ_ft's) score on the validation rows (accuracy): ``valid_stream`` when
+   given, else a held-out split of the experience's own training examples that :class:`~.graft_plugin.GraftPlugin`
+   keeps out of training (:meth:`RegionSize.split`; seeded by the finder's seed and the task label, so the same
+   rows on resume). Test rows are never read.
+2. **Ladder.** Rungs of :attr:`RegionSize.ladder` (shares of all graftable elements N; by default 0.1% … 20%,
+   about ×2 apart), each capped by this task's share of the free elements (:meth:`RegionSize.cap`: the free
+   elements split evenly over the tasks still to come, the stream's length known from Avalanche's
+   ``origin_stream`` unless ``expected_tasks`` says otherwise; a task that needs less leaves more for later). Smallest first, the rung's
+   region is the learned finder's starting region at that budget (γ_base = top-k |Δ| among the free elements,
+   :mod:`cl_graft.regions.learned`) grafted onto θ_pre; a rung costs one pass over the validation rows. The first
+   rung that keeps ``target`` · reference is chosen; if none does, the rung that keeps the most (the smallest of
+   equals), and the plugin warns (``on_full="warn"``) or stops (``on_full="error"``).
+3. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen budget,
+   from that same starting region; its region is kept unless it scores lower on the validation rows than the
+   rung's own, which is then kept instead.
+
+The search costs one finder run (what a fixed size costs) plus one validation pass per rung tried. Every task
+records what was chosen in its region's ``meta["sizing"]`` (saved with the skills):
+``share`` (|γ| / N), ``kept`` (score / reference), ``met`` (kept ≥ target), ``free`` (free share left after the
+task; set by the plugin), the rungs tried, the validation split and rows, and the seconds spent (``search_seconds``
+choosing the size, ``seconds`` in all, the finder's run included).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from cl_graft.errors import UserError
+from cl_graft.regions.data import RegionData
+from cl_graft.regions.problem import Problem, budget_for
+from cl_graft.regions.region import Region
+from cl_graft.training.models import clone_model
+
+LADDER = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+ON_FULL = ("warn", "error")
+
+
+class CapacityWarning(UserWarning):
+    """A task's region could not keep its target share inside the elements it may take."""
+
+
+@dataclass(frozen=True)
+class RegionSize:
+    """How each task's region size is chosen (see the module docstring).
+
+    Attributes:
+        target: share of the trained model's validation score the grafted model must keep (default 0.99:
+            nearly everything the task learned, as grafting promises).
+        ladder: region sizes tried, as shares of all graftable elements, smallest first. The default spans
+            0.1% (enough for a pre-trained encoder) to 20% (a small model trained from scratch); the top rung
+            bounds how much one task may take.
+        on_full: ``"warn"`` (a :class:`CapacityWarning` naming the task, the share it kept and the free share;
+            the task keeps the best region it can have) or ``"error"`` (a :class:`~cl_graft.errors.UserError`,
+            nothing recorded for the task) when a task cannot reach ``target`` inside its elements.
+        expected_tasks: stream length to plan for: task ``t`` (0-based) may take at most
+            free / (expected_tasks − t) elements, so later tasks keep room. None: the plugin plans for the length
+            of the stream the experience comes from (Avalanche's ``experience.origin_stream``); without one
+            only the free elements bound it.
+        holdout: share of an experience's training examples held out for validation when no ``valid_stream``
+            experience has its task (at least one example; the rest train).
+        rows: at most this many validation rows scored per rung.
+    """
+
+    target: float = 0.99
+    ladder: tuple[float, ...] = LADDER
+    on_full: str = "warn"
+    expected_tasks: int | None = None
+    holdout: float = 0.1
+    rows: int = 512
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target <= 1:
+            raise UserError(f"target must be in (0, 1], got {self.target}")
+        ladder = tuple(float(s) for s in self.ladder)
+        if not ladder or any(not 0 < s <= 1 for s in ladder) or list(ladder) != sorted(set(ladder)):
+            raise UserError(f"ladder must be increasing shares in (0, 1], got {self.ladder}")
+        object.__setattr__(self, "ladder", ladder)
+        if self.on_full not in ON_FULL:
+            raise UserError(f"on_full must be one of {ON_FULL}, got {self.on_full!r}")
+        if self.expected_tasks is not None and self.expected_tasks < 1:
+            raise UserError(f"expected_tasks must be >= 1, got {self.expected_tasks}")
+        if not 0 < self.holdout < 1:
+            raise UserError(f"holdout must be in (0, 1), got {self.holdout}")
+        if self.rows < 1:
+            raise UserError(f"rows must be >= 1, got {self.rows}")
+
+    def cap(self, free: int, done: int) -> int:
+        """Most elements task number ``done`` (0-based) may take out of ``free`` free ones."""
+        if self.expected_tasks is None:
+            return free
+        return free // max(1, self.expected_tasks - done)
+
+    def split(self, n: int, *, seed: int, label: int) -> tuple[list[int], list[int]]:
+        """``(train, held_out)`` indices of an experience with ``n`` training examples: a seeded permutation
+        (the same for the same ``seed``, task ``label`` and ``n``, e.g. on resume), ⌈holdout · n⌉ held out.
+
+        Raises:
+            UserError: fewer than 2 examples (nothing would be left to train or to validate on).
+        """
+        if n < 2:
+            raise UserError(f"task {label}: {n} training example(s) cannot be split into training and validation "
+                            f"rows; give a valid_stream or a fixed region size")
+        held = min(n - 1, max(1, math.ceil(self.holdout * n)))
+        order = np.random.default_rng([int(seed), int(label)]).permutation(n).tolist()
+        return sorted(order[held:]), sorted(order[:held])
+
+    def rungs(self, numel: int, cap: int) -> list[int]:
+        """Element counts of the ladder over ``numel`` graftable elements, each capped at ``cap`` (distinct)."""
+        out = sorted({min(max(1, budget_for(s, numel)), cap) for s in self.ladder})
+        return [k for k in out if k >= 1]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _default_finder():
+    from .finders import LocalizeFinder
+
+    return LocalizeFinder()
+
+
+def has_dev(data: RegionData) -> bool:
+    """Whether ``data`` holds held-out rows (ExperienceData's ``splits["dev"]``, TextRegionData's ``dev``)."""
+    splits = getattr(data, "splits", None)
+    if isinstance(splits, dict):
+        return splits.get("dev") is not None and len(splits["dev"]) > 0
+    return bool(getattr(data, "dev", None))
+
+
+@dataclass(frozen=True)
+class SizedFinder:
+    """A region finder that chooses each region's size (a :class:`~.finders.RegionFinder`).
+
+    Args:
+        finder: the finder run at the chosen size; it must have a ``config``
+            (:class:`~cl_graft.regions.config.LocalizeConfig`, whose ``budget`` is set per task). Default:
+            :class:`~.finders.LocalizeFinder` (the learned region).
+        size: the sizing rules.
+        max_elements: most elements this call may select (set per task by the plugin from
+            :meth:`RegionSize.cap`); None = every candidate.
+    """
+
+    finder: object = field(default_factory=_default_finder)
+    size: RegionSize = field(default_factory=RegionSize)
+    max_elements: int | None = None
+
+    def __post_init__(self) -> None:
+        if getattr(self.finder, "config", None) is None:
+            raise UserError("automatic region size needs a finder with a LocalizeConfig (.config)")
+
+    @property
+    def config(self):
+        return self.finder.config
+
+    def to_json(self) -> dict:
+        inner = self.finder.to_json() if hasattr(self.finder, "to_json") else {"finder": type(self.finder).__name__}
+        return {"size": self.size.to_json(), **inner}
+
+    @torch.no_grad()
+    def __call__(self, pre: nn.Module, ft: nn.Module, data: RegionData, *, names: list[str],
+                 candidates: Region | None) -> Region:
+        t0 = time.perf_counter()
+        cfg = self.finder.config
+        prob = Problem.build(pre, ft, replace(cfg, budget=1), names=names, candidates=candidates)
+        n_cand = int(prob.cand.sum())
+        cap = n_cand if self.max_elements is None else min(n_cand, self.max_elements)
+        if cap < 1:
+            raise UserError("no free graftable element is left for this task")
+        split = "dev" if has_dev(data) else "train"
+        work = clone_model(ft).eval()
+        theta, _ = prob.bind(work)                                           # (N,) buffer at θ_ft
+
+        def score() -> float:
+            return data.score(work, split, limit=self.size.rows, seed=cfg.seed)
+
+        reference = score()
+        goal = self.size.target * reference - 1e-9
+        tried, chosen = [], None
+        for k in self.size.rungs(prob.numel, cap):
+            mask = prob.base_mask(k)                                         # (N,) top-k |Δ| among candidates
+            theta.copy_(torch.where(mask, prob.ft_flat, prob.pre_flat))
+            tried.append({"elements": k, "share": k / prob.numel, "score": score(), "mask": mask})
+            if tried[-1]["score"] >= goal:
+                chosen = tried[-1]
+                break
+        if chosen is None:
+            chosen = max(tried, key=lambda r: (r["score"], -r["elements"]))
+        search = time.perf_counter() - t0
+        inner = replace(self.finder, config=replace(cfg, budget=chosen["elements"]))
+        with torch.enable_grad():
+            region = inner(pre, ft, data, names=names, candidates=candidates)
+        flat = torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device)
+        theta.copy_(torch.where(flat, prob.ft_flat, prob.pre_flat))
+        refined = score()
+        if refined < chosen["score"]:
+            region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
+                                 task=data.task, ft=ft, refined_score=refined)
+            refined = chosen["score"]
+        kept = refined / reference if reference > 0 else 1.0
+        region.meta["sizing"] = {
+            "share": region.size / prob.numel, "elements": region.size, "kept": kept, "score": refined,
+            "reference": reference, "target": self.size.target, "met": refined >= goal,
+            "cap_share": cap / prob.numel, "free_before": n_cand / prob.numel, "validation": split,
+            "rows": min(self.size.rows, _split_len(data, split)),
+            "rungs": [{"share": r["share"], "kept": r["score"] / reference if reference > 0 else 1.0}
+                      for r in tried],
+            "search_seconds": round(search, 3), "seconds": round(time.perf_counter() - t0, 3)}
+        return region
+
+
+def _split_len(data: RegionData, split: str) -> int:
+    splits = getattr(data, "splits", None)
+    if isinstance(splits, dict):
+        return len(splits[split]) if splits.get(split) is not None else 0
+    return len(data.dev) if split == "dev" else len(data)
+
+
+def sizing_records(owners) -> list[dict]:
+    """Per learned task of an :class:`~.owner_map.OwnerMap`: its name and region size record (``share`` of the
+    graftable elements; ``kept``, ``met``, ``free`` … when the size was chosen automatically)."""
+    numel = sum(o.numel() for o in owners.owner.values())
+    out = []
+    for task, patch in zip(owners.tasks, owners.patches):
+        record = dict(patch.region.meta.get("sizing") or {})
+        record.setdefault("share", patch.region.size / numel)
+        out.append({"task": task, **record})
+    return out
+
+
+def size_line(task: str, record: dict) -> str:
+    """The log line of one task's region size."""
+    line = f"task {task}: region {100 * record['share']:.2f}% of graftable elements"
+    if "kept" in record:
+        line += (f", keeps {100 * record['kept']:.1f}% of the trained model's {record['validation']} score "
+                 f"(target {100 * record['target']:.0f}%)")
+    if "free" in record:
+        line += f", {100 * record['free']:.1f}% free"
+    return line
+
+
+def full_message(task: str, record: dict) -> str:
+    """The capacity warning (or error) of a task that did not reach its target."""
+    return (f"task {task!r} reached {100 * record['kept']:.1f}% of its trained model's validation score (target "
+            f"{100 * record['target']:.0f}%) with {100 * record['share']:.2f}% of the graftable elements; "
+            f"{100 * record['free_before']:.1f}% were free (this task could take {100 * record['cap_share']:.1f}%)")

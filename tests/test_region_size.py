@@ -1,0 +1,231 @@
+"""Automatic per-task region size (cl_graft.strategies.graft.sizing): the ladder search on a constructed model, the
+held-out validation split, capacity warnings and the "error" policy, resume, and zero forgetting throughout."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+avalanche = pytest.importorskip("avalanche")
+
+from avalanche.benchmarks import nc_benchmark
+from avalanche.core import SupervisedPlugin
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.models import MTSimpleMLP
+from avalanche.models.dynamic_modules import avalanche_model_adaptation
+from avalanche.training.plugins import EvaluationPlugin
+from cl_graft.strategies import (
+    CapacityWarning,
+    ExperienceData,
+    GraftStrategy,
+    LocalizeFinder,
+    OwnerMap,
+    RegionSize,
+    SizedFinder,
+)
+from cl_graft.strategies.graft.sizing import sizing_records
+
+from cl_graft.errors import UserError
+from cl_graft.regions.config import LocalizeConfig
+
+DIM, CLASSES = 16, 4
+QUICK = LocalizeFinder("graft", LocalizeConfig(steps=2, select_rows=64))
+
+
+# ----- the search on a constructed model --------------------------------------------------------------
+def _sum_task(n: int, seed: int) -> TensorDataset:
+    """x ~ N(0, 1) in 100 dims; y = [x_0 + … + x_9 > 0]; task label 0 (Avalanche's ``[x, y, t]``)."""
+    x = torch.randn(n, 100, generator=torch.Generator().manual_seed(seed))
+    y = (x[:, :10].sum(1) > 0).long()
+    return TensorDataset(x, y, torch.zeros(n, dtype=torch.long))
+
+
+def test_search_picks_the_smallest_rung_that_keeps_the_target():
+    """θ_pre = 0; θ_ft puts weight 1 on the 10 signal inputs of class 1 (10 elements = 5% of the 200) and
+    tiny weights elsewhere: rungs of 1% and 2% (2 and 4 signal inputs) lose accuracy, 5% keeps all of it."""
+    pre = nn.Linear(100, 2, bias=False)
+    ft = nn.Linear(100, 2, bias=False)
+    with torch.no_grad():
+        pre.weight.zero_()
+        ft.weight.copy_(1e-3 * torch.randn(2, 100, generator=torch.Generator().manual_seed(0)))
+        ft.weight[1, :10] = 1.0
+    data = ExperienceData(_sum_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_sum_task(400, 2))
+    size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
+    region = SizedFinder(QUICK, size)(pre, ft, data, names=["weight"], candidates=None)
+    record = region.meta["sizing"]
+    assert [r["share"] for r in record["rungs"]] == [0.01, 0.02, 0.05]          # stops at the first that keeps
+    assert all(r["kept"] < 0.99 for r in record["rungs"][:2]) and record["rungs"][2]["kept"] >= 0.99
+    assert record["share"] == 0.05 and region.size == 10 and record["met"] and record["validation"] == "dev"
+    assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
+    assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
+
+
+def test_size_settings_are_checked():
+    for bad in ({"target": 0}, {"ladder": (0.1, 0.01)}, {"on_full": "ignore"}, {"expected_tasks": 0},
+                {"holdout": 1.0}):
+        with pytest.raises(UserError):
+            RegionSize(**bad)
+    with pytest.raises(UserError, match="not both"):
+        GraftStrategy(model=nn.Linear(2, 2), optimizer=torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1),
+                      finder=QUICK, size=0.05)
+
+
+# ----- in a stream ----------------------------------------------------------------------------------------
+def _blobs(n: int, seed: int, shift: float = 0.0) -> TensorDataset:
+    """Four Gaussian blobs in 16 dims (each row distinct); ``shift`` moves every row (test rows differ)."""
+    centres = torch.randn(CLASSES, DIM, generator=torch.Generator().manual_seed(0)) * 2
+    y = torch.arange(CLASSES).repeat(n // CLASSES)
+    x = centres[y] + torch.randn(len(y), DIM, generator=torch.Generator().manual_seed(seed)) + shift
+    ds = TensorDataset(x, y)
+    ds.targets = y.tolist()
+    return ds
+
+
+@pytest.fixture(scope="module")
+def bm():
+    return nc_benchmark(_blobs(160, 1), _blobs(64, 2, shift=1e-3), n_experiences=2, task_labels=True, seed=0,
+                        fixed_class_order=[0, 1, 2, 3])
+
+
+class Rows(SupervisedPlugin):
+    """Records, per experience, the rows the strategy may train on and the rows of every training batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.adapted: dict[int, set] = {}
+        self.trained: dict[int, set] = {}
+
+    def after_train_dataset_adaptation(self, strategy, **kw):
+        ds = strategy.adapted_dataset
+        self.adapted[strategy.experience.current_experience] = {_key(ds[i][0]) for i in range(len(ds))}
+
+    def after_training_iteration(self, strategy, **kw):
+        self.trained.setdefault(strategy.experience.current_experience, set()).update(map(_key, strategy.mb_x))
+
+
+def _key(x: torch.Tensor) -> tuple:
+    return tuple(x.tolist())
+
+
+def _strategy(model, *plugins, **kw) -> GraftStrategy:
+    evaluator = EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return GraftStrategy(model=model, optimizer=opt, train_mb_size=16, train_epochs=3, eval_mb_size=64,
+                         evaluator=evaluator, plugins=list(plugins), **kw)
+
+
+def _mlp(seed: int = 0) -> MTSimpleMLP:
+    torch.manual_seed(seed)
+    return MTSimpleMLP(input_size=DIM, hidden_size=32)
+
+
+def _single_head(seed: int = 0) -> nn.Module:
+    """A plain single-head MLP: every layer, the output layer too, is graftable."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(DIM, 32), nn.ReLU(), nn.Linear(32, CLASSES))
+
+
+def _acc(metrics: dict, j: int) -> float:
+    return metrics[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]
+
+
+def _run(bm, strategy, experiences):
+    rows = []
+    for i in experiences:
+        torch.manual_seed(100 + i)
+        strategy.train(bm.train_stream[i])
+        rows.append(strategy.eval(bm.test_stream[:i + 1]))
+    return rows
+
+
+class SaveFirst(SupervisedPlugin):
+    """Saves the owner map after the first experience (what an interrupted run leaves)."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def after_training_exp(self, strategy, **kw):
+        if strategy.experience.current_experience == 0:
+            strategy.graft.owners.save(self.folder)
+
+
+@pytest.fixture(scope="module")
+def default_run(bm, tmp_path_factory):
+    rows, skills = Rows(), tmp_path_factory.mktemp("run") / "skills"
+    strategy = _strategy(_mlp(), rows, SaveFirst(skills))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = _run(bm, strategy, [0, 1])
+    return strategy, rows, results, skills
+
+
+def test_held_out_rows_come_from_training_data_and_are_never_trained(bm, default_run):
+    _, rows, _, _ = default_run
+    test = {_key(bm.test_stream[i].dataset[j][0]) for i in range(2) for j in range(len(bm.test_stream[i].dataset))}
+    for i, exp in enumerate(bm.train_stream):
+        every = {_key(exp.dataset[j][0]) for j in range(len(exp.dataset))}
+        held = every - rows.adapted[i]
+        assert len(held) == -(-len(every) // 10)                        # ⌈10%⌉ of the experience's rows
+        assert not held & test                                          # no test row is ever a validation row
+        assert rows.trained[i] <= rows.adapted[i] and not rows.trained[i] & held
+
+
+def test_default_size_is_recorded_and_nothing_is_forgotten(default_run):
+    strategy, _, results, _ = default_run
+    records = sizing_records(strategy.graft.owners)
+    assert [r["task"] for r in records] == ["0", "1"]
+    for r in records:
+        assert r["validation"] == "dev" and r["met"] and r["kept"] >= 0.99 and 0 < r["share"] <= r["cap_share"]
+    assert records[0]["cap_share"] == pytest.approx(0.5, abs=1e-3)       # half the free elements: 2 tasks
+    assert records[1]["free"] == pytest.approx(1 - records[0]["share"] - records[1]["share"])
+    assert _acc(results[0], 0) == _acc(results[1], 0)                    # forgetting exactly 0
+
+
+def test_split_is_the_same_on_resume_and_sizes_are_kept(bm, default_run):
+    strategy, rows, results, skills = default_run
+    first = strategy.graft.owners
+    model = _mlp()                                                       # θ_pre again, heads replayed
+    avalanche_model_adaptation(model, bm.train_stream[0])
+    owners = OwnerMap.load(skills, model)
+    assert sizing_records(owners) == sizing_records(first)[:1]            # the chosen size is saved with the skills
+    assert sizing_records(owners)[0]["seconds"] > 0
+    owners.apply_(model)
+    resumed_rows = Rows()
+    resumed = _strategy(model, resumed_rows, owners=owners)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = _run(bm, resumed, [1])
+    assert resumed_rows.adapted[1] == rows.adapted[1]                    # the same held-out rows
+    assert _sizes(resumed.graft.owners) == _sizes(first)                 # the same choice for task 1 too
+    assert _acc(again[0], 0) == _acc(results[1], 0) and _acc(again[0], 1) == _acc(results[1], 1)
+
+
+def _sizes(owners) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("seconds", "search_seconds")} for r in sizing_records(owners)]
+
+
+def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
+    """One element (the ladder's only rung) of a single-head MLP trained from scratch cannot hold a task: a
+    warning naming the task, the share reached and the free share; with ``on_full="error"`` a UserError that
+    records nothing and leaves no trained value of the task outside θ_pre."""
+    size = RegionSize(ladder=(1e-4,), target=1.0)
+    strategy = _strategy(_single_head(), size=size)
+    torch.manual_seed(0)
+    with pytest.warns(CapacityWarning, match=r"task '0' reached .*% of its trained model's validation score "
+                                             r"\(target 100%\) with 0\.[0-9]+% .*; 100\.0% were free"):
+        strategy.train(bm.train_stream[0])
+    owners = strategy.graft.owners
+    record = sizing_records(owners)[0]
+    assert not record["met"] and record["kept"] < 1.0 and record["elements"] == 1
+    strategy.graft.finder = SizedFinder(strategy.graft.finder.finder, replace(size, on_full="error"))
+    with pytest.raises(UserError, match=r"task '1' reached .*; 99\.9% were free"):
+        strategy.train(bm.train_stream[1])
+    assert owners.tasks == ["0"]
+    params = dict(strategy.model.named_parameters())
+    for n, m in owners.free().masks.items():                             # nothing of task 1 left behind
+        assert torch.equal(params[n].detach()[m], owners.pre[n][m])
