@@ -17,6 +17,8 @@ _EXPORTS = {
     "ContinualConfig": "continual_config", "StrategyResult": "runner", "run_continual": "runner",
     "run_strategy": "runner", "ExperienceData": "experience_data", "GraftTarget": "targets",
     "graft_target": "targets", "TaskRouter": "routing", "TaskIdentificationAccuracy": "metrics",
+    "TaskInferenceAccuracy": "metrics", "LocalizeConfig": "cl_graft.regions.config",
+    "save_run": "saved_run", "load_run_": "saved_run", "replay_adaptation_": "saved_run",
     "export_task": "export", "load_task_model": "export", "task_model": "export",
 }
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "GraftPlugin",
     "GraftStrategy",
     "GraftTarget",
+    "LocalizeConfig",
     "LocalizeFinder",
     "OwnerMap",
     "PackNetPlugin",
@@ -36,15 +39,19 @@ __all__ = [
     "StrategyResult",
     "TaskAdapter",
     "TaskIdentificationAccuracy",
+    "TaskInferenceAccuracy",
     "TaskRouter",
     "experience_regions",
     "export_task",
     "graft_target",
     "independent_regions",
+    "load_run_",
     "load_task_model",
     "recipe_optimizer",
+    "replay_adaptation_",
     "run_continual",
     "run_strategy",
+    "save_run",
     "task_model",
 ]
 
