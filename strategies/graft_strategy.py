@@ -9,6 +9,15 @@ models that need task labels are never called without them), and routed test dat
 adaptation (so unlabelled data works on a ``MultiTaskModule`` such as ``MTSimpleMLP``).
 
 Any model an Avalanche template trains works; swap ``Naive(model=..., ...)`` for ``GraftStrategy(model=..., ...)``.
+
+Keeping a run: :meth:`GraftStrategy.save` / :meth:`GraftStrategy.load` (safetensors + JSON, no pickle; a new process
+needs only the model's constructor). Avalanche's own checkpointing (``avalanche.checkpointing.save_checkpoint`` /
+``maybe_load_checkpoint``, a dill pickle of the whole strategy) works with ``exclude=["optimizer"]``: Avalanche 0.6.0
+cannot pickle a torch optimizer (``PicklingError``, for ``Naive`` as well; the failed save leaves a torn file), and
+nothing is lost by leaving it out, because the graft plugin clears the optimizer state at the start of every
+experience and Avalanche points the strategy's own optimizer at the loaded model's parameters at the next
+experience. Seed each experience (``torch.manual_seed``) and a run killed after any experience resumes
+bit-identical (tested).
 """
 from __future__ import annotations
 
