@@ -76,20 +76,6 @@ SETUP = textwrap.dedent(f"""
 exec(SETUP)                                                   # defines points, benchmark, mlp, optimizer, SETTINGS
 
 
-class Outputs(SupervisedPlugin):
-    """Records every eval mini-batch's output per experience."""
-
-    def __init__(self):
-        super().__init__()
-        self.out: dict[int, list[torch.Tensor]] = {}
-
-    def before_eval_exp(self, strategy, **kw):
-        self.out[strategy.experience.current_experience] = []
-
-    def after_eval_iteration(self, strategy, **kw):
-        self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
-
-
 def graft(model=None, probe=None, **kw) -> GraftStrategy:
     model = model or mlp()
     evaluator = kw.pop("evaluator", None) or EvaluationPlugin(
@@ -110,10 +96,10 @@ def bm():
 
 
 @pytest.fixture(scope="module")
-def standard(bm):
+def standard(bm, eval_outputs):
     """The standard Avalanche loop: train on each experience, then evaluate the whole test stream (with the
     periodic evaluation Avalanche's forward transfer metric asks for)."""
-    probe = Outputs()
+    probe = eval_outputs()
     evaluator = EvaluationPlugin(
         accuracy_metrics(experience=True, stream=True), forgetting_metrics(experience=True, stream=True),
         forward_transfer_metrics(experience=True, stream=True), accuracy_matrix_metrics(), TaskInferenceAccuracy(),
@@ -143,9 +129,9 @@ def test_standard_loop_gives_the_sliced_numbers_and_avalanche_metrics(bm, standa
     assert all(float(matrix[i, j]) == full[i][key(j)] for i in range(TASKS) for j in range(TASKS))
 
 
-def test_a_task_not_trained_yet_is_scored_like_naive(bm, standard):
+def test_a_task_not_trained_yet_is_scored_like_naive(bm, eval_outputs):
     """Before any training the logits are Naive's; later an untrained task runs on the model as it is."""
-    probe, naive_probe = Outputs(), Outputs()
+    probe, naive_probe = eval_outputs(), eval_outputs()
     strategy = graft(probe=probe)
     model = mlp()
     naive = Naive(model=model, optimizer=optimizer(model), eval_mb_size=16, evaluator=EvaluationPlugin(loggers=[]),
@@ -163,10 +149,10 @@ def test_a_task_not_trained_yet_is_scored_like_naive(bm, standard):
         assert torch.equal(probe.out[2][0], avalanche_forward(strategy.model, x, torch.full((16,), 2)))
 
 
-def test_eval_every_and_early_stopping_score_the_tasks_as_they_are(bm):
+def test_eval_every_and_early_stopping_score_the_tasks_as_they_are(bm, eval_outputs):
     """Periodic evaluation while task 1 trains: task 0 gives exactly its grafted model's logits (θ_pre back on
     the free elements task 1 is changing), task 1 its current training state; early stopping runs."""
-    probe = Outputs()
+    probe = eval_outputs()
     strategy = graft(probe=probe, eval_every=1, peval_mode="iteration", train_epochs=4,
                      plugins=[EarlyStoppingPlugin(patience=3, val_stream_name="test_stream", peval_mode="iteration")])
     torch.manual_seed(100)
@@ -283,7 +269,7 @@ def test_load_keeps_task_metadata_and_refuses_another_model(standard, tmp_path):
         GraftStrategy.load(tmp_path / "run", model=other, optimizer=optimizer(other))
 
 
-def test_save_without_pre_and_a_single_head_cnn(bm, tmp_path):
+def test_save_without_pre_and_a_single_head_cnn(bm, tmp_path, eval_outputs):
     """pre=False writes no θ_pre: the loader brings the model at θ_pre (here: the same seed); BatchNorm buffers
     and the head come back from the files."""
 
@@ -292,7 +278,7 @@ def test_save_without_pre_and_a_single_head_cnn(bm, tmp_path):
         return nn.Sequential(nn.Unflatten(1, (1, 4, 4)), nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4),
                              nn.ReLU(), nn.Flatten(), nn.Linear(64, CLASSES))
 
-    probe = Outputs()
+    probe = eval_outputs()
     strategy = graft(cnn(0), probe=probe)
     for i, exp in enumerate(bm.train_stream[:2]):
         torch.manual_seed(100 + i)
@@ -301,7 +287,7 @@ def test_save_without_pre_and_a_single_head_cnn(bm, tmp_path):
     want = {j: [t.clone() for t in probe.out[j]] for j in (0, 1)}
     strategy.save(tmp_path / "run", pre=False)
     assert not (tmp_path / "run" / "pre.safetensors").exists()
-    model, again = cnn(0), Outputs()
+    model, again = cnn(0), eval_outputs()
     loaded = GraftStrategy.load(tmp_path / "run", model=model, optimizer=optimizer(model), eval_mb_size=16,
                                 evaluator=EvaluationPlugin(loggers=[]), plugins=[again])
     loaded.eval(bm.test_stream[:2])
