@@ -151,8 +151,13 @@ class OwnerMap:
 
     @torch.no_grad()
     def apply_(self, model: TextClassifier) -> None:
-        """Writes θ_pre on the graftable tensors, then every stored skill (region values and heads), into
-        ``model`` IN PLACE: the model after the stream, whatever its values were."""
+        """Puts the run into ``model`` IN PLACE, whatever its values were: first the recorded Avalanche head
+        adaptations (:attr:`adaptations`; a model fresh from its constructor gets its heads back, an adapted one is
+        unchanged), then θ_pre on the graftable tensors, then every stored skill (region values and heads)."""
+        if self.adaptations:
+            from .saved_run import replay_adaptation_            # Avalanche: only for models that recorded any
+
+            replay_adaptation_(model, self.adaptations)
         params = dict(model.named_parameters())
         for n, t in self.pre.items():
             params[n].copy_(t)

@@ -32,7 +32,7 @@ from cl_graft.artifacts import read_json, write_json
 from cl_graft.errors import UserError
 from cl_graft.regions.io import atomic_write, read_safetensors
 
-from .owner_map import MAP_CONFIG, OwnerMap
+from .owner_map import OwnerMap
 
 RUN_FILE = "graft_run.json"
 REST_FILE = "model_rest.safetensors"
@@ -117,8 +117,8 @@ def load_run_(directory: str | os.PathLike, model: nn.Module) -> OwnerMap:
     directory = Path(directory)
     read_settings(directory)
     pre = bool(read_json(directory / RUN_FILE).get("pre"))
-    replay_adaptation_(model, list(read_json(directory / MAP_CONFIG).get("adaptations") or []))
     owners = OwnerMap.load(directory, model)
+    replay_adaptation_(model, owners.adaptations)
     rest = read_safetensors(directory / REST_FILE)
     state = model.state_dict()
     for name, tensor in rest.items():

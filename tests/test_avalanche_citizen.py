@@ -251,6 +251,22 @@ def test_save_and_load_in_a_new_process_from_the_constructor(bm, standard, tmp_p
     assert sorted(got) == sorted(want) and all(torch.equal(got[k], want[k]) for k in want)
 
 
+def test_owner_map_alone_rebuilds_a_multi_head_model_from_its_constructor(bm, standard, tmp_path, eval_outputs):
+    """OwnerMap.save(pre=True) / OwnerMap.load + apply_: the heads come back by replaying Avalanche's adaptation."""
+    from cl_graft.strategies import OwnerMap
+
+    strategy, probe, _, _ = standard
+    strategy.eval(bm.test_stream)
+    strategy.graft.owners.save(tmp_path / "skills", pre=True)
+    model = mlp(seed=77)
+    owners = OwnerMap.load(tmp_path / "skills", model)
+    owners.apply_(model)
+    again = eval_outputs()
+    graft(model, probe=again, owners=owners).eval(bm.test_stream)
+    for j in range(TASKS):
+        assert all(torch.equal(a, b) for a, b in zip(probe.out[j], again.out[j], strict=True))
+
+
 def test_load_keeps_task_metadata_and_refuses_another_model(standard, tmp_path):
     strategy, _, _, _ = standard
     owners = strategy.graft.owners
