@@ -130,6 +130,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True) -> None:
+        """A grafting plugin; every argument is keyword-only and listed, with its default, in the class docstring."""
         super().__init__()
         if mode not in MODES:
             raise UserError(f"mode must be one of {MODES}, got {mode!r}")
