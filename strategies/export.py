@@ -128,7 +128,7 @@ def _load_state_task(path: Path, cfg: dict, model: nn.Module) -> nn.Module:
         raise UserError(f"{path / STATE_FILE}: tensor {bad[0]!r} does not match the model; build it as the run did")
     missing = set(state) - set(saved) - set(graft_target(model).heads(None))
     if missing:
-        raise UserError(f"{path / STATE_FILE}: the model's {sorted(missing)[0]!r} is not in the export")
+        raise UserError(f"{path / STATE_FILE}: the model's {min(missing)!r} is not in the export")
     for n, t in saved.items():
         state[n].copy_(t)
     return model

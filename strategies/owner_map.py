@@ -155,7 +155,7 @@ class OwnerMap:
         adaptations (:attr:`adaptations`; a model fresh from its constructor gets its heads back, an adapted one is
         unchanged), then θ_pre on the graftable tensors, then every stored skill (region values and heads)."""
         if self.adaptations:
-            from .saved_run import replay_adaptation_            # Avalanche: only for models that recorded any
+            from .saved_run import replay_adaptation_  # Avalanche: only for models that recorded any
 
             replay_adaptation_(model, self.adaptations)
         params = dict(model.named_parameters())

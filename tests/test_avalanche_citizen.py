@@ -3,6 +3,7 @@ after every experience, periodic evaluation and early stopping, unlabelled test 
 save/load in a new process, Avalanche's own checkpointing, the newer benchmark API, and help() that reads alone."""
 from __future__ import annotations
 
+import inspect
 import pydoc
 import subprocess
 import sys
@@ -28,9 +29,6 @@ from avalanche.models import MTSimpleMLP
 from avalanche.models.utils import avalanche_forward
 from avalanche.training import Naive
 from avalanche.training.plugins import EarlyStoppingPlugin, EvaluationPlugin
-from safetensors.torch import load_file
-
-from cl_graft.errors import UserError
 from cl_graft.strategies import (
     GraftPlugin,
     GraftStrategy,
@@ -40,40 +38,50 @@ from cl_graft.strategies import (
     export_task,
     load_task_model,
 )
+from safetensors.torch import load_file
+
+from cl_graft.errors import UserError
 
 DIM, CLASSES, TASKS = 16, 6, 3
-FINDER_ARGS = 'LocalizeFinder("graft", LocalizeConfig(sparsity=0.2, steps=3, select_rows=48))'
-FINDER = LocalizeFinder("graft", LocalizeConfig(sparsity=0.2, steps=3, select_rows=48))
 
-# One source for this process and the subprocesses: the data, the model and the strategy settings.
-SETUP = textwrap.dedent(f"""
-    import torch
-    from torch.utils.data import TensorDataset
-    from avalanche.benchmarks import nc_benchmark
-    from avalanche.models import MTSimpleMLP
-    from cl_graft.strategies import LocalizeConfig, LocalizeFinder
 
-    def points(n, seed):
-        centres = torch.randn({CLASSES}, {DIM}, generator=torch.Generator().manual_seed(0)) * 2
-        y = torch.arange({CLASSES}).repeat(n // {CLASSES})
-        ds = TensorDataset(centres[y] + torch.randn(len(y), {DIM}, generator=torch.Generator().manual_seed(seed)), y)
-        ds.targets = y.tolist()
-        return ds
+def points(n: int, seed: int) -> TensorDataset:
+    """Six Gaussian blobs in 16 dims (class c around a fixed random centre), with ``targets`` for Avalanche."""
+    centres = torch.randn(CLASSES, DIM, generator=torch.Generator().manual_seed(0)) * 2
+    y = torch.arange(CLASSES).repeat(n // CLASSES)
+    ds = TensorDataset(centres[y] + torch.randn(len(y), DIM, generator=torch.Generator().manual_seed(seed)), y)
+    ds.targets = y.tolist()
+    return ds
 
-    def benchmark():
-        return nc_benchmark(points(96, 1), points(48, 2), n_experiences={TASKS}, task_labels=True, seed=0,
-                            fixed_class_order=list(range({CLASSES})))
 
-    def mlp(seed=0):
-        torch.manual_seed(seed)
-        return MTSimpleMLP(input_size={DIM}, hidden_size=32)
+def benchmark():
+    """Three tasks of two classes each (Avalanche's nc_benchmark, task labels 0, 1, 2)."""
+    return nc_benchmark(points(96, 1), points(48, 2), n_experiences=TASKS, task_labels=True, seed=0,
+                        fixed_class_order=list(range(CLASSES)))
 
-    def optimizer(model):
-        return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
 
-    SETTINGS = dict(train_mb_size=16, train_epochs=2, eval_mb_size=16, finder={FINDER_ARGS})
-""")
-exec(SETUP)                                                   # defines points, benchmark, mlp, optimizer, SETTINGS
+def mlp(seed: int = 0) -> MTSimpleMLP:
+    torch.manual_seed(seed)
+    return MTSimpleMLP(input_size=DIM, hidden_size=32)
+
+
+def optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+
+
+def settings() -> dict:
+    """The strategy settings every run here shares."""
+    return {"train_mb_size": 16, "train_epochs": 2, "eval_mb_size": 16,
+            "finder": LocalizeFinder("graft", LocalizeConfig(sparsity=0.2, steps=3, select_rows=48))}
+
+
+FINDER = settings()["finder"]
+# The same data, model and settings in the subprocesses below: these functions' own source.
+SETUP = "\n".join([
+    "import torch", "from torch import nn", "from torch.utils.data import TensorDataset",
+    "from avalanche.benchmarks import nc_benchmark", "from avalanche.models import MTSimpleMLP",
+    "from cl_graft.strategies import LocalizeConfig, LocalizeFinder", f"DIM, CLASSES, TASKS = {DIM}, {CLASSES}, {TASKS}",
+    *(inspect.getsource(f) for f in (points, benchmark, mlp, optimizer, settings))])
 
 
 def graft(model=None, probe=None, **kw) -> GraftStrategy:
@@ -83,7 +91,7 @@ def graft(model=None, probe=None, **kw) -> GraftStrategy:
         TaskInferenceAccuracy(), loggers=[])
     plugins = [*kw.pop("plugins", []), *([probe] if probe else [])]
     return GraftStrategy(model=model, optimizer=optimizer(model), evaluator=evaluator, plugins=plugins,
-                         **{**SETTINGS, **kw})
+                         **{**settings(), **kw})
 
 
 def key(j: int, metric: str = "Top1_Acc_Exp") -> str:
@@ -115,7 +123,7 @@ def standard(bm, eval_outputs):
 
 
 def test_standard_loop_gives_the_sliced_numbers_and_avalanche_metrics(bm, standard):
-    strategy, _, full, sliced = standard
+    _, _, full, sliced = standard
     for i in range(TASKS):
         for j in range(i + 1):
             assert full[i][key(j)] == sliced[i][key(j)]
@@ -234,7 +242,7 @@ LOAD = SETUP + textwrap.dedent("""
 
 def _python(script: str, *args, cwd=None) -> None:
     done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+                          cwd=cwd, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -339,7 +347,7 @@ CHECKPOINT = SETUP + textwrap.dedent("""
     bm = benchmark()
     model = mlp()
     strategy = GraftStrategy(model=model, optimizer=optimizer(model), evaluator=EvaluationPlugin(loggers=[]),
-                             **SETTINGS)
+                             **settings())
     strategy, start = maybe_load_checkpoint(strategy, "checkpoint.pkl")
     for i, exp in enumerate(bm.train_stream[start:], start):
         torch.manual_seed(100 + i)                               # one seed per experience
@@ -427,6 +435,7 @@ def test_help_lists_every_graft_argument_with_its_default(cls):
 
 def test_strategies_export_what_a_user_passes():
     import cl_graft.strategies as s
+
     from cl_graft.regions.config import LocalizeConfig as Config
 
     assert s.LocalizeConfig is Config

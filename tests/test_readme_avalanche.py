@@ -66,7 +66,7 @@ def test_avalanche_quickstart_runs_as_it_stands(tmp_path):
     assert len(section(source)) <= 40
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env=env)
+                          env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "0.0"                      # stream forgetting
     assert (tmp_path / "graft_run" / "graft_run.json").is_file()
