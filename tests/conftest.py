@@ -115,3 +115,23 @@ def write_task(folder: Path, labels: list[str], splits: dict[str, list[dict]]) -
     for split, rows in splits.items():
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
+
+
+@pytest.fixture(scope="session")
+def eval_outputs():
+    """An Avalanche plugin class whose instances record every eval mini-batch's output, per experience, in
+    ``.out`` (experience id → list of ``(B, C)`` tensors; an experience's list restarts when it is evaluated)."""
+    from avalanche.core import SupervisedPlugin
+
+    class EvalOutputs(SupervisedPlugin):
+        def __init__(self):
+            super().__init__()
+            self.out: dict[int, list[torch.Tensor]] = {}
+
+        def before_eval_exp(self, strategy, **kw):
+            self.out[strategy.experience.current_experience] = []
+
+        def after_eval_iteration(self, strategy, **kw):
+            self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
+
+    return EvalOutputs

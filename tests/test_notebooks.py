@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -94,3 +95,31 @@ def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, 
     text = "".join(o.get("text", "") for o in _execute("02_region_overlap.ipynb"))
     assert "sst2 ~ cr" in text and "agnews" in text                     # the measured top IoU pair
     assert (kernel_env / "figures" / "iou.png").is_file()              # figures go to CL_GRAFT_FIGURES
+
+
+AVALANCHE_NOTEBOOK = "03_graft_in_avalanche.ipynb"
+ABSOLUTE = ("/work/", "/tmp/", "/home/", "/root/", "/usr/", "site-packages")
+
+
+def test_avalanche_notebook_is_committed_executed_without_absolute_paths():
+    nb = nbformat.read(NOTEBOOKS / AVALANCHE_NOTEBOOK, as_version=4)
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        source = "\n".join(line for line in cell.source.splitlines() if not line.startswith("%"))
+        for node in ast.walk(ast.parse(source)):
+            assert not isinstance(node, DEFINITIONS), f"defines logic: {ast.unparse(node)[:60]}"
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 1
+    assert "same accuracy on every task after loading: True" in "".join(o.get("text", "") for o in outputs)
+    committed = (NOTEBOOKS / AVALANCHE_NOTEBOOK).read_text()
+    assert not [p for p in ABSOLUTE if p in committed]
+
+
+def test_avalanche_notebook_executes_in_under_a_minute(kernel_env):
+    start = time.perf_counter()
+    outputs = _execute(AVALANCHE_NOTEBOOK)
+    assert time.perf_counter() - start < 60
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "GraftStrategy  final accuracy" in text and "forgetting 0.000" in text
+    assert "same accuracy on every task after loading: True" in text
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 1
+    assert not [p for p in ABSOLUTE if p in text]

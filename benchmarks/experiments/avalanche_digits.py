@@ -148,11 +148,11 @@ def run_one(name: str, seed: int) -> dict:
         metrics = strategy.eval(bm.test_stream)
         out["task_agnostic"] = float(metrics["Top1_Acc_Stream/eval_phase/test_stream/Task004"])
         out["task_aware"] = float(np.mean(matrix[-1]))
-        out["task_id"] = float(metrics["TaskID_Acc_Stream/eval_phase/test_stream"])
+        out["task_id"] = float(metrics["TaskInference_Acc_Stream/eval_phase/test_stream"])
         strategy.graft.task_inference = "features"                  # head-input statistics instead of entropy
         metrics = strategy.eval(bm.test_stream)
         out["task_agnostic_features"] = float(metrics["Top1_Acc_Stream/eval_phase/test_stream/Task004"])
-        out["task_id_features"] = float(metrics["TaskID_Acc_Stream/eval_phase/test_stream"])
+        out["task_id_features"] = float(metrics["TaskInference_Acc_Stream/eval_phase/test_stream"])
     return out
 
 

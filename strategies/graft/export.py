@@ -8,8 +8,9 @@ its head. :func:`export_task` writes exactly that model:
   ``AutoModel.from_pretrained(out)`` (``AutoModelForMaskedLM``/``AutoModelForCausalLM`` for prompt heads) loads
   it; the task's linear head in ``task_head.safetensors``; ``cl_graft_task.json`` (task, labels, head kind,
   pooling). :func:`load_task_model` reads it back into cl-graft in one call.
-- any other module: its ``state_dict`` in ``model.safetensors`` plus ``cl_graft_task.json``
-  (``model.load_state_dict(safetensors.torch.load_file(out / "model.safetensors"))``).
+- any other module: its ``state_dict`` without the other tasks' heads in ``model.safetensors``, plus
+  ``cl_graft_task.json`` (the task, its head tensors, and the Avalanche head adaptations to replay);
+  ``load_task_model(out, model=Constructor(...))`` puts it back into a model fresh from its constructor.
 """
 from __future__ import annotations
 
@@ -17,16 +18,17 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from cl_graft.errors import UserError
-from cl_graft.files import read_json, write_json
+from cl_graft.files import read_json, read_safetensors, write_json, write_safetensors
 from cl_graft.grafting.graft import patch_
 from cl_graft.task import TaskSpec
 from cl_graft.training.models import TextClassifier, build_classifier, clone_model
 
 from .owner_map import OwnerMap
+from .adaptations import replay_adaptation_
+from .targets import HeadNames, graft_target
 
 TASK_FILE = "cl_graft_task.json"
 HEAD_FILE = "task_head.safetensors"
@@ -57,13 +59,20 @@ def task_model(owners: OwnerMap, model: nn.Module, task: str) -> nn.Module:
     return out
 
 
-def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.PathLike) -> Path:
-    """Writes ``task``'s model to the folder ``out`` (see the module docstring); returns it."""
+def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.PathLike, *,
+                heads: HeadNames | None = None) -> Path:
+    """Writes ``task``'s model to the folder ``out`` (see the module docstring); returns it. ``heads``: the
+    strategy's head hook, when it was given one."""
     grafted, out = task_model(owners, model, task), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not isinstance(grafted, TextClassifier):
-        save_file({n: t.detach().cpu().contiguous() for n, t in grafted.state_dict().items()}, str(out / STATE_FILE))
-        write_json(out / TASK_FILE, {"task": task, "format": "state_dict", "model": type(grafted).__name__})
+        target = graft_target(grafted, heads=heads)
+        own = target.heads(target.label(task))
+        others = set(target.heads(None)) - set(own)
+        state = {n: t.detach().cpu().contiguous() for n, t in grafted.state_dict().items() if n not in others}
+        write_safetensors(out / STATE_FILE, state)
+        write_json(out / TASK_FILE, {"task": task, "format": "state_dict", "model": type(grafted).__name__,
+                                     "head": own, "adaptations": owners.adaptations})
         return out
     spec = grafted.tasks[grafted.resolve_task(task)]
     backbone = grafted.backbone
@@ -73,24 +82,52 @@ def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.Pat
     grafted.tokenizer.save_pretrained(out)
     if grafted.head_kind == "linear":
         head = grafted.heads[spec.name]
-        save_file({n: p.detach().cpu().contiguous() for n, p in head.named_parameters()}, str(out / HEAD_FILE))
+        write_safetensors(out / HEAD_FILE, {n: p.detach().cpu().contiguous() for n, p in head.named_parameters()})
     write_json(out / TASK_FILE, {"task": spec.to_json(), "format": "transformers", "head": grafted.head_kind,
                                  "pooling": grafted.pooling, "max_length": grafted.max_length,
                                  "source": grafted.source, "skills_of": owners.tasks[:owners.index(task) + 1]})
     return out
 
 
-def load_task_model(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> TextClassifier:
-    """An exported text task back as a :class:`~cl_graft.training.models.TextClassifier` (one task, its head)."""
+def load_task_model(path: str | os.PathLike, *, model: nn.Module | None = None,
+                    device: str | torch.device = "cpu") -> nn.Module:
+    """An exported task back in one call: a text task as a :class:`~cl_graft.training.models.TextClassifier` (one
+    task, its head); any other task IN PLACE into ``model`` (fresh from its constructor: its Avalanche heads are
+    rebuilt first), returned in eval mode. Other tasks' heads in ``model`` keep the constructor's values.
+
+    Raises:
+        UserError: not an exported task, a state-dict export without ``model``, or a model that does not match.
+    """
     path = Path(path)
     cfg = read_json(path / TASK_FILE)
+    if isinstance(cfg, dict) and cfg.get("format") == "state_dict":
+        if model is None:
+            raise UserError(f"{path}: task {cfg['task']!r} was exported from a {cfg['model']}; pass "
+                            f"model= (one built by its constructor) to load it")
+        return _load_state_task(path, cfg, model).to(device).eval()
     if not isinstance(cfg, dict) or cfg.get("format") != "transformers":
-        raise UserError(f"{path}: not a text task exported by cl-graft ({TASK_FILE} missing or of another format)")
+        raise UserError(f"{path}: not a task exported by cl-graft ({TASK_FILE} missing or of another format)")
     clf = build_classifier(str(path), head=cfg["head"], pooling=cfg["pooling"], max_length=cfg["max_length"],
                            device=device)
     spec = TaskSpec.from_json(cfg["task"])
     clf.add_task(spec)
     if cfg["head"] == "linear":
-        clf.heads[spec.name].load_state_dict(load_file(str(path / HEAD_FILE)))
+        clf.heads[spec.name].load_state_dict(read_safetensors(path / HEAD_FILE))
     clf.source = cfg["source"]
     return clf.to(device).eval()
+
+
+@torch.no_grad()
+def _load_state_task(path: Path, cfg: dict, model: nn.Module) -> nn.Module:
+    replay_adaptation_(model, list(cfg.get("adaptations") or []))
+    state = model.state_dict()
+    saved = read_safetensors(path / STATE_FILE)
+    bad = [n for n, t in saved.items() if n not in state or state[n].shape != t.shape]
+    if bad:
+        raise UserError(f"{path / STATE_FILE}: tensor {bad[0]!r} does not match the model; build it as the run did")
+    missing = set(state) - set(saved) - set(graft_target(model).heads(None))
+    if missing:
+        raise UserError(f"{path / STATE_FILE}: the model's {min(missing)!r} is not in the export")
+    for n, t in saved.items():
+        state[n].copy_(t)
+    return model

@@ -8,8 +8,12 @@ In memory a :class:`OwnerMap` keeps θ_pre (CPU copy of the graftable tensors), 
 element (0 = free, k + 1 = the k-th task learned; at most 254 tasks) and one
 :class:`~cl_graft.grafting.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
 On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (flat int32 indices +
-values, i.e. the owner map in sparse form), and ``features.safetensors`` with each task's head-input statistics
-(:mod:`.task_features`, for task-agnostic routing by features) when there are any; safetensors and JSON only.
+values, i.e. the owner map in sparse form), ``features.safetensors`` with each task's head-input statistics
+(:mod:`.task_features`, for task-agnostic routing by features) when there are any, and with ``pre=True``
+``pre.safetensors``, θ_pre itself (then :meth:`OwnerMap.load` needs the model's tensors only, not their values);
+safetensors and JSON only. ``skills.json`` also carries each task's metadata (:attr:`OwnerMap.task_meta`, any JSON)
+and the Avalanche head adaptations of the model (:attr:`OwnerMap.adaptations`, replayed by
+:func:`~.adaptations.replay_adaptation_`).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import torch
 from torch import Tensor
 
 from cl_graft.errors import UserError
-from cl_graft.files import read_json, version, write_json
+from cl_graft.files import read_json, read_safetensors, version, write_json, write_safetensors
 from cl_graft.grafting.graft import SkillPatch, patch_
 from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.training.models import TextClassifier
@@ -29,6 +33,7 @@ from cl_graft.training.models import TextClassifier
 from .task_features import FeatureStats, load_stats, save_stats
 
 MAP_CONFIG = "skills.json"
+PRE_FILE = "pre.safetensors"
 FORMAT_VERSION = 1
 MAX_TASKS = 254
 
@@ -44,6 +49,9 @@ class OwnerMap:
         pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
         features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none);
             not counted in :meth:`bytes` (d² + d floats per task: mean and covariance).
+        task_meta: task name → a JSON-serialisable dict of what the run records about the task (saved as is).
+        adaptations: the Avalanche head adaptations the model went through, in order (see
+            :mod:`.saved_run`; empty for models without dynamic modules).
     """
 
     def __init__(self, pre: Mapping[str, Tensor]) -> None:
@@ -55,6 +63,8 @@ class OwnerMap:
         self.patches: list[SkillPatch] = []
         self.pre_fingerprint = fingerprint(self.pre)
         self.features: dict[str, FeatureStats] = {}
+        self.task_meta: dict[str, dict] = {}
+        self.adaptations: list[dict] = []
 
     @classmethod
     def from_model(cls, model: TextClassifier, names: Iterable[str] | None = None) -> OwnerMap:
@@ -76,9 +86,10 @@ class OwnerMap:
         """Elements no task owns yet."""
         return Region.adopt({n: o == 0 for n, o in self.owner.items()}, {"method": "free elements"})
 
-    def owned_after(self, k: int) -> dict[str, Tensor]:
-        """name → bool mask of elements owned by tasks learned after the ``k``-th (only non-empty tensors)."""
-        out = {n: o > k + 1 for n, o in self.owner.items()}
+    def owned_after(self, k: int, *, free: bool = False) -> dict[str, Tensor]:
+        """name → bool mask of elements owned by tasks learned after the ``k``-th, and with ``free`` the free
+        elements too (only non-empty tensors)."""
+        out = {n: (o > k + 1) | (o == 0) if free else o > k + 1 for n, o in self.owner.items()}
         return {n: m for n, m in out.items() if bool(m.any())}
 
     def view(self, params: Mapping[str, Tensor], k: int) -> dict[str, Tensor]:
@@ -87,9 +98,10 @@ class OwnerMap:
         return {n: torch.where(m.to(params[n].device), self.pre[n].to(params[n].device), params[n])
                 for n, m in self.owned_after(k).items()}
 
-    def rollback_patch(self, k: int) -> SkillPatch | None:
-        """A patch that puts θ_pre back on elements owned after task ``k`` (None if there are none)."""
-        later = self.owned_after(k)
+    def rollback_patch(self, k: int, *, free: bool = False) -> SkillPatch | None:
+        """A patch that puts θ_pre back on elements owned after task ``k`` (None if there are none); with
+        ``free``, on the free elements too (task ``k``'s model while another task trains them)."""
+        later = self.owned_after(k, free=free)
         if not later:
             return None
         masks = {n: later.get(n, torch.zeros_like(o, dtype=torch.bool)) for n, o in self.owner.items()}
@@ -137,29 +149,47 @@ class OwnerMap:
 
     @torch.no_grad()
     def apply_(self, model: TextClassifier) -> None:
-        """Writes every stored skill (region values and heads) into ``model`` IN PLACE."""
+        """Puts the run into ``model`` IN PLACE, whatever its values were: first the recorded Avalanche head
+        adaptations (:attr:`adaptations`; a model fresh from its constructor gets its heads back, an adapted one is
+        unchanged), then θ_pre on the graftable tensors, then every stored skill (region values and heads)."""
+        if self.adaptations:
+            from .adaptations import replay_adaptation_  # Avalanche: only for models that recorded any
+
+            replay_adaptation_(model, self.adaptations)
+        params = dict(model.named_parameters())
+        for n, t in self.pre.items():
+            params[n].copy_(t)
         for patch in self.patches:
             patch_(model, patch)
 
     # ----- storage -------------------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Writes ``task-KK/`` patch folders and the feature statistics, then ``skills.json`` (last, so a torn
-        save fails to load)."""
+    def save(self, directory: str | os.PathLike, *, pre: bool = False) -> Path:
+        """Writes ``task-KK/`` patch folders, the feature statistics and, with ``pre``, θ_pre
+        (``pre.safetensors``), then ``skills.json`` (last, so a torn save fails to load)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for k, patch in enumerate(self.patches):
             patch.save(directory / f"task-{k:02d}")
+        if pre:
+            tensors = {n: t.contiguous() for n, t in self.pre.items()}
+            write_safetensors(directory / PRE_FILE, tensors)
+        else:
+            (directory / PRE_FILE).unlink(missing_ok=True)
         counts = save_stats(directory, [self.features.get(t) for t in self.tasks])
         write_json(directory / MAP_CONFIG, {
             "format_version": FORMAT_VERSION, "cl_graft_version": version(), "tasks": self.tasks,
             "names": self.names, "shapes": {n: list(t.shape) for n, t in self.pre.items()},
             "pre_fingerprint": self.pre_fingerprint, "sizes": [p.region.size for p in self.patches],
-            "bytes": self.bytes(), "features": counts})
+            "bytes": self.bytes(), "features": counts, "pre": pre,
+            "task_meta": {t: self.task_meta[t] for t in self.tasks if t in self.task_meta},
+            "adaptations": self.adaptations})
         return directory
 
     @classmethod
     def load(cls, directory: str | os.PathLike, model: TextClassifier) -> OwnerMap:
-        """Reads a saved map for ``model``, which must be at θ_pre (checked by fingerprint).
+        """Reads a saved map for ``model``. θ_pre comes from ``pre.safetensors`` when it was saved (``model``
+        only needs the same tensor names and shapes; run :meth:`apply_` to put the run's values in it), else
+        from ``model``, which must then be at θ_pre (checked by fingerprint). ``model`` is not modified.
 
         Raises:
             UserError: a missing or malformed folder, or a model with other tensors or another θ_pre.
@@ -174,7 +204,13 @@ class OwnerMap:
         if not names or bad:
             raise UserError(f"{directory}: skills were saved for another model ({bad[0] if bad else 'no'} tensor "
                             f"differs)")
-        skills = cls({n: params[n] for n in names})
+        if cfg.get("pre"):
+            saved = read_safetensors(directory / PRE_FILE)
+            if sorted(saved) != sorted(names):
+                raise UserError(f"{directory / PRE_FILE}: holds other tensors than {MAP_CONFIG} names")
+            skills = cls({n: saved[n] for n in names})
+        else:
+            skills = cls({n: params[n] for n in names})
         if skills.pre_fingerprint != cfg.get("pre_fingerprint"):
             raise UserError(f"{directory}: skills were saved for another pre-trained model (θ_pre differs)")
         tasks = cfg.get("tasks", [])
@@ -187,4 +223,6 @@ class OwnerMap:
             raise UserError(f"{directory / MAP_CONFIG}: {len(counts)} feature counts for {len(tasks)} tasks")
         stats = load_stats(directory, counts)
         skills.features = {t: s for t, s in zip(tasks, stats) if s is not None}
+        skills.task_meta = {str(t): dict(m) for t, m in (cfg.get("task_meta") or {}).items()}
+        skills.adaptations = list(cfg.get("adaptations") or [])
         return skills

@@ -19,13 +19,20 @@ Two modes:
 - ``"paper"``: regions are given up front (e.g. by :func:`~.finders.independent_regions`);
   experience t trains only γ_t minus earlier regions, which becomes task t's region.
 
-Evaluation rebuilds the task's model in place (:class:`~.routing.TaskRouter`, patch switching): ``"experience"``
-switches once per experience; experiences that mix tasks fall back to ``"minibatch"``, which switches per task
-part of each batch; ``"all"`` uses every region for every input. With ``task_inference`` (or test experiences
-without task labels) each input goes to the most confident task (T forward passes per input), or with
-``task_inference="features"`` to the task whose head-input statistics score its θ_pre features highest (2
-forward passes per input); the chosen tasks are counted in :attr:`GraftPlugin.task_id` (see
-:class:`~.task_identification.TaskIdentificationAccuracy`).
+Evaluation works on any experience at any time, as in Avalanche's own strategies (so ``eval(test_stream)`` after
+every experience, ``eval_every``, ``EarlyStoppingPlugin`` and Avalanche's accuracy matrix, forgetting and forward
+transfer metrics work unchanged). It rebuilds a learned task's model in place (:class:`~.routing.TaskRouter`,
+patch switching): ``"experience"`` switches once per experience; experiences that mix tasks fall back to
+``"minibatch"``, which switches per task part of each batch; ``"all"`` uses every region for every input. A task
+not learned yet — not trained, or the one training now — is scored on the model as it is: the current shared
+weights and its own head (untrained, or in its current training state), exactly what Naive scores; a learned
+task evaluated while another trains gets θ_pre back on the free elements, so it is its own grafted model. With
+``task_inference`` (or test experiences without task labels) each input goes to the most confident learned task
+(T forward passes per input), or with ``task_inference="features"`` to the task whose head-input statistics score
+its θ_pre features highest (2 forward passes per input); the chosen tasks are counted in
+:attr:`GraftPlugin.task_id` (see :class:`~.task_identification.TaskInferenceAccuracy`). Routed test data skips Avalanche's
+head adaptation in :class:`~.strategy.GraftStrategy` (unlabelled data on a ``MultiTaskModule``), which a
+plain template cannot do.
 
 Feature statistics (:mod:`.task_features`: mean and covariance of the input of the first task's head module at
 θ_pre, one feature space for every task; every head of a multi-head model sees the same input) are **always**
@@ -74,6 +81,7 @@ from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
+from .adaptations import adaptation_record
 from .sizing import CapacityWarning, RegionSize, SizedFinder, full_message, size_line
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
 from .task_features import FeatureAccumulator, HeadInputs, head_module
@@ -86,26 +94,44 @@ log = logging.getLogger(__name__)
 class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     """Trains each task outside earlier regions, localizes its region, and rebuilds task models at eval.
 
+    Forget-free continual learning by grafting (Panigrahi et al. 2023, §5.2) for any Avalanche template:
+    ``Naive(model=..., optimizer=..., plugins=[GraftPlugin()])``. Every argument is keyword-only.
+
     Args:
-        mode: ``"stream"`` or ``"paper"`` (see the module docstring).
-        size: how big each task's region is. Default (None without a ``finder``): chosen per task
-            (:class:`~.sizing.RegionSize` defaults: the smallest of 0.1% … 20% of the graftable elements whose
-            grafted model keeps 99% of the trained model's validation score; one setting for pre-trained and
-            from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize` sets those rules; a float is
-            a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
-        finder: region finder of the stream mode (default: :class:`LocalizeFinder` with method ``graft``); given
+        mode (str, default ``"stream"``): ``"stream"`` trains each task on every free element and then finds its
+            region with ``finder``; ``"paper"`` trains each task only inside a region given up front in
+            ``regions``.
+        size (RegionSize, float or None, default None): how big each task's region is. None without a
+            ``finder``: chosen per task (:class:`~.sizing.RegionSize`'s defaults: the smallest of 0.1% … 20% of
+            the graftable elements whose grafted model keeps 99% of the trained model's validation score; one
+            setting for pre-trained and from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize`
+            sets those rules; a float is a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
+        finder (RegionFinder, default ``LocalizeFinder()``: the learned region of the paper, method ``graft``,
+            with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``size``): finds a task's
+            region among the free elements after the task trains (stream mode); ``LocalizeFinder("topk",
+            LocalizeConfig(...))`` etc., or any callable of :class:`~.finders.RegionFinder`'s signature. Given
             without ``size``, its own fixed budget is used (no size search).
-        regions: task name → region, required in paper mode.
-        reconstruct: ``"experience"``, ``"minibatch"`` or ``"all"``.
-        valid_stream: held-out experiences for region selection (Avalanche's ``benchmark.valid_stream``),
-            matched to training experiences by task label; default: none (selection on training examples).
-        graftable: regex or ``(name, parameter) -> bool`` choosing the graftable tensors (default: see
-            :mod:`.targets`); heads: a per-task head hook (see :mod:`.targets`).
-        task_inference: None (task-aware), ``"entropy"``, ``"max-softmax"`` or ``"features"``: route test inputs
-            to a task (see the module docstring).
-        owners: an :class:`OwnerMap` to continue from (resume); default: created at the first experience
-            from the model's values then (θ_pre).
-        guard: also restore frozen elements from a snapshot after each step (bit-exact belt).
+        regions (dict task name → Region, default None): the tasks' regions, required in paper mode (e.g.
+            from :func:`~.finders.experience_regions`); task names are ``str(task_label)``.
+        reconstruct (str, default ``"experience"``): how evaluation rebuilds a task's model: once per
+            experience (``"experience"``), per task part of each mini-batch (``"minibatch"``), or not at all
+            (``"all"``: every region for every input).
+        valid_stream (sequence of experiences, default None): held-out experiences (``benchmark.valid_stream``)
+            matched to training experiences by task label; regions are selected on them, and their examples join
+            the feature statistics. None: selection on a sample of the training examples.
+        graftable (regex str or ``(name, parameter) -> bool``, default None): which parameters are graftable;
+            None: every trainable parameter except per-task heads (a ``TaskAdapter``: the transformer layers).
+        heads (``(model, task_label or None) -> [parameter names]``, default None): a task's head tensors
+            (stored whole per task); None: Avalanche's ``MultiHeadClassifier`` heads, or the model's
+            ``graft_head_names(task_label)`` method.
+        task_inference (str or None, default None): None evaluates task-aware (each input with its task label);
+            ``"entropy"``, ``"max-softmax"`` (route each input to the most confident learned task) or
+            ``"features"`` (to the task whose head-input statistics fit it best) evaluate task-agnostically.
+            Test experiences without task labels are always routed (``"entropy"`` unless set).
+        owners (OwnerMap, default None): an owner map to continue from (a resumed run); None: created at the
+            first experience from the model's values then (θ_pre).
+        guard (bool, default True): also restore frozen elements from a snapshot after each optimizer step
+            (a bit-exact belt for optimizers that move parameters without gradients).
 
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
@@ -118,6 +144,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
                  size: RegionSize | float | None = None) -> None:
+        """A grafting plugin; every argument is keyword-only and listed, with its default, in the class docstring."""
         super().__init__()
         if mode not in MODES:
             raise UserError(f"mode must be one of {MODES}, got {mode!r}")
@@ -140,6 +167,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._router: TaskRouter | None = None
         self._route: str | None = None                    # per-batch routing of this experience: aware / infer
         self._routed = False
+        self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
 
     @property
     def task_inference(self) -> str | None:
@@ -164,6 +192,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.owners is None:
             params = dict(target.root.named_parameters())
             self.owners = OwnerMap({n: params[n] for n in target.names()})
+            self.owners.adaptations.extend(self._adaptations)
         _, task = self._task(target, strategy.experience)
         if task in self.owners.tasks:
             raise UserError(f"task {task!r} was already learned; grafting trains each task once (a benchmark "
@@ -190,6 +219,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._split = (dataset.subset(train), dataset.subset(held))
 
     def before_training_exp(self, strategy, **kwargs) -> None:
+        self._record_adaptation(strategy, training=True)
         target = self.target(strategy)
         params = dict(target.root.named_parameters())
         label, task = self._task(target, strategy.experience)
@@ -350,19 +380,28 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     def before_eval(self, strategy, **kwargs) -> None:
         self.task_id = {}
         if self.owners is not None:
-            self._router = TaskRouter(self.target(strategy), self.owners)
+            self._router = TaskRouter(self.target(strategy), self.owners, training=self._freeze is not None)
+
+    def routes_by_inference(self, strategy) -> bool:
+        """Whether the experience under evaluation is routed task-agnostically (``task_inference`` set or no
+        task labels, and some task learned); Avalanche's head adaptation is then skipped by GraftStrategy."""
+        labelled = bool(getattr(strategy.experience, "task_labels", []))
+        return (not strategy.is_training and self.owners is not None and bool(self.owners.tasks)
+                and (self.task_inference is not None or not labelled))
 
     def before_eval_exp(self, strategy, **kwargs) -> None:
         self._route = None
-        if self._router is None:
-            return
-        labels = [int(t) for t in getattr(strategy.experience, "task_labels", [])]
-        if self.task_inference or not labels:
+        if self.routes_by_inference(strategy):
             self._route = "infer"
             self._router.check(self.task_inference or TASK_INFERENCE[0])
             return
-        self._check_labels(labels)
-        if self.reconstruct == "all":
+        self._record_adaptation(strategy, training=False)
+        if self._router is None:
+            return
+        labels = [int(t) for t in getattr(strategy.experience, "task_labels", [])]
+        for label in labels:
+            self._router.target.task(label)                       # a TaskAdapter refuses labels out of range
+        if not labels or self.reconstruct == "all":
             return
         if self.reconstruct == "minibatch" or len(labels) > 1:
             self._route = "aware"
@@ -399,17 +438,14 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             self._router.close_()
             self._router = None
 
-    def _check_labels(self, labels: list[int]) -> None:
-        """Refuses test task labels the model cannot serve: out of a ``TaskAdapter``'s range, or (other models,
-        whose heads appear when a task trains) never trained."""
-        target = self._router.target
-        for label in labels:
-            task = target.task(label)
-            if target.task_names is None and task not in self.owners.tasks:
-                raise UserError(f"test data has task label {label}, which the strategy never trained (trained: "
-                                f"{', '.join(self.owners.tasks)}); use task_inference= for unlabeled data")
-
     # ----- helpers -------------------------------------------------------------------------------
+    def _record_adaptation(self, strategy, *, training: bool) -> None:
+        """Keeps the Avalanche head adaptation the model just went through (replayed on load)."""
+        record = adaptation_record(strategy.model, strategy.experience, training=training)
+        done = self.owners.adaptations if self.owners is not None else self._adaptations
+        if record is not None and record not in done:
+            done.append(record)
+
     @staticmethod
     def _task(target: GraftTarget, experience) -> tuple[int, str]:
         """The one task label (and task name) an experience trains."""

@@ -5,7 +5,11 @@ by the regions of tasks ``≤ k`` with θ_pre on later tasks' elements. :class:`
 task ``k``'s state in place (a rollback :class:`~cl_graft.grafting.graft.SkillPatch`: O(|later regions|), well
 under a millisecond on MiniLM) and back, never copying the model.
 
-- **Task-aware**: a mini-batch is split by task label; each part runs with its task's state.
+- **Task-aware**: a mini-batch is split by task label; each part runs with its task's state. A task not learned
+  yet (not trained, or training now) runs on the model as it is — the current shared weights and its own head,
+  untrained or in training, what Avalanche's Naive would score.
+- **During training** (periodic evaluation, early stopping): a learned task's state also puts θ_pre back on the
+  free elements the training task is changing, so it is exactly that task's model at every moment.
 - **Task-agnostic** (beyond the paper; SupSup, Wortsman et al. 2020, https://arxiv.org/abs/2006.14769, route by
   output entropy): every input runs through each of the T learned tasks' models (T forward passes per input,
   plus T patch switches per mini-batch); it goes to the task whose model is the most confident — lowest entropy
@@ -51,24 +55,25 @@ class TaskRouter:
     Args:
         target: the model's :class:`~.targets.GraftTarget`.
         owners: the owner map of the stream (the model holds every learned region).
+        training: a task is training now (its free elements hold its training values; see the module docstring).
     """
 
-    def __init__(self, target: GraftTarget, owners: OwnerMap) -> None:
-        self.target, self.owners = target, owners
+    def __init__(self, target: GraftTarget, owners: OwnerMap, *, training: bool = False) -> None:
+        self.target, self.owners, self.training = target, owners, training
         self._patches: dict[int, object] = {}
         self._stash: Stash | None = None
         self._state: int | None = None                                   # None: every region (as trained)
         self._heads: dict[int, torch.nn.Module] = {}
         self._features: FeatureRouter | None = None
 
-    def order(self, label: int) -> int:
-        """Position of the label's task in the learning order; an untrained task sees every region so far."""
-        k = self.owners.index(self.target.task(label))
-        return len(self.owners.tasks) - 1 if k is None else k
+    def order(self, label: int) -> int | None:
+        """Position of the label's task in the learning order; None for a task not learned yet (the model as
+        it is)."""
+        return self.owners.index(self.target.task(label))
 
     def switch_(self, k: int | None) -> None:
-        """Puts the model IN PLACE into task ``k``'s state (``None``: back to every region; ``-1``: θ_pre, every
-        region rolled back)."""
+        """Puts the model IN PLACE into task ``k``'s state (``None``: back to the model as it is; ``-1``: θ_pre,
+        every region rolled back)."""
         if k == self._state:
             return
         if self._stash is not None:
@@ -78,7 +83,7 @@ class TaskRouter:
         if k is None:
             return
         if k not in self._patches:
-            self._patches[k] = self.owners.rollback_patch(k)
+            self._patches[k] = self.owners.rollback_patch(k, free=self.training)
         if self._patches[k] is not None:
             self._stash = patch_(self.target.root, self._patches[k])
 
@@ -88,7 +93,7 @@ class TaskRouter:
         parts = []
         for t in torch.unique(labels).tolist():
             mask = labels == t
-            self.switch_(self.order(t) if order is None else int(order[mask][0]))
+            self.switch_(self.order(int(t)) if order is None else int(order[mask][0]))
             parts.append((mask, avalanche_forward(self.target.model, x[mask], labels[mask])))
         width = max(p.shape[-1] for _, p in parts)
         out = torch.full((x.shape[0], width), MASK_VALUE, dtype=parts[0][1].dtype, device=parts[0][1].device)

@@ -7,7 +7,7 @@ is too small loses accuracy while one that is too large runs out of free element
 each task gets its own size, chosen on validation data after it trained:
 
 1. **Reference.** The trained model's (θ_ft's) score on the validation rows (accuracy): ``valid_stream`` when
-   given, else a held-out split of the experience's own training examples that :class:`~.graft_plugin.GraftPlugin`
+   given, else a held-out split of the experience's own training examples that :class:`~.plugin.GraftPlugin`
    keeps out of training (:meth:`RegionSize.split`; seeded by the finder's seed and the task label, so the same
    rows on resume). Test rows are never read.
 2. **Ladder.** Rungs of :attr:`RegionSize.ladder` (shares of all graftable elements N; by default 0.1% … 20%,
