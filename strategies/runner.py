@@ -8,7 +8,6 @@ and is stored, are the entries of :data:`.registry.STRATEGIES`.
 """
 from __future__ import annotations
 
-import shutil
 import time
 import warnings
 from collections.abc import Callable
@@ -19,9 +18,10 @@ import numpy as np
 import torch
 
 from cl_graft import distributed
-from cl_graft.artifacts import read_json, write_json
+from cl_graft.artifacts import write_json
 from cl_graft.continual_metrics import summarize
 from cl_graft.errors import UserError
+from cl_graft.schema import ListOf, Obj, read_checked
 from cl_graft.grafting.graft import clone_model
 from cl_graft.training.models import TextClassifier
 
@@ -35,6 +35,9 @@ from .tuning import apply_point, tune
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
 SKILLS_DIR = "skills"
+RESULT_SCHEMA = Obj({"name": str, "tasks": ListOf(str), "matrix": ListOf(ListOf(float)), "seconds": float,
+                     "bytes": int, "info": dict})
+PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "rows": ListOf(ListOf(float)), "seconds": float})
 
 
 @dataclass
@@ -206,7 +209,7 @@ def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: Con
 
 def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig):
     """Owner map (applied to ``clf``), accuracy rows and seconds of an interrupted graft stream."""
-    state = read_json(state_dir / PROGRESS_FILE)
+    state = read_checked(state_dir / PROGRESS_FILE, PROGRESS_SCHEMA)
     if state.get("tasks") != tasks or state.get("config") != cfg.to_json():
         raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
     owners = OwnerMap.load(state_dir / SKILLS_DIR, clf)
@@ -241,11 +244,9 @@ def run_continual(base: TextClassifier, bm, tasks: list[str], strategies: list[s
     for name in strategies:
         path = out / name / RESULT_FILE
         if resume and path.exists():
-            results[name] = StrategyResult.from_json(read_json(path))
+            results[name] = StrategyResult.from_json(read_checked(path, RESULT_SCHEMA))
         else:
-            state = out / name / "state" if STRATEGIES[name].resumable else None
-            if state is not None and not resume and state.exists():
-                shutil.rmtree(state)                                  # an overwritten run's stale state
+            state = out / name / "state" if STRATEGIES[name].resumable else None   # --overwrite emptied it
             (out / name).mkdir(parents=True, exist_ok=True)
             run_cfg, tuning = cfg, {}
             if tune_bm is not None:
