@@ -17,14 +17,18 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from cl_graft.artifacts import read_json, write_json
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import clone_model, patch_
+from cl_graft.regions.io import atomic_write
+from cl_graft.schema import Obj, check_json
 from cl_graft.task import TaskSpec
 from cl_graft.training.models import TextClassifier, build_classifier
+from cl_graft.written import staged_folder, write_failed
 
 from .owner_map import OwnerMap
 
@@ -62,18 +66,23 @@ def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.Pat
     grafted, out = task_model(owners, model, task), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not isinstance(grafted, TextClassifier):
-        save_file({n: t.detach().cpu().contiguous() for n, t in grafted.state_dict().items()}, str(out / STATE_FILE))
+        state = {n: t.detach().cpu().contiguous() for n, t in grafted.state_dict().items()}
+        atomic_write(out / STATE_FILE, lambda tmp: save_file(state, tmp))
         write_json(out / TASK_FILE, {"task": task, "format": "state_dict", "model": type(grafted).__name__})
         return out
     spec = grafted.tasks[grafted.resolve_task(task)]
     backbone = grafted.backbone
     backbone.config.id2label = dict(enumerate(spec.labels))
     backbone.config.label2id = {label: i for i, label in enumerate(spec.labels)}
-    backbone.save_pretrained(out, safe_serialization=True)
-    grafted.tokenizer.save_pretrained(out)
+    try:
+        with staged_folder(out, within=out) as tmp:                # whole files or none (a full disk)
+            backbone.save_pretrained(tmp, safe_serialization=True)
+            grafted.tokenizer.save_pretrained(tmp)
+    except (OSError, SafetensorError) as e:
+        raise write_failed(out / STATE_FILE, e) from None
     if grafted.head_kind == "linear":
-        head = grafted.heads[spec.name]
-        save_file({n: p.detach().cpu().contiguous() for n, p in head.named_parameters()}, str(out / HEAD_FILE))
+        head = {n: p.detach().cpu().contiguous() for n, p in grafted.heads[spec.name].named_parameters()}
+        atomic_write(out / HEAD_FILE, lambda tmp: save_file(head, tmp))
     write_json(out / TASK_FILE, {"task": spec.to_json(), "format": "transformers", "head": grafted.head_kind,
                                  "pooling": grafted.pooling, "max_length": grafted.max_length,
                                  "source": grafted.source, "skills_of": owners.tasks[:owners.index(task) + 1]})
@@ -86,6 +95,8 @@ def load_task_model(path: str | os.PathLike, *, device: str | torch.device = "cp
     cfg = read_json(path / TASK_FILE)
     if not isinstance(cfg, dict) or cfg.get("format") != "transformers":
         raise UserError(f"{path}: not a text task exported by cl-graft ({TASK_FILE} missing or of another format)")
+    check_json(path / TASK_FILE, cfg, Obj({"task": dict, "head": str, "pooling": str, "max_length": int,
+                                           "source": str}))
     clf = build_classifier(str(path), head=cfg["head"], pooling=cfg["pooling"], max_length=cfg["max_length"],
                            device=device)
     spec = TaskSpec.from_json(cfg["task"])
