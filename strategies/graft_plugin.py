@@ -66,6 +66,7 @@ from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
 from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
+from .experience_undo import ExperienceUndo
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
@@ -125,6 +126,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._router: TaskRouter | None = None
         self._route: str | None = None                    # per-batch routing of this experience: aware / infer
         self._routed = False
+        self.undo: ExperienceUndo | None = None             # the running experience's snapshot
 
     @property
     def task_inference(self) -> str | None:
@@ -143,8 +145,23 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         return self._target
 
     # ----- training ------------------------------------------------------------------------------
+    def undo_failed_experience_(self) -> None:
+        """Puts the model, the optimizer and the owner map back to what they were before an experience that
+        failed (:mod:`.experience_undo`); a no-op when none failed. :class:`GraftStrategy` calls it when ``train``
+        raises; a plain template gets it at its next ``train``."""
+        if self.undo is not None:
+            self.undo.restore_(self.owners)
+            self.undo, self._freeze = None, None
+
+    def before_training(self, strategy, **kwargs) -> None:
+        self.undo_failed_experience_()
+
+    def after_training(self, strategy, **kwargs) -> None:
+        self.undo = None
+
     def before_train_dataset_adaptation(self, strategy, **kwargs) -> None:
         """Checks the experience before anything adapts or trains (first callback of an experience)."""
+        self.undo = None                                    # the previous experience finished
         target = self.target(strategy)
         if self.owners is None:
             params = dict(target.root.named_parameters())
@@ -159,6 +176,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             self._check_budget(self.owners.free())
 
     def before_training_exp(self, strategy, **kwargs) -> None:
+        self.undo = ExperienceUndo(strategy.model, strategy.optimizer, self.owners)
         target = self.target(strategy)
         params = dict(target.root.named_parameters())
         label, task = self._task(target, strategy.experience)

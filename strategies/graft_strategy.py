@@ -22,6 +22,7 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.regions.region import Region
 
 from .finders import RegionFinder
+from .experience_undo import check_experiences
 from .graft_plugin import GraftPlugin
 from .owner_map import OwnerMap
 from .targets import Graftable, HeadNames
@@ -65,6 +66,16 @@ class GraftStrategy(SupervisedTemplate):
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
                          plugins=[self.graft, *(plugins or [])], evaluator=evaluator, eval_every=eval_every,
                          **base_kwargs)
+
+    def train(self, experiences, eval_streams=None, **kwargs):
+        """As ``SupervisedTemplate.train``; an experience without examples is refused first, and one that fails is
+        undone (model, optimizer and owner map as before it) before the error goes on."""
+        check_experiences(experiences)
+        try:
+            return super().train(experiences, eval_streams, **kwargs)
+        except BaseException:
+            self.graft.undo_failed_experience_()
+            raise
 
     def forward(self):
         """The model's output; in evaluation, the graft plugin's routed output when it routes the batch."""
