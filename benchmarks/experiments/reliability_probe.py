@@ -1,12 +1,13 @@
-"""Reliability probe of the ``cl-graft`` command line (issue 15): every command against bad data, bad options,
-foreign and earlier output folders, and interruption, run as a new user would, as subprocesses.
+"""Reliability probe of the ``cl-graft`` command line: every command against bad data, bad options, foreign and
+earlier output folders, interruption, two commands on one folder, a full disk, hand-edited files and unsupported
+devices, run as a new user would, as subprocesses (and the Python API's failed and empty experiences, as scripts).
 
 Real MiniLM, the smoke preset and the real task data (``$CL_GRAFT_DATA`` or ``--data-dir``); runs that train
 use ``--steps 2`` where the command has it. Writes a Markdown table (case, command, exit code, first error line,
 what was kept) and the same rows as JSON::
 
     python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data
-        # -> benchmarks/results/reliability.{md,json}; 13 minutes on 2 shared CPU cores (52 cases)
+        # -> benchmarks/results/reliability.{md,json}
 
 A case passes when its exit code is the expected one, stderr has no traceback, and its check of the folders
 holds. The script exits 1 if any case fails.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -34,6 +36,7 @@ FT = ["--preset", "smoke", "--steps", "2"]
 LOC = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk",
        "--sparsity", "0.01"]
 RUN = ["--preset", "smoke", "--steps", "2", "--quiet"]
+FULL_DISK = 20_000 * 1024                                             # `ulimit -f 20000`: files up to 20 MB
 
 
 @dataclass
@@ -46,6 +49,9 @@ class Case:
     check: Callable[[], str] = lambda: ""
     setup: Callable[[], None] = lambda: None
     interrupt: tuple[str, Callable[[], bool]] | None = None          # (signal name, when to send it)
+    during: tuple[Callable[[], bool], Callable[[], None]] | None = None  # (when, what the user does meanwhile)
+    file_size: int | None = None                                     # largest file it may write (ulimit -f)
+    script: str | None = None                                        # a Python script instead of cl-graft
     result: dict = field(default_factory=dict)
 
 
@@ -53,16 +59,35 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def cli(args: list, *, interrupt=None, timeout: float = 900) -> tuple[int, str]:
-    cmd = [sys.executable, "-m", "cl_graft.cli", *map(str, args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(args: list, *, file_size: int | None = None, script: str | None = None) -> subprocess.Popen:
+    """``cl-graft args`` (or ``python -c script args``) as a subprocess, optionally under ``ulimit -f``."""
+    cmd = [sys.executable, *(["-c", script] if script else ["-m", "cl_graft.cli"]), *map(str, args)]
+
+    def limit() -> None:
+        if file_size is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+
+
+def wait_until(proc: subprocess.Popen, when: Callable[[], bool], timeout: float, poll: float = 0.2) -> None:
+    t0 = time.time()
+    while proc.poll() is None and not when() and time.time() - t0 < timeout:
+        time.sleep(poll)
+
+
+def cli(args: list, *, interrupt=None, during=None, file_size=None, script=None, timeout: float = 900
+        ) -> tuple[int, str]:
+    proc = start(args, file_size=file_size, script=script)
     if interrupt is not None:
         sig, when = interrupt
-        t0 = time.time()
-        while proc.poll() is None and not when() and time.time() - t0 < timeout:
-            time.sleep(0.2)
+        wait_until(proc, when, timeout, poll=0.01)
         if proc.poll() is None:
             proc.send_signal(getattr(signal, sig))
+    if during is not None:
+        when, act = during
+        wait_until(proc, when, timeout, poll=0.02)
+        act()
     _, err = proc.communicate(timeout=timeout)
     return proc.returncode, err
 
@@ -223,7 +248,9 @@ class Probe:
                                   [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
         plot_folder = self.user_folder("user-plot")
         cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
-        return cases
+        from .reliability_round2 import RoundTwo               # its cases use this module's Case and cli
+
+        return cases + RoundTwo(self).cases()
 
     def broken_model(self, how: str) -> None:
         folder = self.root / f"ft-{how}"
@@ -293,13 +320,14 @@ def main(argv: list[str] | None = None) -> int:
             if hasattr(case.check, "before"):
                 case.check.before()
             t0 = time.perf_counter()
-            code, err = cli(case.args, interrupt=case.interrupt)
+            code, err = cli(case.args, interrupt=case.interrupt, during=case.during, file_size=case.file_size,
+                            script=case.script)
             kept = case.check()
             ok = code == case.want and "Traceback" not in err and not any(w in kept for w in
                                                                           ("CHANGED", "EXISTS", "LOST", "NO ", "DIFFER",
                                                                            "FAILED", "CWD"))
             failed += not ok
-            command = " ".join(str(a).replace(tmp, "$TMP") for a in case.args[:1])
+            command = "python script" if case.script else " ".join(str(a).replace(tmp, "$TMP") for a in case.args[:1])
             rows.append({"case": case.name, "command": command,
                          "args": [str(a).replace(tmp, "$TMP") for a in case.args[1:]], "exit": code,
                          "want": case.want, "first_line": first_error(err).replace(tmp, "$TMP"), "kept": kept,
@@ -312,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     minutes = sum(row["seconds"] for row in rows) / 60
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
              (f"`{record['command_line']}` at {record['git_revision'][:12]} on {record['device_name']}: every `cl-graft` command as a "
-              "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL."), "",
+              "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL; "
+              "full disk = `ulimit -f 20000` (files up to 20 MB)."), "",
              "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
     for row in rows:
         cell = row["first_line"].replace("|", "\\|")
