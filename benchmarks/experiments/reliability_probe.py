@@ -327,10 +327,12 @@ def main(argv: list[str] | None = None) -> int:
                                                                           ("CHANGED", "EXISTS", "LOST", "NO ", "DIFFER",
                                                                            "FAILED", "CWD"))
             failed += not ok
-            command = "python script" if case.script else " ".join(str(a).replace(tmp, "$TMP") for a in case.args[:1])
-            rows.append({"case": case.name, "command": command,
-                         "args": [str(a).replace(tmp, "$TMP") for a in case.args[1:]], "exit": code,
-                         "want": case.want, "first_line": first_error(err).replace(tmp, "$TMP"), "kept": kept,
+            def rel(text: str) -> str:                                # no absolute paths in the artifact
+                return str(text).replace(tmp, "$TMP").replace(str(probe.data), "$DATA")
+
+            command = "python script" if case.script else " ".join(rel(a) for a in case.args[:1])
+            rows.append({"case": case.name, "command": command, "args": [rel(a) for a in case.args[1:]], "exit": code,
+                         "want": case.want, "first_line": rel(first_error(err)), "kept": rel(kept),
                          "ok": ok, "seconds": round(time.perf_counter() - t0, 1)})
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
