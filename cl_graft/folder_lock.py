@@ -41,13 +41,13 @@ class FolderLock:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as e:
-                raise UserError(f"--out {self.path.parent}: cannot write there ({e.strerror or e})") from None
+                raise UserError(f"{self.path.parent}: cannot write there ({e.strerror or e})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise UserError(f"--out {self.path.parent} is in use by {self._holder()}; wait for it to finish "
-                                f"or choose another folder") from None
+                raise UserError(f"{self.path.parent} is in use by {self._holder()}; wait for it to finish or "
+                                f"choose another folder") from None
             if self._same_file(fd):                      # not unlinked by a holder releasing it meanwhile
                 break
             os.close(fd)

@@ -48,7 +48,7 @@ class Case:
     want: int = 2
     check: Callable[[], str] = lambda: ""
     setup: Callable[[], None] = lambda: None
-    interrupt: tuple[str, Callable[[], bool]] | None = None          # (signal name, when to send it)
+    interrupt: tuple | None = None                   # (signal name, when to send it[, how often to look, s])
     during: tuple[Callable[[], bool], Callable[[], None]] | None = None  # (when, what the user does meanwhile)
     file_size: int | None = None                                     # largest file it may write (ulimit -f)
     script: str | None = None                                        # a Python script instead of cl-graft
@@ -80,8 +80,8 @@ def cli(args: list, *, interrupt=None, during=None, file_size=None, script=None,
         ) -> tuple[int, str]:
     proc = start(args, file_size=file_size, script=script)
     if interrupt is not None:
-        sig, when = interrupt
-        wait_until(proc, when, timeout, poll=0.01)
+        sig, when, *poll = interrupt                       # a short poll can land in a finalizer, which drops it
+        wait_until(proc, when, timeout, poll=poll[0] if poll else 0.2)
         if proc.poll() is None:
             proc.send_signal(getattr(signal, sig))
     if during is not None:

@@ -67,8 +67,8 @@ json.dump({"restored": restored, "same_accuracy": same, "tasks": strategy.graft.
 
 EMPTY_SCRIPT = STREAM + """
 import copy
-empty = copy.copy(bm.train_stream[1])
-empty.dataset = empty.dataset.subset([])
+empty = copy.copy(bm.train_stream[1])                          # experience 1 with its examples filtered away
+empty._dataset = empty.dataset.subset([])
 try:
     strategy.train(empty)
 except UserError as e:
@@ -88,14 +88,13 @@ class RoundTwo:
         p, r, d = self.probe, self.root, ["--data-dir", self.data]
         o = r / "o2"
         graft = ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft"]
-        long_run = ["run", "--stream", "sst2,cr", *d, "--preset", "smoke", "--steps", "60", "--quiet", "--strategies",
-                    "graft", "--seed", "1"]                         # about a minute: long enough to be disturbed
+        long_run = ["run", "--stream", "sst2,cr", *d, "--preset", "smoke", "--steps", "30", "--quiet", "--strategies",
+                    "graft", "--seed", "1"]                         # minutes: long enough to be disturbed
         skills = r / "run-edit" / "graft/state/skills"
         cases = [
             Case("finetune while another finetune (seed 1) writes --out", ["finetune", "--task", "sst2", *d, *FT,
                                                                              "--out", r / "busy-ft"],
-                 setup=self.writer("busy-ft", ["finetune", "--task", "sst2", *d, "--preset", "smoke", "--steps", "60",
-                                               "--seed", "1"]),
+                 setup=self.writer("busy-ft", ["finetune", "--task", "sst2", *d, "--preset", "smoke", "--seed", "1"]),
                  check=self.alone("busy-ft")),
             Case("run (seed 0) while another run (seed 1) writes --out", [*graft, "--out", r / "busy-run"],
                  setup=self.writer("busy-run", long_run), check=self.running("busy-run")),
@@ -168,7 +167,7 @@ class RoundTwo:
                  want=0, setup=self.stale_temporaries, check=self.no_temporaries(r / "run-kill")),
             Case("finetune stopped (SIGINT) while saving the model", ["finetune", "--task", "sst2", *d, *FT,
                                                                       "--out", r / "ctrl-c"], want=1,
-                 interrupt=("SIGINT", lambda: _saving(r / "ctrl-c")), check=self.no_temporaries(r / "ctrl-c")),
+                 interrupt=("SIGINT", lambda: _saving(r / "ctrl-c"), 0.01), check=self.no_temporaries(r / "ctrl-c")),
         ]
         return cases
 

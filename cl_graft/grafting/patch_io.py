@@ -26,6 +26,7 @@ from torch import Tensor
 from ..artifacts import read_json
 from ..errors import UserError
 from ..regions.io import cl_graft_version, fingerprint, read_safetensors, write_folder
+from ..schema import ListOf, MapOf, Obj, check_json
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
@@ -65,16 +66,15 @@ def read_patch(directory: str | os.PathLike):
     config = read_json(cfg_path)
     if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{cfg_path}: not a skill patch config of format {FORMAT_VERSION}")
-    try:
-        names = [str(n) for n in config["names"]]
-        shapes = {n: tuple(int(d) for d in config["shapes"][n]) for n in names}
-        counts = {n: int(config["counts"][n]) for n in names}
-        extra_names = [str(n) for n in config["extra"]]
-        meta, sha = config["meta"], str(config["sha256"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{cfg_path}: malformed patch config ({type(e).__name__}: {e})") from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{cfg_path}: meta must be a JSON object")
+    check_json(cfg_path, config, Obj({"names": ListOf(str), "shapes": MapOf(ListOf(int)), "counts": MapOf(int),
+                                      "extra": ListOf(str), "meta": dict, "sha256": str}))
+    names, extra_names, meta, sha = config["names"], config["extra"], config["meta"], config["sha256"]
+    unknown = [n for n in names if n not in config["shapes"] or n not in config["counts"]]
+    if unknown:
+        raise UserError(f"{cfg_path}: fields 'shapes' and 'counts' must name every tensor of 'names', not "
+                        f"{unknown[0]!r}")
+    shapes = {n: tuple(config["shapes"][n]) for n in names}
+    counts = {n: config["counts"][n] for n in names}
     tensors = read_safetensors(tensor_path)
     expected = {f"{kind}/{n}" for n in names for kind in ("idx", "val")} | {f"extra/{n}" for n in extra_names}
     if set(tensors) != expected:

@@ -34,6 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from ..errors import UserError
+from ..schema import ListOf, MapOf, Obj, check_json
 from ..written import note, write_failed
 
 CONFIG_NAME = "region_config.json"
@@ -205,14 +206,16 @@ def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
     directory = Path(directory)
     config = _read_config(directory)
     cfg_path, bits_path = directory / CONFIG_NAME, directory / MASKS_NAME
-    try:
-        names = [str(n) for n in config["names"]]
-        shapes = {n: tuple(int(d) for d in config["shapes"][n]) for n in names}
-        counts = {n: int(config["counts"][n]) for n in names}
-        size, numel, sha = int(config["size"]), int(config["numel"]), str(config["sha256"])
-        meta = config["meta"]
-    except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{cfg_path}: malformed region config ({type(e).__name__}: {e})") from None
+    check_json(cfg_path, config, Obj({"names": ListOf(str), "shapes": MapOf(ListOf(int)), "counts": MapOf(int),
+                                      "size": int, "numel": int, "sha256": str, "meta": dict}))
+    names = config["names"]
+    unknown = [n for n in names if n not in config["shapes"] or n not in config["counts"]]
+    if unknown:
+        raise UserError(f"{cfg_path}: fields 'shapes' and 'counts' must name every tensor of 'names', not "
+                        f"{unknown[0]!r}")
+    shapes = {n: tuple(config["shapes"][n]) for n in names}
+    counts = {n: config["counts"][n] for n in names}
+    size, numel, sha, meta = config["size"], config["numel"], config["sha256"], config["meta"]
     packed = read_safetensors(bits_path)
     if set(packed) != set(names):
         diff = sorted(set(packed) ^ set(names))
