@@ -64,6 +64,7 @@ def start(args: list, *, file_size: int | None = None, script: str | None = None
     cmd = [sys.executable, *(["-c", script] if script else ["-m", "cl_graft.cli"]), *map(str, args)]
 
     def limit() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)       # as at a terminal, even when the probe runs in the background
         if file_size is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
