@@ -25,8 +25,8 @@ from torch import Tensor
 
 from ..artifacts import read_json
 from ..errors import UserError
-from ..regions.io import cl_graft_version, fingerprint, read_safetensors, write_folder
-from ..schema import ListOf, MapOf, Obj, check_json
+from ..regions.io import cl_graft_version, fingerprint, read_safetensors, read_tensor_table, write_folder
+from ..schema import ListOf
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
@@ -66,15 +66,8 @@ def read_patch(directory: str | os.PathLike):
     config = read_json(cfg_path)
     if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{cfg_path}: not a skill patch config of format {FORMAT_VERSION}")
-    check_json(cfg_path, config, Obj({"names": ListOf(str), "shapes": MapOf(ListOf(int)), "counts": MapOf(int),
-                                      "extra": ListOf(str), "meta": dict, "sha256": str}))
-    names, extra_names, meta, sha = config["names"], config["extra"], config["meta"], config["sha256"]
-    unknown = [n for n in names if n not in config["shapes"] or n not in config["counts"]]
-    if unknown:
-        raise UserError(f"{cfg_path}: fields 'shapes' and 'counts' must name every tensor of 'names', not "
-                        f"{unknown[0]!r}")
-    shapes = {n: tuple(config["shapes"][n]) for n in names}
-    counts = {n: config["counts"][n] for n in names}
+    names, shapes, counts = read_tensor_table(cfg_path, config, extra=ListOf(str))
+    extra_names, meta, sha = config["extra"], config["meta"], config["sha256"]
     tensors = read_safetensors(tensor_path)
     expected = {f"{kind}/{n}" for n in names for kind in ("idx", "val")} | {f"extra/{n}" for n in extra_names}
     if set(tensors) != expected:

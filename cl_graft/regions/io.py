@@ -197,6 +197,19 @@ def read_safetensors(path: Path) -> dict[str, Tensor]:
         raise UserError(f"{path}: unreadable safetensors ({str(e).splitlines()[0]})") from None
 
 
+def read_tensor_table(cfg_path: Path, config: dict, **fields) -> tuple[list[str], dict, dict]:
+    """The tensor names, shapes and selected counts of a region or patch config, checked against its schema
+    (with ``fields``: more required fields) with one line naming the file and the field."""
+    check_json(cfg_path, config, Obj({"names": ListOf(str), "shapes": MapOf(ListOf(int)), "counts": MapOf(int),
+                                      "sha256": str, "meta": dict, **fields}))
+    names = config["names"]
+    unknown = [n for n in names if n not in config["shapes"] or n not in config["counts"]]
+    if unknown:
+        raise UserError(f"{cfg_path}: fields 'shapes' and 'counts' must name every tensor of 'names', not "
+                        f"{unknown[0]!r}")
+    return names, {n: tuple(config["shapes"][n]) for n in names}, {n: config["counts"][n] for n in names}
+
+
 def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """Loads and verifies a region directory.
 
@@ -206,15 +219,7 @@ def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
     directory = Path(directory)
     config = _read_config(directory)
     cfg_path, bits_path = directory / CONFIG_NAME, directory / MASKS_NAME
-    check_json(cfg_path, config, Obj({"names": ListOf(str), "shapes": MapOf(ListOf(int)), "counts": MapOf(int),
-                                      "size": int, "numel": int, "sha256": str, "meta": dict}))
-    names = config["names"]
-    unknown = [n for n in names if n not in config["shapes"] or n not in config["counts"]]
-    if unknown:
-        raise UserError(f"{cfg_path}: fields 'shapes' and 'counts' must name every tensor of 'names', not "
-                        f"{unknown[0]!r}")
-    shapes = {n: tuple(config["shapes"][n]) for n in names}
-    counts = {n: config["counts"][n] for n in names}
+    names, shapes, counts = read_tensor_table(cfg_path, config, size=int, numel=int)
     size, numel, sha, meta = config["size"], config["numel"], config["sha256"], config["meta"]
     packed = read_safetensors(bits_path)
     if set(packed) != set(names):
