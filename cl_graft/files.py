@@ -2,7 +2,7 @@
 
 Every writer here puts the bytes in a temporary file beside the target and moves it into place with
 ``os.replace``, so a crash leaves the old file or the new one, never half of one. Only JSON and safetensors
-are read, never pickle. Imports nothing of cl-graft but :mod:`.errors`.
+are read, never pickle. Imports nothing of cl-graft but :mod:`.errors` and :mod:`.written`.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from .errors import UserError
+from .written import note, write_failed
 
 
 def version(dist: str = "cl-graft") -> str:
@@ -40,6 +41,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``; returns ``path``.
 
     The file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600.
+    The file is noted as written (:mod:`.written`); a failed write (a full disk) is a one-line
+    :class:`UserError` naming ``path``, and leaves nothing.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -50,10 +53,15 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except (OSError, SafetensorError) as e:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise write_failed(path, e) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    note(path)
     return path
 
 

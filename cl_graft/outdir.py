@@ -2,8 +2,10 @@
 
 The folder's owner file (:data:`OWNER_FILE`) names the command that claimed it, the settings that change its
 numbers (compared on ``--resume``) and the files that were there before; the run record
-(:data:`~.artifacts.RUN_CONFIG`), written last, lists every file the run wrote, so ``--overwrite`` removes
-exactly those and nothing of the user's.
+(:data:`~.artifacts.RUN_CONFIG`), written last, lists every file the run wrote (:mod:`.written` notes each),
+so ``--overwrite`` removes exactly those, at every depth, and nothing of the user's. A folder has one writer at a
+time (:mod:`.folder_lock`: a second command fails at once, naming the first); a command that fails removes
+only the files it wrote, and temporary files of an interrupted write are removed at the next claim.
 
 Under torchrun only rank 0 writes ``--out``; every other rank works in a private scratch copy of it (what was
 there when the command started, so ``--resume`` and the checks see the same folder), removed when it exits.
@@ -15,7 +17,9 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,18 +28,39 @@ from . import distributed
 from .artifacts import RUN_CONFIG
 from .errors import UserError
 from .files import read_json, write_json
-from .provenance import finish_record
+from .folder_lock import LOCK_FILE, FolderLock
+from .provenance import COMMAND_LINE, finish_record
+from .schema import ListOf, Obj, check_json
+from .written import Ledger, is_temporary
 
 OWNER_FILE = ".cl-graft.json"
+OWNER_SCHEMA = Obj({"command": str, "settings": dict, "kept": ListOf(str)})
+RECORD_SCHEMA = Obj({"files": ListOf(str)})
 
 
 def _files(folder: Path) -> set[str]:
-    """Every file (and link) under ``folder`` but the owner file, as POSIX paths relative to it."""
+    """Every file (and link) under ``folder`` but the owner and lock files, as POSIX paths relative to it."""
     found = set()
     for root, dirs, files in os.walk(folder):
         rel = Path(root).relative_to(folder)
         found |= {(rel / f).as_posix() for f in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]}
-    return found - {OWNER_FILE}
+    return found - {OWNER_FILE, LOCK_FILE}
+
+
+def _temporary(rel: str) -> bool:
+    """A temporary file of cl-graft's (or one inside a temporary folder), left by an interrupted write."""
+    return any(is_temporary(part) for part in Path(rel).parts)
+
+
+def _inside(path: Path, names: list[str]) -> None:
+    """Refuses a listed file outside the folder (an edited record must not make ``--overwrite`` delete it)."""
+    bad = [n for n in names if Path(n).is_absolute() or ".." in Path(n).parts]
+    if bad:
+        raise UserError(f"{path}: lists {bad[0]!r}, a file outside the folder; this is not a record cl-graft wrote")
+
+
+def _dirs(folder: Path) -> set[Path]:
+    return {Path(root) for root, _, _ in os.walk(folder)}
 
 
 def _remove(folder: Path, names: set[str]) -> None:
@@ -61,41 +86,81 @@ class OutDir:
     A command writes only into a new or empty folder, or into one that an earlier run of the same command made
     (its :data:`OWNER_FILE`, written when the folder is claimed, says which command and which files were there
     before). The run record (:data:`RUN_CONFIG`, with the list of files the run wrote) is written last, by
-    :meth:`finish`; a folder without it holds an unfinished run. As a context manager, a run that stops with
-    a :class:`UserError` removes what it wrote (unless ``keep_on_error``: a resumable run keeps its state).
+    :meth:`finish`; a folder without it holds an unfinished run. As a context manager it holds the folder's lock
+    until the block ends, and a run that stops with a :class:`UserError` or an ``OSError`` removes the files it
+    wrote and nothing else (unless ``keep_on_error``: a resumable run keeps its state, less empty folders).
     """
 
     def __init__(self, path: Path, *, kept: set[str], created: bool, keep_on_error: bool,
-                 record_name: str = RUN_CONFIG) -> None:
+                 record_name: str = RUN_CONFIG, lock: FolderLock | None = None, earlier: set[str] = frozenset()) -> None:
         self.path, self.kept, self.created, self.keep_on_error = path, kept, created, keep_on_error
         self.record_name = record_name
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.earlier = set(earlier)                     # a resumed run's files from its earlier sessions
+        self.lock = lock
+        self.ledger = Ledger(path).__enter__()
+        self.dirs = _dirs(path)
+
+    def files(self) -> set[str]:
+        """The files this run wrote (with a resumed run's earlier ones) that are still there."""
+        present = _files(self.path)
+        return {f for f in (self.ledger.relative() | (self.earlier & present)) if not _temporary(f)} - self.kept
 
     def finish(self, record: dict) -> None:
         """Writes the run record last, with what the run cost since the folder was claimed
         (:func:`~.provenance.finish_record`) and every file this run wrote."""
-        files = sorted((_files(self.path) - self.kept) | {self.record_name})
+        files = sorted(self.files() | {self.record_name})
         write_json(self.path / self.record_name, {**finish_record({**record, "started": self.started}), "files": files})
 
     def discard(self) -> None:
-        """Removes what this run wrote; gives the folder up when nothing else is in it."""
-        _remove(self.path, _files(self.path) - self.kept)
-        if not self.kept:
+        """Removes the files this run wrote; gives the folder up when nothing else is in it (else the files
+        left, a user's, are kept by the next run here)."""
+        _remove(self.path, self.ledger.relative() - self.kept)
+        self._prune()
+        left = _files(self.path)
+        if left:
+            write_json(self.path / OWNER_FILE, {**_owner(self.path), "kept": sorted(left)})
+        else:
             (self.path / OWNER_FILE).unlink(missing_ok=True)
-            if self.created:
-                self.path.rmdir()
+
+    def close(self) -> None:
+        """Closes the ledger and drops the lock (and, for a folder this run made and left empty, the folder)."""
+        self.ledger.__exit__()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+        if self.created and self.path.is_dir() and not any(self.path.iterdir()):
+            self.path.rmdir()
+
+    def _prune(self) -> None:
+        """Removes the empty folders this run made."""
+        for d in sorted(_dirs(self.path) - self.dirs, key=lambda p: -len(p.parts)):
+            if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
+                d.rmdir()
 
     def __enter__(self) -> OutDir:  # noqa: PYI034 (typing.Self needs Python 3.11)
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
-        if kind is not None and issubclass(kind, UserError) and not self.keep_on_error:
-            self.discard()
+        try:
+            if kind is not None and issubclass(kind, (UserError, OSError)):
+                if self.keep_on_error:
+                    self._prune()
+                else:
+                    self.discard()
+        finally:
+            self.close()
+
+
+def _owner(out: Path) -> dict:
+    owner = read_json(out / OWNER_FILE) if (out / OWNER_FILE).is_file() else None
+    return owner if isinstance(owner, dict) else {}
 
 
 def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: bool = False,
                   resume: bool = False, keep_on_error: bool = False, record_name: str = RUN_CONFIG) -> OutDir:
-    """Makes ``out`` the output folder of ``command`` (see :class:`OutDir`) and returns it.
+    """Makes ``out`` the output folder of ``command`` (see :class:`OutDir`), locked for this process, and
+    returns it (use it as a context manager: the lock is held until the block ends).
 
     Args:
         out: the folder (``--out``).
@@ -109,8 +174,9 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
             an exported transformers folder).
 
     Raises:
-        UserError: an empty or unwritable path, a file, a folder holding anything else, (``resume``) no
-            earlier run or one with other settings, or (torchrun) ranks with different settings or data.
+        UserError: an empty or unwritable path, a file, a folder another command is writing, a folder holding
+            anything else, (``resume``) no earlier run or one with other settings, or (torchrun) ranks with
+            different settings or data.
     """
     if not str(out).strip():
         raise UserError("--out is empty; give a folder name")
@@ -121,21 +187,51 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
     distributed.barrier()                                   # rank 0 changes the folder after every rank copied it
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    lock = None
+    try:
+        lock = FolderLock(out, COMMAND_LINE.get() or shlex.join(sys.argv)).acquire()
+        run_dir = _claim_locked(out, command, settings, overwrite, resume, keep_on_error, record_name, created)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    run_dir.lock = lock
+    return run_dir
+
+
+def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resume: bool, keep_on_error: bool,
+                  record_name: str, created: bool) -> OutDir:
+    """:func:`claim_out_dir` once the folder exists and is locked."""
     owner_path = out / OWNER_FILE
     owner = read_json(owner_path) if owner_path.is_file() else None
     mine = isinstance(owner, dict) and owner.get("command") == command
+    if mine:
+        _inside(owner_path, check_json(owner_path, owner, OWNER_SCHEMA)["kept"])
+    present = _files(out)
     if resume:
         if not mine:
             raise UserError(f"--resume: {out} holds no output of cl-graft {command} to resume")
         _check_same(out, owner.get("settings") or {}, settings)
-        return OutDir(out, kept=set(owner.get("kept", [])), created=False, keep_on_error=keep_on_error,
-                      record_name=record_name)
-    present = _files(out) if out.is_dir() else set()
+        kept = set(owner.get("kept", []))
+        stale = {f for f in present - kept if _temporary(f)}
+        _remove(out, stale)
+        return OutDir(out, kept=kept, created=False, keep_on_error=keep_on_error, record_name=record_name,
+                      earlier=present - kept - stale)
     if mine:
         kept = set(owner.get("kept", []))
         record = read_json(out / record_name) if (out / record_name).is_file() else None
+        if isinstance(record, dict) and "files" in record:
+            _inside(out / record_name, check_json(out / record_name, record, RECORD_SCHEMA)["files"])
         earlier = present & set(record["files"]) if isinstance(record, dict) and "files" in record \
             else present - kept
+        earlier |= {f for f in present - kept if _temporary(f)}
         if earlier and not overwrite:
             state = "results" if record else "an unfinished run"
             raise UserError(f"--out {out} already holds {state} of cl-graft {command}; choose a new folder or pass "
@@ -146,12 +242,10 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
         what = f"the output of cl-graft {owner.get('command')}" if isinstance(owner, dict) else \
             f"files that cl-graft {command} did not write ({min(present or {OWNER_FILE})})"
         raise UserError(f"--out {out} holds {what}; choose a new or empty folder")
-    created = not out.exists()
     try:
-        out.mkdir(parents=True, exist_ok=True)
         write_json(owner_path, {"command": command, "settings": settings, "kept": sorted(present)})
-    except OSError as e:
-        raise UserError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    except UserError as e:
+        raise UserError(f"--out {out}: cannot write there ({e})") from None
     return OutDir(out, kept=present, created=created, keep_on_error=keep_on_error, record_name=record_name)
 
 

@@ -135,3 +135,25 @@ def eval_outputs():
             self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
 
     return EvalOutputs
+def cli_root(tmp_path_factory) -> Path:
+    """For command-line tests: a saved tiny BERT (``model/``) and a data folder (``data/``) with two sentiment tasks
+    over the tiny vocabulary, ``alpha`` and ``beta`` (the same words, labels swapped)."""
+    import random
+
+    root = tmp_path_factory.mktemp("cli-root")
+    save_tiny_model(root / "model")
+    pos, neg, fill = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"], ["it", "was", "a"]
+
+    def rows(n: int, seed: int, flip: int) -> list[dict]:
+        rng, out = random.Random(seed), []
+        for _ in range(n):
+            y = rng.randrange(2)
+            words = [rng.choice(fill) for _ in range(3)] + [rng.choice(pos if y else neg)]
+            rng.shuffle(words)
+            out.append({"text": " ".join(words), "label": y ^ flip})
+        return out
+
+    for name, flip in (("alpha", 0), ("beta", 1)):
+        write_task(root / "data" / name, ["bad", "good"], {"train": rows(96, 1 + flip, flip),
+                                                          "test": rows(40, 3 + flip, flip)})
+    return root

@@ -15,7 +15,7 @@ images, 70/30 stratified split; offline):
 
 After experience i the seen tasks 0..i are evaluated (the accuracy matrix; ``--final-only`` evaluates once at
 the end, for long capacity runs). Per run: the matrix, final average accuracy and forgetting
-(:mod:`cl_graft.continual_metrics`), training and evaluation wall time, the seconds the graft plugin spent
+(:mod:`cl_graft.strategies.comparison.metrics`), training and evaluation wall time, the seconds the graft plugin spent
 choosing and finding regions, and for grafting the share of graftable elements owned after each task and each
 task's size record. Results: ``runs.jsonl`` (one line per run, appended as runs finish: an interrupted
 invocation keeps what ran, and ``--resume`` skips runs already there), ``region_size.json`` and

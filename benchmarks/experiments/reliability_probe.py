@@ -1,12 +1,13 @@
-"""Reliability probe of the ``cl-graft`` command line: every command against bad data, bad options,
-foreign and earlier output folders, and interruption, run as a new user would, as subprocesses.
+"""Reliability probe of the ``cl-graft`` command line: every command against bad data, bad options, foreign and
+earlier output folders, interruption, two commands on one folder, a full disk, hand-edited files and unsupported
+devices, run as a new user would, as subprocesses (and the Python API's failed and empty experiences, as scripts).
 
 Real MiniLM, the smoke preset and the real task data (``$CL_GRAFT_DATA`` or ``--data-dir``); runs that train
 use ``--steps 2`` where the command has it. Writes a Markdown table (case, command, exit code, first error line,
 what was kept) and the same rows as JSON::
 
     python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data --out DIR/reliability
-        # -> DIR/reliability.{md,json}; 13 minutes on 2 shared CPU cores (52 cases)
+        # -> DIR/reliability.{md,json}
 
 A case passes when its exit code is the expected one, stderr has no traceback, and its check of the folders
 holds. The script exits 1 if any case fails.
@@ -16,56 +17,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from cl_graft.provenance import run_record
 
-USER_FILES = {"figures/important.png": b"\x89PNG the user's figure", "config.json": b'{"mine": true}\n'}
-FT = ["--preset", "smoke", "--steps", "2"]
-LOC = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk",
-       "--sparsity", "0.01"]
-RUN = ["--preset", "smoke", "--steps", "2", "--quiet"]
-
-
-@dataclass
-class Case:
-    """One probe: the argv after ``cl-graft``, the exit code wanted, and a check returning what was kept."""
-
-    name: str
-    args: list
-    want: int = 2
-    check: Callable[[], str] = lambda: ""
-    setup: Callable[[], None] = lambda: None
-    interrupt: tuple[str, Callable[[], bool]] | None = None          # (signal name, when to send it)
-    result: dict = field(default_factory=dict)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def cli(args: list, *, interrupt=None, timeout: float = 900) -> tuple[int, str]:
-    cmd = [sys.executable, "-m", "cl_graft.cli", *map(str, args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if interrupt is not None:
-        sig, when = interrupt
-        t0 = time.time()
-        while proc.poll() is None and not when() and time.time() - t0 < timeout:
-            time.sleep(0.2)
-        if proc.poll() is None:
-            proc.send_signal(getattr(signal, sig))
-    _, err = proc.communicate(timeout=timeout)
-    return proc.returncode, err
-
+from .probe_harness import FT, LOC, RUN, USER_FILES, Case, cli, snapshot
+from .reliability_round2 import RoundTwo
 
 class Probe:
     def __init__(self, root: Path, data: Path) -> None:
@@ -223,7 +186,7 @@ class Probe:
                                   [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
         plot_folder = self.user_folder("user-plot")
         cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
-        return cases
+        return cases + RoundTwo(self).cases()
 
     def broken_model(self, how: str) -> None:
         folder = self.root / f"ft-{how}"
@@ -294,16 +257,19 @@ def main(data_dir, out) -> None:
             if hasattr(case.check, "before"):
                 case.check.before()
             t0 = time.perf_counter()
-            code, err = cli(case.args, interrupt=case.interrupt)
+            code, err = cli(case.args, interrupt=case.interrupt, during=case.during, file_size=case.file_size,
+                            script=case.script)
             kept = case.check()
             ok = code == case.want and "Traceback" not in err and not any(w in kept for w in
                                                                           ("CHANGED", "EXISTS", "LOST", "NO ", "DIFFER",
                                                                            "FAILED", "CWD"))
             failed += not ok
-            command = " ".join(str(a).replace(tmp, "$TMP") for a in case.args[:1])
-            rows.append({"case": case.name, "command": command,
-                         "args": [str(a).replace(tmp, "$TMP") for a in case.args[1:]], "exit": code,
-                         "want": case.want, "first_line": first_error(err).replace(tmp, "$TMP"), "kept": kept,
+            def rel(text: str) -> str:                                # no absolute paths in the artifact
+                return str(text).replace(tmp, "$TMP").replace(str(probe.data), "$DATA")
+
+            command = "python script" if case.script else " ".join(rel(a) for a in case.args[:1])
+            rows.append({"case": case.name, "command": command, "args": [rel(a) for a in case.args[1:]], "exit": code,
+                         "want": case.want, "first_line": rel(first_error(err)), "kept": rel(kept),
                          "ok": ok, "seconds": round(time.perf_counter() - t0, 1)})
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
@@ -313,7 +279,8 @@ def main(data_dir, out) -> None:
     minutes = sum(row["seconds"] for row in rows) / 60
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
              (f"`{record['command_line']}` at {record['git_revision'][:12]} on {record['device_name']}: every `cl-graft` command as a "
-              "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL."), "",
+              "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL; "
+              "full disk = `ulimit -f 20000` (files up to 20 MB)."), "",
              "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
     for row in rows:
         cell = row["first_line"].replace("|", "\\|")

@@ -69,32 +69,63 @@ def data_identity(tasks: list[str], data_dir: str | None) -> dict[str, str]:
     return {t: data_sha256(t, data_dir) for t in tasks}
 
 
-def load_finetuned(path: str | None, task: str, device):
-    """The saved fine-tune (checked to hold ``task``) and its training seconds from metrics.json, or Nones."""
+def check_finetune_folder(path: str, *, match: tuple[str, int] | None = None) -> None:
+    """Refuses a ``--finetuned`` folder that a cl-graft command claimed but never finished (no run record), and,
+    with ``match = (preset, seed)``, one fine-tuned with another preset or seed. The folder is a ``finetune``
+    output or the ``finetuned/`` folder of a localize/surgical/analyze run; a model saved from Python
+    (``save_classifier``, no run record) has nothing to check."""
+    from pathlib import Path
+
+    from ..artifacts import RUN_CONFIG
+    from ..files import read_json
+    from ..outdir import OWNER_FILE
+    from ..schema import Obj, read_checked
+
+    folder = Path(path)
+    for run in [folder] + ([folder.parent] if folder.name == "finetuned" else []):
+        if not (run / OWNER_FILE).is_file():
+            continue
+        owner = read_json(run / OWNER_FILE)
+        command = owner.get("command") if isinstance(owner, dict) else None
+        if not (run / RUN_CONFIG).is_file():
+            raise UserError(f"--finetuned {path}: an unfinished run of cl-graft {command} (no {RUN_CONFIG}); "
+                            f"finish it or choose another folder")
+        record = read_checked(run / RUN_CONFIG, Obj({"preset": str, "seed": int}))
+        if match is not None and (record["preset"], record["seed"]) != tuple(match):
+            raise UserError(f"--finetuned {path} was fine-tuned with preset {record['preset']} and seed "
+                            f"{record['seed']}, not preset {match[0]} and seed {match[1]} as asked; they must match")
+        return
+
+
+def load_finetuned(path: str | None, task: str, device, *, match: tuple[str, int] | None = None):
+    """The saved fine-tune (checked finished, to hold ``task`` and, with ``match``, to have that preset and seed:
+    :func:`check_finetune_folder`) and its training seconds from metrics.json, or Nones."""
     from pathlib import Path
 
     from ..artifacts import load_classifier
-    from ..files import read_json
+    from ..schema import Nullable, Obj, read_checked
 
     if path is None:
         return None, None
+    check_finetune_folder(path, match=match)
     ft = load_classifier(path, device=device)
     if task not in ft.tasks:
         raise UserError(f"--finetuned {path} has tasks {sorted(ft.tasks)}, not {task!r}")
     metrics = Path(path) / "metrics.json"
-    return ft, (read_json(metrics).get("train_seconds") if metrics.exists() else None)
+    seconds = Obj({}, {"train_seconds": Nullable(float)})
+    return ft, (read_checked(metrics, seconds).get("train_seconds") if metrics.exists() else None)
 
 
 def pre_and_finetuned(finetuned: str | None, spec, *, model: str, head: str, fresh_head: bool, max_length: int,
-                      device, seed: int):
+                      device, seed: int, match: tuple[str, int] | None = None):
     """θ_pre with the task's head at its fine-tuning init (seeded), the saved fine-tune of ``--finetuned`` (or
-    None: the command fine-tunes) and that fine-tune's training seconds. θ_pre comes from the fine-tune's own
-    source model, head kind and pooling when one is given."""
+    None: the command fine-tunes; ``match``: see :func:`load_finetuned`) and that fine-tune's training seconds.
+    θ_pre comes from the fine-tune's own source model, head kind and pooling when one is given."""
     import torch
 
     from ..training.models import build_classifier
 
-    ft, seconds = load_finetuned(finetuned, spec.name, device)
+    ft, seconds = load_finetuned(finetuned, spec.name, device, match=match)
     torch.manual_seed(seed)
     pre = build_classifier(ft.source if ft else model, head=ft.head_kind if ft else head,
                            pooling=ft.pooling if ft else "mean", max_length=max_length, device=device,

@@ -15,6 +15,7 @@ def _run_record(skills: Path) -> dict:
     """The ``config.json`` of the ``cl-graft run`` whose skills folder this is (``<run>/<strategy>/state/skills``)."""
     from ..artifacts import RUN_CONFIG
     from ..files import read_json
+    from ..schema import ListOf, Obj, check_json
 
     if not (skills / "skills.json").is_file():
         raise UserError(f"--skills {skills}: not a skills folder (skills.json missing)")
@@ -22,7 +23,8 @@ def _run_record(skills: Path) -> dict:
         if (folder / RUN_CONFIG).is_file():
             record = read_json(folder / RUN_CONFIG)
             if isinstance(record, dict) and record.get("command") == "run":
-                return record
+                return check_json(folder / RUN_CONFIG, record, Obj({
+                    "stream": ListOf(str), "seed": int, "model": str, "head": str, "preset": str}))
     raise UserError(f"--skills {skills}: no cl-graft run config.json above it")
 
 

@@ -9,7 +9,7 @@ import click
 from ..errors import UserError
 from ..localize.experiment import TRAINED_BASELINES
 from ..regions.methods import REGION_METHODS
-from .common import common_options, data_identity, data_source, field_option
+from .common import check_finetune_folder, common_options, data_identity, data_source, field_option
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -98,6 +98,8 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     distributed.check_batch(cfgs[0].batch_size, "localization batch size")
     if finetuned is None:
         distributed.check_batch(cfg.finetune.batch_size)
+    if finetuned:
+        check_finetune_folder(finetuned)
     ft = load_classifier(finetuned, device=device) if finetuned else None
     if ft is not None and task not in ft.tasks:
         raise UserError(f"--finetuned {finetuned} has tasks {sorted(ft.tasks)}, not {task!r}")

@@ -14,14 +14,20 @@ def plot(results_dir, out):
     """Redraw every figure of RESULTS_DIR (a `cl-graft multitask` folder) and print its summary.
 
     --out must be a new or empty folder, or one an earlier `cl-graft plot` wrote (its figures are replaced)."""
+    from ..folder_lock import FolderLock
     from ..outdir import claim_out_dir
+    from ..provenance import COMMAND_LINE
     from ..skillmaps.report import draw_figures, summary
     from ..skillmaps.results import FIGURES_DIR, load_skillmap
 
     sm = load_skillmap(results_dir)
     if out is None:
         fig_dir = Path(results_dir) / FIGURES_DIR                      # the multitask run's own figures
-        paths = draw_figures(sm, fig_dir)
+        lock = FolderLock(Path(results_dir), COMMAND_LINE.get() or "cl-graft plot").acquire()   # one writer
+        try:
+            paths = draw_figures(sm, fig_dir)
+        finally:
+            lock.release()
     else:
         with claim_out_dir(out, "plot", settings={"results_dir": str(results_dir)}, overwrite=True) as run_dir:
             fig_dir = run_dir.path

@@ -68,7 +68,8 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     splits = load_rows(task, data_dir, cfg, seed=seed)
     sample = fisher_sample(splits.train, fisher_rows, seed)
     pre, ft, ft_seconds = pre_and_finetuned(finetuned, splits.spec, model=model, head=head, fresh_head=fresh_head,
-                                       max_length=cfg.max_length, device=device, seed=seed)
+                                       max_length=cfg.max_length, device=device, seed=seed,
+                                       match=(cfg.name, seed))
     source = pre.source
     n_layers = len(layer_names(pre))
     bad = [k for k in top + rand if not 1 <= k <= n_layers]

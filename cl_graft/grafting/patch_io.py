@@ -24,8 +24,9 @@ import torch
 from torch import Tensor
 
 from ..errors import UserError
-from ..files import read_json, read_safetensors, version, write_folder
-from ..regions.io import fingerprint
+from ..files import read_safetensors, version, write_folder
+from ..regions.io import fingerprint, read_tensor_table
+from ..schema import ListOf
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
@@ -65,16 +66,8 @@ def read_patch(directory: str | os.PathLike):
     config = read_json(cfg_path)
     if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{cfg_path}: not a skill patch config of format {FORMAT_VERSION}")
-    try:
-        names = [str(n) for n in config["names"]]
-        shapes = {n: tuple(int(d) for d in config["shapes"][n]) for n in names}
-        counts = {n: int(config["counts"][n]) for n in names}
-        extra_names = [str(n) for n in config["extra"]]
-        meta, sha = config["meta"], str(config["sha256"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{cfg_path}: malformed patch config ({type(e).__name__}: {e})") from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{cfg_path}: meta must be a JSON object")
+    names, shapes, counts = read_tensor_table(cfg_path, config, extra=ListOf(str))
+    extra_names, meta, sha = config["extra"], config["meta"], config["sha256"]
     tensors = read_safetensors(tensor_path)
     expected = {f"{kind}/{n}" for n in names for kind in ("idx", "val")} | {f"extra/{n}" for n in extra_names}
     if set(tensors) != expected:

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ..errors import UserError
 from ..files import read_safetensors, version, write_folder
+from ..schema import ListOf, MapOf, Obj, check_json
 
 CONFIG_NAME = "region_config.json"
 MASKS_NAME = "region.safetensors"
@@ -121,6 +122,19 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
+def read_tensor_table(cfg_path: Path, config: dict, **fields) -> tuple[list[str], dict, dict]:
+    """The tensor names, shapes and selected counts of a region or patch config, checked against its schema
+    (with ``fields``: more required fields) with one line naming the file and the field."""
+    check_json(cfg_path, config, Obj({"names": ListOf(str), "shapes": MapOf(ListOf(int)), "counts": MapOf(int),
+                                      "sha256": str, "meta": dict, **fields}))
+    names = config["names"]
+    unknown = [n for n in names if n not in config["shapes"] or n not in config["counts"]]
+    if unknown:
+        raise UserError(f"{cfg_path}: fields 'shapes' and 'counts' must name every tensor of 'names', not "
+                        f"{unknown[0]!r}")
+    return names, {n: tuple(config["shapes"][n]) for n in names}, {n: config["counts"][n] for n in names}
+
+
 def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """Loads and verifies a region directory.
 
@@ -130,14 +144,8 @@ def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
     directory = Path(directory)
     config = _read_config(directory)
     cfg_path, bits_path = directory / CONFIG_NAME, directory / MASKS_NAME
-    try:
-        names = [str(n) for n in config["names"]]
-        shapes = {n: tuple(int(d) for d in config["shapes"][n]) for n in names}
-        counts = {n: int(config["counts"][n]) for n in names}
-        size, numel, sha = int(config["size"]), int(config["numel"]), str(config["sha256"])
-        meta = config["meta"]
-    except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"{cfg_path}: malformed region config ({type(e).__name__}: {e})") from None
+    names, shapes, counts = read_tensor_table(cfg_path, config, size=int, numel=int)
+    size, numel, sha, meta = config["size"], config["numel"], config["sha256"], config["meta"]
     packed = read_safetensors(bits_path)
     if set(packed) != set(names):
         diff = sorted(set(packed) ^ set(names))

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..errors import UserError
 from ..metrics import agreement, summarize
 
 
@@ -40,9 +41,17 @@ def predict_logits(model, rows: list[dict], task: str | None = None, *, batch_si
 
 def evaluate(model, rows: list[dict], task: str | None = None, *, batch_size: int = 64, n_bins: int = 10,
              progress: bool = False) -> tuple[dict, np.ndarray]:
-    """Metrics (accuracy, F1 for binary tasks, ECE, headline ``score``) and the predictions (N,)."""
+    """Metrics (accuracy, F1 for binary tasks, ECE, headline ``score``) and the predictions (N,).
+
+    Raises:
+        UserError: the model's outputs on some row are NaN or infinite (no metric is computed from them).
+    """
     name = model.resolve_task(task)
     logits = predict_logits(model, rows, name, batch_size=batch_size, progress=progress)
+    bad = int((~np.isfinite(logits)).any(axis=1).sum())
+    if bad:
+        raise UserError(f"task {name}: the model's outputs are NaN or infinite on {bad} of {len(rows)} rows; "
+                        f"no metric computed (a diverged or broken model)")
     labels = np.array([r["label"] for r in rows], dtype=np.int64)
     metrics = summarize(logits, labels, metric=model.tasks[name].metric, n_bins=n_bins)
     return metrics, logits.argmax(axis=1)

@@ -72,10 +72,11 @@ class FinetuneResult:
 
 
 def check_finite(where: str, *, loss: float | torch.Tensor | None = None,
-                 tensors: Mapping[str, torch.Tensor] | None = None) -> None:
+                 tensors: Mapping[str, torch.Tensor] | None = None, outputs: torch.Tensor | None = None) -> None:
     """Stops a diverged run: a one-line :class:`UserError` naming ``where`` (e.g. ``"finetune step 7"``) when
-    ``loss`` or any of ``tensors`` is NaN or infinite. The one guard of fine-tuning, multi-task training,
-    localization and the continual strategies."""
+    ``loss``, any of ``tensors`` or the model's ``outputs`` (e.g. logits (B, C) of a batch: finite weights can
+    still give NaN outputs) is NaN or infinite. The one guard of fine-tuning, multi-task training,
+    localization, the continual strategies and loading a saved model."""
     value = float(loss.detach()) if isinstance(loss, torch.Tensor) else loss
     if value is not None and not math.isfinite(value):
         raise UserError(f"{where}: the loss is {value}; training diverged (lower the learning rate)")
@@ -83,6 +84,9 @@ def check_finite(where: str, *, loss: float | torch.Tensor | None = None,
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise UserError(f"{where}: {name} holds NaN or infinite values; training diverged "
                             f"(lower the learning rate)")
+    if outputs is not None and not bool(torch.isfinite(outputs.detach()).all()):
+        raise UserError(f"{where}: the model's outputs hold NaN or infinite values; training diverged "
+                        f"(lower the learning rate)")
 
 
 def trainable_names(model, *, freeze_embeddings: bool = True) -> list[str]:
@@ -195,6 +199,8 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
             freeze.after_update_()
         bar.set_postfix(task=task, loss=f"{shown.item():.3f}")
         if select is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+            with torch.no_grad():                                    # no dev score from NaN outputs
+                check_finite(f"{desc} step {step}", outputs=model.eval()(**enc, task=task))
             score, details = select()
             history.append({"step": step, "dev": details, "loss": shown.item()})
             if best["dev"] is None or score > best["dev"]:
@@ -207,7 +213,9 @@ def train_(model, draws: Iterable[tuple[str, list[dict]]], cfg: FinetuneConfig, 
         with torch.no_grad():
             for n, v in best["state"].items():
                 params[n].copy_(v)
-    check_finite(f"{desc} after step {cfg.steps}", tensors={n: params[n] for n in names})
+    with torch.no_grad():                                            # the last batch again, at the kept weights
+        check_finite(f"{desc} after step {cfg.steps}", tensors={n: params[n] for n in names},
+                     outputs=model.eval()(**enc, task=task))
     for p in params.values():
         p.requires_grad_(True)
     model.eval()

@@ -205,6 +205,8 @@ def resolve_device(name: str = "auto") -> torch.device:
         device = torch.device(name)
     except RuntimeError:
         raise UserError(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise UserError(f"device {name!r} is not supported; use auto, cpu, cuda, cuda:N or mps")
     cuda_missing = not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()
     if device.type == "cuda" and cuda_missing:
         raise UserError(f"device {name!r} is not available on this machine (torch sees "

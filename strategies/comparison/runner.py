@@ -8,7 +8,6 @@ each is built, walks the stream and is stored, are the entries of :data:`.regist
 """
 from __future__ import annotations
 
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -21,7 +20,8 @@ import torch
 
 from cl_graft import distributed
 from cl_graft.errors import UserError
-from cl_graft.files import read_json, write_json
+from cl_graft.files import write_json
+from cl_graft.schema import ListOf, Obj, read_checked
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import TaskAdapter
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
 SKILLS_DIR = "skills"
+RESULT_SCHEMA = Obj({"name": str, "tasks": ListOf(str), "matrix": ListOf(ListOf(float)), "seconds": float,
+                     "bytes": int, "info": dict})
+PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "rows": ListOf(ListOf(float)), "seconds": float})
 
 
 @dataclass
@@ -212,7 +215,7 @@ def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: Con
 
 def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig, settings: Settings):
     """Owner map (applied to ``clf``), accuracy rows and seconds of an interrupted graft stream."""
-    state = read_json(state_dir / PROGRESS_FILE)
+    state = read_checked(state_dir / PROGRESS_FILE, PROGRESS_SCHEMA)
     if (state.get("tasks"), state.get("config"), state.get("settings")) != (tasks, cfg.to_json(),
                                                                             settings.to_json()):
         raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
@@ -247,11 +250,9 @@ def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str,
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE
         if resume and path.exists():
-            results[name] = StrategyResult.from_json(read_json(path))
+            results[name] = StrategyResult.from_json(read_checked(path, RESULT_SCHEMA))
         else:
-            state = out / name / "state" if STRATEGIES[name].resumable else None
-            if state is not None and not resume and state.exists():
-                shutil.rmtree(state)                                  # an overwritten run's stale state
+            state = out / name / "state" if STRATEGIES[name].resumable else None   # --overwrite emptied it
             (out / name).mkdir(parents=True, exist_ok=True)
             tuning = {}
             if tune_stream is not None:

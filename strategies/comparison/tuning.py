@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cl_graft.errors import UserError
 from cl_graft.files import read_json
+from cl_graft.schema import MapOf, Nullable, Obj, check_json
 from cl_graft.task import TaskRows
 
 from .registry import STRATEGIES
@@ -69,6 +70,8 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
     results = read_json(path)
     if not isinstance(results, dict) or not isinstance(results.get("strategies"), dict):
         raise UserError(f"{path}: not the results of a `cl-graft run`")
+    tuned = Obj({}, {"info": Obj({}, {"tuning": Nullable(Obj({}, {"chosen": Nullable(dict)}))})})
+    check_json(path, results, Obj({"strategies": MapOf(tuned)}, {"run": Nullable(dict)}))
     seed = (results.get("run") or {}).get("seed")
     out = {}
     for name in (n for n in names if STRATEGIES[n].grid):

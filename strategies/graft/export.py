@@ -18,16 +18,19 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from cl_graft.errors import UserError
 from cl_graft.files import read_json, read_safetensors, write_json, write_safetensors
 from cl_graft.grafting.graft import patch_
+from cl_graft.schema import Obj, check_json
 from cl_graft.task import TaskSpec
 from cl_graft.training.models import TextClassifier, build_classifier, clone_model
+from cl_graft.written import staged_folder, write_failed
 
-from .owner_map import OwnerMap
 from .adaptations import replay_adaptation_
+from .owner_map import OwnerMap
 from .targets import HeadNames, graft_target
 
 TASK_FILE = "cl_graft_task.json"
@@ -78,8 +81,12 @@ def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.Pat
     backbone = grafted.backbone
     backbone.config.id2label = dict(enumerate(spec.labels))
     backbone.config.label2id = {label: i for i, label in enumerate(spec.labels)}
-    backbone.save_pretrained(out, safe_serialization=True)
-    grafted.tokenizer.save_pretrained(out)
+    try:
+        with staged_folder(out, within=out) as tmp:                # whole files or none (a full disk)
+            backbone.save_pretrained(tmp, safe_serialization=True)
+            grafted.tokenizer.save_pretrained(tmp)
+    except (OSError, SafetensorError) as e:
+        raise write_failed(out / STATE_FILE, e) from None
     if grafted.head_kind == "linear":
         head = grafted.heads[spec.name]
         write_safetensors(out / HEAD_FILE, {n: p.detach().cpu().contiguous() for n, p in head.named_parameters()})
@@ -107,6 +114,8 @@ def load_task_model(path: str | os.PathLike, *, model: nn.Module | None = None,
         return _load_state_task(path, cfg, model).to(device).eval()
     if not isinstance(cfg, dict) or cfg.get("format") != "transformers":
         raise UserError(f"{path}: not a task exported by cl-graft ({TASK_FILE} missing or of another format)")
+    check_json(path / TASK_FILE, cfg, Obj({"task": dict, "head": str, "pooling": str, "max_length": int,
+                                           "source": str}))
     clf = build_classifier(str(path), head=cfg["head"], pooling=cfg["pooling"], max_length=cfg["max_length"],
                            device=device)
     spec = TaskSpec.from_json(cfg["task"])

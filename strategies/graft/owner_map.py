@@ -25,9 +25,10 @@ import torch
 from torch import Tensor
 
 from cl_graft.errors import UserError
-from cl_graft.files import read_json, read_safetensors, version, write_json, write_safetensors
+from cl_graft.files import read_safetensors, version, write_json, write_safetensors
 from cl_graft.grafting.graft import SkillPatch, patch_
 from cl_graft.regions.region import Region, fingerprint, graftable_names
+from cl_graft.schema import ListOf, MapOf, Nullable, Obj, read_checked
 from cl_graft.training.models import TextClassifier
 
 from .task_features import FeatureStats, load_stats, save_stats
@@ -36,6 +37,8 @@ MAP_CONFIG = "skills.json"
 PRE_FILE = "pre.safetensors"
 FORMAT_VERSION = 1
 MAX_TASKS = 254
+MAP_SCHEMA = Obj({"format_version": int, "tasks": ListOf(str), "names": ListOf(str), "shapes": MapOf(ListOf(int)),
+                  "pre_fingerprint": str}, {"features": Nullable(ListOf(Nullable(int)))})
 
 
 class OwnerMap:
@@ -195,11 +198,16 @@ class OwnerMap:
             UserError: a missing or malformed folder, or a model with other tensors or another θ_pre.
         """
         directory = Path(directory)
-        cfg = read_json(directory / MAP_CONFIG)
-        if not isinstance(cfg, dict) or cfg.get("format_version") != FORMAT_VERSION:
+        cfg = read_checked(directory / MAP_CONFIG, MAP_SCHEMA)
+        if cfg.get("format_version") != FORMAT_VERSION:
             raise UserError(f"{directory / MAP_CONFIG}: not a owner map of format {FORMAT_VERSION}")
         params = dict(model.named_parameters())
-        names = [str(n) for n in cfg.get("names", [])]
+        names = cfg["names"]
+        unshaped = [n for n in names if n not in cfg["shapes"]]
+        if unshaped:
+            raise UserError(f"{directory / MAP_CONFIG}: field 'shapes' lacks tensor {unshaped[0]!r}")
+        if len(set(cfg["tasks"])) != len(cfg["tasks"]):
+            raise UserError(f"{directory / MAP_CONFIG}: field 'tasks' names a task more than once")
         bad = [n for n in names if n not in params or list(params[n].shape) != cfg["shapes"][n]]
         if not names or bad:
             raise UserError(f"{directory}: skills were saved for another model ({bad[0] if bad else 'no'} tensor "

@@ -78,6 +78,7 @@ from cl_graft.training.freeze import ElementFreeze
 from cl_graft.training.models import clone_model
 
 from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
+from .experience_undo import ExperienceUndo
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
@@ -168,6 +169,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._route: str | None = None                    # per-batch routing of this experience: aware / infer
         self._routed = False
         self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
+        self.undo: ExperienceUndo | None = None             # the running experience's snapshot
 
     @property
     def task_inference(self) -> str | None:
@@ -186,8 +188,23 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         return self._target
 
     # ----- training ------------------------------------------------------------------------------
+    def undo_failed_experience_(self) -> None:
+        """Puts the model, the optimizer and the owner map back to what they were before an experience that
+        failed (:mod:`.experience_undo`); a no-op when none failed. :class:`GraftStrategy` calls it when ``train``
+        raises; a plain template gets it at its next ``train``."""
+        if self.undo is not None:
+            self.undo.restore_(self.owners)
+            self.undo, self._freeze = None, None
+
+    def before_training(self, strategy, **kwargs) -> None:
+        self.undo_failed_experience_()
+
+    def after_training(self, strategy, **kwargs) -> None:
+        self.undo = None
+
     def before_train_dataset_adaptation(self, strategy, **kwargs) -> None:
         """Checks the experience before anything adapts or trains (first callback of an experience)."""
+        self.undo = None                                    # the previous experience finished
         target = self.target(strategy)
         if self.owners is None:
             params = dict(target.root.named_parameters())
@@ -220,6 +237,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         self._record_adaptation(strategy, training=True)
+        self.undo = ExperienceUndo(strategy.model, strategy.optimizer, self.owners)
         target = self.target(strategy)
         params = dict(target.root.named_parameters())
         label, task = self._task(target, strategy.experience)

@@ -34,6 +34,7 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.region import Region
 
+from .experience_undo import check_experiences
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .plugin import GraftPlugin
@@ -115,6 +116,16 @@ Attributes:
                          **base_kwargs)
 
     __init__.__doc__ = f"A grafting strategy (see the class docstring).\n\n{_ARGS}"
+
+    def train(self, experiences, eval_streams=None, **kwargs):
+        """As ``SupervisedTemplate.train``; an experience without examples is refused first, and one that fails is
+        undone (model, optimizer and owner map as before it) before the error goes on."""
+        check_experiences(experiences)
+        try:
+            return super().train(experiences, eval_streams, **kwargs)
+        except BaseException:
+            self.graft.undo_failed_experience_()
+            raise
 
     def forward(self):
         """The model's output; in evaluation, the graft plugin's routed output when it routes the batch."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from avalanche.benchmarks.utils.data_loader import SingleDatasetDataLoader
 from avalanche.core import SupervisedPlugin
+from avalanche.models.utils import avalanche_forward
 
 from cl_graft import distributed
 from cl_graft.errors import UserError
@@ -73,8 +74,9 @@ class ClipGrad(SupervisedPlugin, supports_distributed=True):
 
 
 class FiniteGuard(SupervisedPlugin, supports_distributed=True):
-    """Stops training with a one-line error when the loss (every iteration) or a weight (after each
-    experience) is NaN or infinite: :func:`cl_graft.finetune.check_finite` on the Avalanche path."""
+    """Stops training with a one-line error when the loss (every iteration), a weight or the outputs on the last
+    mini-batch (after each experience) are NaN or infinite: :func:`cl_graft.finetune.check_finite` on the
+    Avalanche path."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -88,7 +90,12 @@ class FiniteGuard(SupervisedPlugin, supports_distributed=True):
         check_finite(f"{_where(strategy)} step {self.step}", loss=strategy.loss)
 
     def after_training_exp(self, strategy, **kwargs) -> None:
-        check_finite(_where(strategy), tensors=dict(strategy.model.named_parameters()))
+        model, was_training = strategy.model, strategy.model.training
+        model.eval()
+        with torch.no_grad():
+            outputs = avalanche_forward(model, strategy.mb_x, strategy.mb_task_id)
+        model.train(was_training)
+        check_finite(_where(strategy), tensors=dict(model.named_parameters()), outputs=outputs)
 
 
 class WholeEval(SupervisedPlugin, supports_distributed=True):

@@ -1,0 +1,85 @@
+"""One writer per output folder: an OS lock (``flock``) on a lock file inside it, held while a command writes.
+
+The lock file (:data:`LOCK_FILE`) names its holder (process id, command line, start time), so a second command
+on the same folder fails at once with one line saying who holds it. The operating system drops the lock when
+the holder exits, however it exits (a crash, SIGKILL), so a stale lock file never blocks a later command.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import UserError
+
+LOCK_FILE = ".cl-graft.lock"
+
+
+class FolderLock:
+    """An exclusive, non-blocking lock on ``folder`` (which must exist). Use :meth:`acquire`, then :meth:`release`.
+
+    Args:
+        folder: the output folder.
+        command_line: what the holder runs (shown to a second command).
+    """
+
+    def __init__(self, folder: Path, command_line: str) -> None:
+        self.path = Path(folder) / LOCK_FILE
+        self.command_line = command_line
+        self._fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        """Takes the lock and writes the holder into the lock file.
+
+        Raises:
+            UserError: another process holds the lock (the message names it), or the folder is not writable.
+        """
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise UserError(f"{self.path.parent}: cannot write there ({e.strerror or e})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise UserError(f"{self.path.parent} is in use by {self._holder()}; wait for it to finish or "
+                                f"choose another folder") from None
+            if self._same_file(fd):                      # not unlinked by a holder releasing it meanwhile
+                break
+            os.close(fd)
+        holder = {"pid": os.getpid(), "command": self.command_line,
+                  "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(holder) + "\n").encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Removes the lock file and drops the lock (idempotent)."""
+        if self._fd is None:
+            return
+        if self._same_file(self._fd):
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+    def _same_file(self, fd: int) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        own = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+    def _holder(self) -> str:
+        """The holder as the lock file names it: ``pid N (`command`, started T)``."""
+        try:
+            holder = json.loads(self.path.read_text(encoding="utf-8"))
+            return f"pid {int(holder['pid'])} (`{holder['command']}`, started {holder['started']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another cl-graft command"

@@ -1,0 +1,112 @@
+"""Checks of the JSON files cl-graft reads back (run records, skills, progress, results): a hand-edited file that
+is valid JSON but lacks a field, or holds one of the wrong kind, is a one-line :class:`UserError` naming the file
+and the field, not a traceback.
+
+A schema is a Python type (``str``, ``int``, ``float`` = any number, ``bool``, ``dict`` = any object, ``list`` =
+any list) or one of :class:`ListOf`, :class:`MapOf`, :class:`Obj` and :class:`Nullable`::
+
+    PROGRESS = Obj({"tasks": ListOf(str), "rows": ListOf(ListOf(float)), "seconds": float})
+    state = read_checked(path, PROGRESS)
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError
+from .files import read_json
+
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a JSON object",
+          list: "a list"}
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list whose every item matches ``item``."""
+
+    item: Any
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A JSON object whose every value matches ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Nullable:
+    """``null`` or a value matching ``inner``."""
+
+    inner: Any
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A JSON object with ``required`` fields (name → schema) and ``optional`` ones; other fields are allowed."""
+
+    required: Mapping[str, Any]
+    optional: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _is(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _problem(value: Any, spec: Any, where: str) -> tuple[str, str] | None:
+    """``(field, what is wrong)`` for the first mismatch of ``value`` against ``spec``, or None."""
+    if isinstance(spec, Nullable):
+        return None if value is None else _problem(value, spec.inner, where)
+    if isinstance(spec, ListOf):
+        if not isinstance(value, list):
+            return where, f"must be a list, got {_shown(value)}"
+        return next(filter(None, (_problem(v, spec.item, f"{where}[{i}]") for i, v in enumerate(value))), None)
+    if isinstance(spec, MapOf):
+        if not isinstance(value, dict):
+            return where, f"must be a JSON object, got {_shown(value)}"
+        return next(filter(None, (_problem(v, spec.value, _join(where, k)) for k, v in value.items())), None)
+    if isinstance(spec, Obj):
+        if not isinstance(value, dict):
+            return where, f"must be a JSON object, got {_shown(value)}"
+        missing = [k for k in spec.required if k not in value]
+        if missing:
+            return _join(where, missing[0]), "is missing"
+        fields = {**spec.required, **{k: s for k, s in spec.optional.items() if k in value}}
+        return next(filter(None, (_problem(value[k], s, _join(where, k)) for k, s in fields.items())), None)
+    if not _is(value, spec):
+        return where, f"must be {_NAMES.get(spec, spec.__name__)}, got {_shown(value)}"
+    return None
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 30 else text[:27] + "..."
+
+
+def check_json(path: str | os.PathLike, value: Any, spec: Any) -> Any:
+    """Returns ``value`` if it matches ``spec``.
+
+    Raises:
+        UserError: ``<path>: field 'rows[1]' must be a list, got 3`` (the file, the field, what is wrong).
+    """
+    problem = _problem(value, spec, "")
+    if problem is not None:
+        where, what = problem
+        raise UserError(f"{path}: field {where!r} {what}" if where else f"{path}: the file {what}")
+    return value
+
+
+def read_checked(path: str | os.PathLike, spec: Any) -> Any:
+    """The JSON file at ``path`` (:func:`~cl_graft.files.read_json`), checked against ``spec``."""
+    return check_json(path, read_json(path), spec)
