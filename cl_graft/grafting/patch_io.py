@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from ..errors import UserError
-from ..files import read_safetensors, version, write_folder
+from ..files import read_json, read_safetensors, version, write_folder
 from ..regions.io import fingerprint, read_tensor_table
 from ..schema import ListOf
 
