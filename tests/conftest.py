@@ -135,6 +135,9 @@ def eval_outputs():
             self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
 
     return EvalOutputs
+
+
+@pytest.fixture(scope="session")
 def cli_root(tmp_path_factory) -> Path:
     """For command-line tests: a saved tiny BERT (``model/``) and a data folder (``data/``) with two sentiment tasks
     over the tiny vocabulary, ``alpha`` and ``beta`` (the same words, labels swapped)."""
