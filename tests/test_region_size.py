@@ -27,7 +27,7 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.sizing import sizing_records
+from cl_graft.strategies.graft.sizing import kept_share, sizing_records
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
@@ -64,9 +64,47 @@ def test_search_picks_the_smallest_rung_that_keeps_the_target():
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
 
 
+def test_kept_share_bound_needs_rows_or_agreement():
+    """The lower bound reaches the target only where the rows vouch for it: many rows without a disagreement
+    do, a handful do not (the pessimistic row), nor do many disagreements that happen to cancel out."""
+    z = 1.645
+    agree = torch.ones(400, dtype=torch.bool)
+    kept, low = kept_share(agree, agree, target=0.99, z=z)
+    assert kept == 1.0 and low >= 0.99
+    kept, low = kept_share(agree[:20], agree[:20], target=0.99, z=z)
+    assert kept == 1.0 and low < 0.99
+    ref = torch.arange(400) < 300                                               # 300 right
+    swapped = ref.clone()
+    swapped[:30], swapped[300:330] = False, True                                # 30 lost, 30 gained
+    kept, low = kept_share(swapped, ref, target=0.99, z=z)
+    assert kept == 1.0 and low < 0.99
+    kept, low = kept_share(swapped, ref, target=0.99, z=0.0)                    # confidence 0.5: the point
+    assert low < kept                                                           # estimate less one row
+
+
+def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
+    """The constructed model of the test above with 20 held-out rows: the 5% rung keeps every row, but 20
+    rows cannot show it keeps 99%, so the search goes on to the largest rung the task may take (its cap)."""
+    pre = nn.Linear(100, 2, bias=False)
+    ft = nn.Linear(100, 2, bias=False)
+    with torch.no_grad():
+        pre.weight.zero_()
+        ft.weight.copy_(1e-3 * torch.randn(2, 100, generator=torch.Generator().manual_seed(0)))
+        ft.weight[1, :10] = 1.0
+    data = ExperienceData(_sum_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_sum_task(20, 2))
+    size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
+    record = SizedFinder(QUICK, size, max_elements=30)(pre, ft, data, names=["weight"],
+                                                       candidates=None).meta["sizing"]
+    assert [r["share"] for r in record["rungs"]] == [0.01, 0.02, 0.05, 0.1, 0.15]   # the last one capped
+    assert record["rungs"][2]["kept"] == 1.0 and all(r["kept_low"] < 0.99 for r in record["rungs"])
+    assert record["elements"] == 30 and record["rows"] == 20 and record["met"]
+    strict = SizedFinder(QUICK, replace(size, confidence=0.5))(pre, ft, data, names=["weight"], candidates=None)
+    assert strict.meta["sizing"]["share"] == 0.2                                # 20/21 < 99% even at 0.5
+
+
 def test_size_settings_are_checked():
     for bad in ({"target": 0}, {"ladder": (0.1, 0.01)}, {"on_full": "ignore"}, {"expected_tasks": 0},
-                {"holdout": 1.0}):
+                {"holdout": 1.0}, {"confidence": 0.4}, {"confidence": 1.0}):
         with pytest.raises(UserError):
             RegionSize(**bad)
     with pytest.raises(UserError, match="not both"):

@@ -44,6 +44,10 @@ class RegionData(Protocol):
         """Selection score (higher is better) on ≤ ``limit`` training examples (``"train"``: a sample seeded by
         ``seed``) or held-out ones (``"dev"``: the first ``limit``); 0.0 for a split with no examples."""
 
+    def correct(self, model: nn.Module, split: str, *, limit: int, seed: int) -> Tensor:
+        """Whether the model classifies each of the same examples as :meth:`score` right, ``(n,)`` bool
+        (empty for a split with no examples)."""
+
 
 class TextRegionData:
     """Text rows of one task for a :class:`~cl_graft.training.models.TextClassifier` (the text path).
@@ -81,6 +85,13 @@ class TextRegionData:
     def score(self, model, split: str, *, limit: int, seed: int) -> float:
         rows = selection(self.rows if split == "train" else self.dev, split, limit=limit, seed=seed)
         return evaluate(model, rows, self.task)[0]["score"] if rows else 0.0
+
+    def correct(self, model, split: str, *, limit: int, seed: int) -> Tensor:
+        rows = selection(self.rows if split == "train" else self.dev, split, limit=limit, seed=seed)
+        if not rows:
+            return torch.zeros(0, dtype=torch.bool)
+        predictions = torch.from_numpy(evaluate(model, rows, self.task)[1])
+        return predictions == torch.tensor([r["label"] for r in rows])
 
 
 def selection(items: list, split: str, *, limit: int, seed: int) -> list:

@@ -63,8 +63,8 @@ class GraftSettings(RegionServing):
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True,
         "options": {"sparsity": "Fixed per-task region budget, a fraction of the graftable parameters (default: "
-                                "each task's size chosen on its dev rows: the smallest keeping 99% of its trained "
-                                "score)."}})
+                                "each task's size chosen on its dev rows: the smallest sure to keep 99% of its "
+                                "trained accuracy)."}})
     auto_size: bool = field(default=True, metadata={
         "help": "Choose each task's region size on dev rows (cl_graft.strategies.graft.sizing); False: "
                 "localize.sparsity. A given localize.sparsity turns it off.", "option": False})

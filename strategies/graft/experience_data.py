@@ -64,18 +64,20 @@ class ExperienceData:
         return torch.log_softmax(logits, dim=-1).gather(1, y[:, None]).squeeze(1)  # (B,)
 
     @torch.no_grad()
-    def score(self, model: nn.Module, split: str, *, limit: int, seed: int) -> float:
-        """Accuracy on the split's selection examples (0.0 when there are none)."""
+    def correct(self, model: nn.Module, split: str, *, limit: int, seed: int) -> Tensor:
+        """Whether each selection example of the split is classified right, ``(n,)`` bool (empty when none)."""
         dataset = self.splits[split]
         idx = selection(list(range(len(dataset))), split, limit=limit, seed=seed) if dataset is not None else []
-        if not idx:
-            return 0.0
-        correct = 0
+        out = [torch.zeros(0, dtype=torch.bool)]
         for s in range(0, len(idx), EVAL_BATCH):
             logits, y = self._logits(model, collate(dataset, idx[s:s + EVAL_BATCH]))
-            correct += int((logits.argmax(-1) == y).sum())
-        return correct / len(idx)
+            out.append((logits.argmax(-1) == y).cpu())
+        return torch.cat(out)
 
+    def score(self, model: nn.Module, split: str, *, limit: int, seed: int) -> float:
+        """Accuracy on the split's selection examples (0.0 when there are none)."""
+        hits = self.correct(model, split, limit=limit, seed=seed)
+        return int(hits.sum()) / len(hits) if len(hits) else 0.0
 
 def eval_view(dataset):
     """The dataset with its evaluation transforms (Avalanche datasets), else itself."""

@@ -104,8 +104,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             ``regions``.
         size (RegionSize, float or None, default None): how big each task's region is. None without a
             ``finder``: chosen per task (:class:`~.sizing.RegionSize`'s defaults: the smallest of 0.1% … 20% of
-            the graftable elements whose grafted model keeps 99% of the trained model's validation score; one
-            setting for pre-trained and from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize`
+            the graftable elements whose grafted model keeps 99% of the trained model's validation accuracy
+            with 95% confidence, else the task's share of the free elements; one setting for pre-trained and
+            from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize`
             sets those rules; a float is a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
         finder (RegionFinder, default ``LocalizeFinder()``: the learned region of the paper, method ``graft``,
             with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``size``): finds a task's
