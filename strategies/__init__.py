@@ -28,6 +28,7 @@ _EXPORTS = {
     "ContinualConfig": "comparison.config", "StrategyResult": "comparison.runner",
     "run_continual": "comparison.runner", "run_strategy": "comparison.runner",
     "RegionSize": "graft.sizing", "SizedFinder": "graft.sizing", "CapacityWarning": "graft.sizing",
+    "sizing_records": "graft.sizing",
 }
 __all__ = [
     "MASK_VALUE",
@@ -63,6 +64,7 @@ __all__ = [
     "run_continual",
     "run_strategy",
     "save_run",
+    "sizing_records",
     "task_model",
 ]
 
