@@ -44,15 +44,22 @@ def _sum_task(n: int, seed: int) -> TensorDataset:
     return TensorDataset(x, y, torch.zeros(n, dtype=torch.long))
 
 
-def test_search_picks_the_smallest_rung_that_keeps_the_target():
-    """θ_pre = 0; θ_ft puts weight 1 on the 10 signal inputs of class 1 (10 elements = 5% of the 200) and
-    tiny weights elsewhere: rungs of 1% and 2% (2 and 4 signal inputs) lose accuracy, 5% keeps all of it."""
+def _planted() -> tuple[nn.Linear, nn.Linear]:
+    """θ_pre = 0; θ_ft puts weight 1 on the 10 signal inputs of class 1 (10 elements = 5% of the 200) and tiny
+    weights elsewhere."""
     pre = nn.Linear(100, 2, bias=False)
     ft = nn.Linear(100, 2, bias=False)
     with torch.no_grad():
         pre.weight.zero_()
         ft.weight.copy_(1e-3 * torch.randn(2, 100, generator=torch.Generator().manual_seed(0)))
         ft.weight[1, :10] = 1.0
+    return pre, ft
+
+
+def test_search_picks_the_smallest_rung_that_keeps_the_target():
+    """θ_pre = 0; θ_ft puts weight 1 on the 10 signal inputs of class 1 (10 elements = 5% of the 200) and
+    tiny weights elsewhere: rungs of 1% and 2% (2 and 4 signal inputs) lose accuracy, 5% keeps all of it."""
+    pre, ft = _planted()
     data = ExperienceData(_sum_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_sum_task(400, 2))
     size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
     region = SizedFinder(QUICK, size)(pre, ft, data, names=["weight"], candidates=None)
@@ -85,12 +92,7 @@ def test_kept_share_bound_needs_rows_or_agreement():
 def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
     """The constructed model of the test above with 20 held-out rows: the 5% rung keeps every row, but 20
     rows cannot show it keeps 99%, so the search goes on to the largest rung the task may take (its cap)."""
-    pre = nn.Linear(100, 2, bias=False)
-    ft = nn.Linear(100, 2, bias=False)
-    with torch.no_grad():
-        pre.weight.zero_()
-        ft.weight.copy_(1e-3 * torch.randn(2, 100, generator=torch.Generator().manual_seed(0)))
-        ft.weight[1, :10] = 1.0
+    pre, ft = _planted()
     data = ExperienceData(_sum_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_sum_task(20, 2))
     size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
     record = SizedFinder(QUICK, size, max_elements=30)(pre, ft, data, names=["weight"],
