@@ -43,8 +43,9 @@ def _fake_run(folder, seed, averages, chosen=None):
 
 
 def test_continual_summary_pairs_seeds_and_renders_verdicts(tmp_path):
-    folders = [_fake_run(tmp_path / f"seed{s}", s, {"graft": g, "naive": n, "ewc": e}, {"ewc_lambda": 100.0})
-               for s, (g, n, e) in enumerate([(0.80, 0.70, 0.79), (0.82, 0.71, 0.83), (0.78, 0.69, 0.77)])]
+    folders = [_fake_run(tmp_path / f"seed{s}", s, {"graft": g, "naive": n, "ewc": e, "lwf": w}, {"ewc_lambda": 100.0})
+               for s, (g, n, e, w) in enumerate([(0.80, 0.70, 0.79, 0.78), (0.82, 0.71, 0.83, 0.785),
+                                                  (0.78, 0.69, 0.77, 0.76)])]
     summary = tables.continual_summary(folders, root=tmp_path)
     naive, ewc = summary["rows"]["naive"], summary["rows"]["ewc"]
     assert naive["reference_minus"]["mean"] == pytest.approx(0.10) and naive["reference_minus"]["ahead"] == 1
@@ -55,6 +56,14 @@ def test_continual_summary_pairs_seeds_and_renders_verdicts(tmp_path):
     text = "\n".join(tables.continual_lines(summary))
     assert "| naive | – | 70.0 | 70.0 | 70.0 ± 1.0 |" in text and "graft ahead" in text and "not separable" in text
     assert "**ewc_lambda 100.0: 70.0**" in text                                 # the dev-chosen point in bold
+    # graft − lwf: 2.0, 3.5, 2.0 points; t quantiles 4.30 (per comparison), 7.65 (Bonferroni, 3 comparisons, 2 df)
+    lwf = summary["rows"]["lwf"]
+    assert lwf["reference_minus"]["ahead"] == 1 and lwf["bonferroni"]["ahead"] == 0
+    assert lwf["bonferroni"]["low"] == pytest.approx(0.025 - summary["t_bonferroni"] * 0.005)
+    assert summary["comparisons"] == 3 and summary["t_bonferroni"] == pytest.approx(7.649, abs=1e-3)
+    assert "| +2.5 | [+0.3, +4.7] | [-1.3, +6.3] | ahead per comparison only |" in text
+    assert "| +10.0 | [+7.5, +12.5] | [+5.6, +14.4] | graft ahead |" in text   # naive: ahead after correction too
+    assert "Bonferroni 95% (3 comparisons)" in text and "1 − 0.05/6, 2 degrees of freedom: 7.65 instead of 4.30" in text
     _fake_run(tmp_path / "other", 3, {"graft": 0.8, "lwf": 0.7})
     with pytest.raises(ValueError, match="differ"):
         tables.continual_summary([folders[0], tmp_path / "other"], root=tmp_path)

@@ -1,8 +1,9 @@
 """The reproduction tables of ``BENCHMARKS.md``, read from committed run artifacts (nothing here trains).
 
 - :func:`continual_summary`: the continual comparison over seeds (Panigrahi et al. 2023, Table 4 analogue): mean ±
-  std of each strategy's final average accuracy and graft minus each strategy, paired by seed, with a 95%
-  t-interval; "ahead" only where the interval excludes 0;
+  sample SD of each strategy's final average accuracy and graft minus each strategy, paired by seed, with a 95%
+  t-interval and its Bonferroni-corrected form over the comparisons; "ahead" only where the corrected one
+  excludes 0;
 - :func:`localization_summary`: fine-tuned model vs θ_pre grafted with the learned region and with top-|Δ| at each
   size (Table 2 analogue): test accuracy, ECE and agreement with the fine-tuned model's predictions;
 - :func:`sweep_lines`: the dev-chosen learned region vs top-|Δ| (``region_sweep``);
@@ -63,6 +64,19 @@ def continual_summary(folders: Sequence[Path], *, root: Path, reference: str = "
         if ref is not None and name != reference:
             row["reference_minus"] = paired_interval(ref, avg)
         out["rows"][name] = row
+    out["comparisons"] = sum("reference_minus" in r for r in out["rows"].values())
+    if out["comparisons"]:
+        from scipy.stats import t
+
+        n = len(runs)
+        out["t_single"], out["t_bonferroni"] = (float(t.ppf(q, n - 1)) for q in
+                                                (0.975, 1 - 0.05 / (2 * out["comparisons"])))
+        for row in out["rows"].values():
+            d = row.get("reference_minus")
+            if d is not None:
+                half = out["t_bonferroni"] * d["std"] / np.sqrt(d["n"])
+                low, high = d["mean"] - half, d["mean"] + half
+                row["bonferroni"] = {"low": low, "high": high, "ahead": 1 if low > 0 else -1 if high < 0 else 0}
     return out
 
 
@@ -72,27 +86,54 @@ def _setting(row: dict) -> str:
     return ", ".join(f"{k.split('.')[-1]} {v}" for k, v in row["chosen"].items())
 
 
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def _count(n: int) -> str:
+    return _WORDS[n] if n < len(_WORDS) else str(n)
+
+
+def _interval(d: dict) -> str:
+    return f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
+
+
+def _corrected_verdict(d: dict, corrected: dict) -> str:
+    """``VERDICT`` of the Bonferroni-corrected interval; "ahead/behind per comparison only" where only the
+    uncorrected one excludes 0."""
+    if corrected["ahead"] or not d["ahead"]:
+        return VERDICT[corrected["ahead"]]
+    return f"{'ahead' if d['ahead'] > 0 else 'behind'} per comparison only"
+
+
 def continual_lines(summary: dict) -> list[str]:
     """The continual table (Markdown lines)."""
     ref, tasks, seeds = summary["reference"], summary["tasks"], summary["seeds"]
-    s = summary["setting"]
+    s, m = summary["setting"], summary.get("comparisons", 0)
     lines = [(f"Continual learning, {' → '.join(tasks)}, preset {s['preset']} with {s['k']} training rows per class, "
               f"seeds {', '.join(map(str, seeds))}; settings chosen on dev rows of seed {seeds[0]} (`--tune`, the "
               f"same 3-point grid budget for every strategy that has settings) and reused for the other seeds "
               f"(`--settings-from`). Final accuracy (%) after the stream, mean over seeds; {ref} minus each strategy "
-              "paired by seed with a 95% t-interval, \"ahead\" only where it excludes 0. Seed "
-              f"{seeds[0]}'s command: `{s['command_line']}` ({s['device_name']}, git {s['git_revision']}). "
-              "Artifacts: " + ", ".join(f"`{a}`" for a in summary["artifacts"])), "",
-             "| strategy | setting (dev-chosen) | " + " | ".join(tasks) + " | average ± std | forgetting | stored | "
-             f"{ref} − strategy | 95% interval | verdict |",
-             "|---|---|" + "---|" * len(tasks) + "---|---|---|---|---|---|"]
+              "paired by seed with a 95% t-interval and its Bonferroni-corrected form, \"ahead\" only where the "
+              f"corrected one excludes 0. Seed {seeds[0]}'s command: `{s['command_line']}` ({s['device_name']}, git "
+              f"{s['git_revision']}). Artifacts: " + ", ".join(f"`{a}`" for a in summary["artifacts"])), "",
+             "| strategy | setting (dev-chosen) | " + " | ".join(tasks) + " | average ± SD | forgetting | stored | "
+             f"{ref} − strategy | 95% interval | Bonferroni 95% ({m} comparisons) | verdict |",
+             "|---|---|" + "---|" * len(tasks) + "---|---|---|---|---|---|---|"]
     for name, row in summary["rows"].items():
         d = row.get("reference_minus")
-        diff = ["", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", (f"[{100 * d['low']:+.1f}, "
-                                               f"{100 * d['high']:+.1f}]"), VERDICT[d["ahead"]]]
+        diff = ["", "", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", _interval(d),
+                                                   _interval(row["bonferroni"]),
+                                                   _corrected_verdict(d, row["bonferroni"])]
         lines.append(f"| {name} | {_setting(row)} | " + " | ".join(_pct(v) for v in row["final_mean"]) +
                      f" | {_pct(row['mean'])} ± {_pct(row['std'])} | {_pct(row['forgetting_mean'])} | "
                      f"{row['bytes'] / 1e6:.1f} MB | " + " | ".join(diff) + " |")
+    if m:
+        lines += ["", (f"The intervals are per comparison; {_count(m)} comparisons share the {_count(len(seeds))} "
+                       "seeds, so the Bonferroni column widens each to a family-wise 95% level (t quantile at 1 − "
+                       f"0.05/{2 * m}, {len(seeds) - 1} degrees of freedom: {summary['t_bonferroni']:.2f} instead of "
+                       f"{summary['t_single']:.2f}; computed from the per-seed averages in the artifacts above). "
+                       f"\"{ref} ahead\" is claimed only where the corrected interval excludes 0. \"± SD\" is the "
+                       "sample standard deviation over seeds (n − 1).")]
     tuned = [(n, r) for n, r in summary["rows"].items() if r.get("dev_average")]
     if tuned:
         lines += ["", f"Dev averages of every grid point (seed {seeds[0]}; the chosen point in bold):", "",
