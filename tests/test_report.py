@@ -82,6 +82,18 @@ def test_localization_summary_reads_every_size_and_method(tmp_path):
     assert "| sst2 (10) | 80.0 / 10.0 | 70.0 / 10.0 / 90.0 | 60.0 / 10.0 / 90.0 | 75.0 / 10.0 / 90.0 | – |" in text
 
 
+def test_commands_made_relative_and_incomplete_records_marked():
+    cmd = "/work/main/benchmarks/experiments/report.py --quick --data-dir /work/shared/data --out=/work/main/B.md"
+    assert tables.relative_command(cmd) == ("benchmarks/experiments/report.py --quick --data-dir ../shared/data "
+                                            "--out=B.md", True)
+    assert tables.relative_command("cl-graft run --out /tmp/x") == ("cl-graft run --out /tmp/x", False)
+    assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "abc"}) is None
+    assert tables.record_note({"git_revision": "0aa345cf65"}) == ("run record incomplete: no command line or device "
+                                                                   "recorded; revision 0aa345c")
+    assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "unknown"}) == \
+        "run record incomplete: revision unknown"
+
+
 def test_render_names_the_committed_artifacts():
     fake = {"record": run_record(command="x", device="cpu"),
             "cost": {"finetune_step_s": 0.5, "n_batches=1": {"localize_s_per_batch": 0.45, "ratio": 0.9}},
@@ -93,7 +105,9 @@ def test_render_names_the_committed_artifacts():
             "reproduction": report.reproduction()}
     text = report.render(fake)
     assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
-    assert "`benchmarks/results/localization.json`" in text and "| sst2 (872) | 82.1 / 11.1 |" in text
+    assert "`benchmarks/results/localization.json` (run record incomplete: no command line or device recorded; " \
+        "revision 0aa345c)" in text and "| sst2 (872) | 82.1 / 11.1 |" in text
+    assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
     assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
 
 

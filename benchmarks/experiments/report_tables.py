@@ -13,6 +13,8 @@ Every table names the artifacts it comes from; each ``*_lines`` function renders
 """
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +33,41 @@ def _pct(x: float) -> str:
 def _rel(path: Path, root: Path) -> str:
     path = Path(path).resolve()
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def relative_command(command: str) -> tuple[str, bool]:
+    """``command`` with the absolute paths of the machine that ran it made relative to that checkout's root (the
+    part of a script path before ``/benchmarks/``, e.g. ``/work/main/benchmarks/experiments/x.py --data-dir
+    /work/shared/data`` → ``benchmarks/experiments/x.py --data-dir ../shared/data``), and whether anything changed.
+    Commands without an absolute script path, or that do not parse, are returned as they are."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return command, False
+    script = next((t for t in tokens if t.startswith("/") and "/benchmarks/" in t), None)
+    if script is None:
+        return command, False
+    root = script[:script.index("/benchmarks/")]
+
+    def rel(token: str) -> str:
+        key, eq, value = token.rpartition("=") if token.startswith("--") and "=" in token else ("", "", token)
+        return key + eq + (os.path.relpath(value, root) if value.startswith("/") else value)
+
+    out = " ".join(rel(t) if t not in (";", "&&") else t for t in tokens)
+    return out, out != command
+
+
+def record_note(record: dict) -> str | None:
+    """"run record incomplete: ..." when ``record`` lacks the command line, the device or the git revision."""
+    missing = [label for key, label in (("command_line", "command line"), ("device_name", "device"))
+               if not record.get(key)]
+    rev = record.get("git_revision")
+    known = bool(rev) and rev != "unknown"
+    if not missing and known:
+        return None
+    parts = [f"no {' or '.join(missing)} recorded"] if missing else []
+    parts.append(f"revision {str(rev)[:7]}" if known else "revision unknown")
+    return "run record incomplete: " + "; ".join(parts)
 
 
 def continual_summary(folders: Sequence[Path], *, root: Path, reference: str = "graft") -> dict:
@@ -145,12 +182,16 @@ def continual_lines(summary: dict) -> list[str]:
     return lines
 
 
-def localization_summary(paths: Sequence[Path], *, root: Path, sizes: Sequence[float] = (1e-4, 1e-3)) -> dict:
+def localization_summary(paths: Sequence[Path], *, root: Path, sizes: Sequence[float] = (1e-4, 1e-3),
+                         page: Path | None = None) -> dict:
     """Per task: the fine-tuned model and, at each size, the learned (graft) and top-|Δ| regions — accuracy,
-    ECE and agreement with FT — from ``localization`` benchmark JSONs (a task in several: the last wins)."""
+    ECE and agreement with FT — from ``localization`` benchmark JSONs (a task in several: the last wins); each
+    artifact's :func:`record_note`, and ``page`` (the hand-written results page) when given and present."""
     tasks: dict[str, dict] = {}
+    notes: dict[str, str | None] = {}
     for path in paths:
         data = read_json(path)
+        notes[_rel(path, root)] = record_note(data["config"])
         for task, q in data["quality"].items():
             rows = {r["name"]: r for r in q["rows"]}
             cells = {"FT": rows["FT"]}
@@ -161,7 +202,8 @@ def localization_summary(paths: Sequence[Path], *, root: Path, sizes: Sequence[f
                            "revision": data["config"].get("git_revision"), "cells": {
                                k: None if r is None else {m: r[m] for m in ("accuracy", "ece", "agreement")}
                                for k, r in cells.items()}}
-    return {"sizes": list(sizes), "tasks": tasks}
+    return {"sizes": list(sizes), "tasks": tasks, "notes": notes,
+            "page": _rel(page, root) if page is not None and Path(page).exists() else None}
 
 
 def localization_lines(summary: dict) -> list[str]:
@@ -169,9 +211,12 @@ def localization_lines(summary: dict) -> list[str]:
     sizes = summary["sizes"]
     head = ["FT acc / ECE"] + [f"{m} {100 * s:g}%: acc / ECE / agree" for s in sizes for m in ("graft", "top-k")]
     artifacts = sorted({t["artifact"] for t in summary["tasks"].values()})
+    notes = summary.get("notes", {})
+    page = summary.get("page")
     lines = [("Fine-tuned model (FT) vs θ_pre grafted with the learned region (Eq. 3) and with the top-|Δ| region, "
               "MiniLM, quick preset, seed 0; test accuracy, ECE and agreement with FT's predictions (%). "
-              "Artifacts: " + ", ".join(f"`{a}`" for a in artifacts)), "",
+              "Artifacts: " + ", ".join(f"`{a}`" + (f" ({notes[a]})" if notes.get(a) else "") for a in artifacts)
+              + (f". Gaps and calibration counts: [`{page}`]({page})" if page else "")), "",
              "| task (test rows) | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for task, t in summary["tasks"].items():
         c = t["cells"]
@@ -209,7 +254,8 @@ def sweep_lines(data: dict) -> list[str]:
 def distributed_lines(dist: dict) -> list[str]:
     """The data-parallel scaling table from a ``distributed_scaling`` artifact (Markdown lines)."""
     rec = dist["config"]
-    lines = [(f"Data-parallel scaling under torchrun (`{dist['artifact']}`, made by `{rec['command_line']}` on "
+    lines = [(f"Data-parallel scaling under torchrun (`{dist['artifact']}`, made by "
+              f"`{relative_command(rec['command_line'])[0]}` on "
               f"{rec['started']}, {rec['device_name']}, load average {rec.get('load_average')} at its end), "
               "same global batch and steps; the stream's time includes evaluation, which every process runs "
               "whole:"), "",
