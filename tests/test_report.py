@@ -109,6 +109,11 @@ def test_render_names_the_committed_artifacts():
         "revision 0aa345c)" in text and "| sst2 (872) | 82.1 / 11.1 |" in text
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
     assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
+    assert text.endswith("| [`reliability.md`](benchmarks/results/reliability.md) | every command against bad input "
+                         "and interruption | `reliability.json` |\n")
+    assert "| learned region vs top-\\|Δ\\| at four sizes, calibration |" in text         # cells escaped
+    for page, _, _ in report.MORE_RESULTS:                                      # every listed page is committed
+        assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
 
 
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):

@@ -48,6 +48,35 @@ RESULTS = Path("benchmarks/results")
 """The committed run artifacts, relative to the current directory (a checkout's root); the page names them so."""
 SERVE_SPARSITY = 1e-3
 MEASURED = ("record", "cost", "serving", "strategies")          # what a run measures; the rest is re-read
+MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("localization.md", "learned region vs top-|Δ| at four sizes, calibration",
+     ("`localization.json` (run record incomplete: no command line or device)", "`localization_more.json`")),
+    ("region_sweep.md", "learned region with settings chosen on dev vs top-|Δ|, paired SE over test rows",
+     ("`region_sweep.json`", "`region_sweep/`")),
+    ("continual.md", ("`cl-graft run` on qnli → agnews → sst2: quick preset (one H100), region sizes, CPU wall time; "
+                      "the dev-tuned five-seed comparison above"),
+     ("`continual_quick/seed*`", "`graft_sparsity/*` (run record incomplete: revision unknown)",
+      "`cpu_graft_naive/` (run record incomplete: no command line)", "`continual_tuned/`")),
+    ("avalanche_digits.md", ("GraftStrategy against Avalanche's strategies in a plain script (split digits, "
+                             "`MTSimpleMLP`)"),
+     ("`avalanche_digits.json`", "`avalanche_digits_features/`")),
+    ("region_size/region_size.md", ("GraftStrategy's default (automatic) region size vs fixed sizes and Avalanche's "
+                                    "baselines on split digits and permuted-digit streams of 20 and 50 tasks, plus "
+                                    "the text stream"),
+     ("`region_size/runs.jsonl`", "`region_size/region_size.json`", "`region_size/capacity.png`",
+      "`region_size/text/`")),
+    ("task_inference.md", "serving without task labels: routing rules",
+     ("`continual_quick/task_inference_*` (`task_inference_k128` and its `rules.json`: run record incomplete: "
+      "revision unknown)",)),
+    ("multitask.md", "8-task skill map: overlap, transfer, composition",
+     ("`multitask_quick8/` (run record incomplete: revision unknown)", "`multitask_quick4/`")),
+    ("surgical.md", "surgical fine-tuning, calibration, OOD, WiSE",
+     ("`surgical_*/`", "`analyze_*/` (sst2 and agnews: run record incomplete: no command line)")),
+    ("distributed.md", "data-parallel scaling under torchrun", ("`distributed.json`",)),
+    ("reliability.md", "every command against bad input and interruption", ("`reliability.json`",)),
+)
+"""The hand-written results pages (paths under ``RESULTS``): page, what it shows, its artifacts (Markdown; notes
+name the artifacts whose run record lacks the git revision, the command line or the device)."""
 
 
 def _synthetic_map(model, n_tasks: int, seed: int) -> OwnerMap:
@@ -181,9 +210,20 @@ def render(report: dict) -> str:
         lines += ["### Continual learning (Table 4 analogue)", "", *continual_lines(repro["continual"]), ""]
     if repro["distributed"]:
         lines += ["### Data-parallel scaling", "", *distributed_lines(repro["distributed"]), ""]
-    lines += [("The multi-task skill map is in `benchmarks/results/multitask.md`; the surgical fine-tuning tables in "
-               "`benchmarks/results/surgical.md`."), ""]
+    lines += [*more_results_lines(), ""]
     return "\n".join(lines)
+
+
+def more_results_lines(pages=MORE_RESULTS) -> list[str]:
+    """The "More results" section: one row per hand-written results page (Markdown lines)."""
+    lines = ["## More results (hand-written pages)", "",
+             "Each page names the artifacts its figures come from and the commands that made them. \"Run record "
+             "incomplete\"", "marks artifacts whose record lacks the git revision, the command line or the device.", "",
+             "| page | what | artifacts |", "|---|---|---|"]
+    for page, what, artifacts in pages:
+        cells = [f"[`{page}`]({RESULTS.as_posix()}/{page})", what, ", ".join(artifacts)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") if i else c for i, c in enumerate(cells)) + " |")
+    return lines
 
 
 @click.command(help=__doc__.splitlines()[0])
