@@ -43,7 +43,8 @@ def _fake_run(folder, seed, averages, chosen=None):
 
 
 def test_continual_summary_pairs_seeds_and_renders_verdicts(tmp_path):
-    folders = [_fake_run(tmp_path / f"seed{s}", s, {"graft": g, "naive": n, "ewc": e, "lwf": w}, {"ewc_lambda": 100.0})
+    folders = [_fake_run(tmp_path / f"seed{s}", s, {"graft": g, "naive": n, "ewc": e, "lwf": w},
+                         {"ewc_lambda": 100.0})
                for s, (g, n, e, w) in enumerate([(0.80, 0.70, 0.79, 0.78), (0.82, 0.71, 0.83, 0.785),
                                                   (0.78, 0.69, 0.77, 0.76)])]
     summary = tables.continual_summary(folders, root=tmp_path)
@@ -63,7 +64,8 @@ def test_continual_summary_pairs_seeds_and_renders_verdicts(tmp_path):
     assert summary["comparisons"] == 3 and summary["t_bonferroni"] == pytest.approx(7.649, abs=1e-3)
     assert "| +2.5 | [+0.3, +4.7] | [-1.3, +6.3] | ahead per comparison only |" in text
     assert "| +10.0 | [+7.5, +12.5] | [+5.6, +14.4] | graft ahead |" in text   # naive: ahead after correction too
-    assert "Bonferroni 95% (3 comparisons)" in text and "1 − 0.05/6, 2 degrees of freedom: 7.65 instead of 4.30" in text
+    assert "Bonferroni 95% (3 comparisons)" in text
+    assert "1 − 0.05/6, 2 degrees of freedom: 7.65 instead of 4.30" in text
     _fake_run(tmp_path / "other", 3, {"graft": 0.8, "lwf": 0.7})
     with pytest.raises(ValueError, match="differ"):
         tables.continual_summary([folders[0], tmp_path / "other"], root=tmp_path)
@@ -94,16 +96,19 @@ def test_commands_made_relative_and_incomplete_records_marked():
         "run record incomplete: revision unknown"
 
 
-def test_render_names_the_committed_artifacts():
-    fake = {"record": run_record(command="x", device="cpu"),
+def _measured() -> dict:
+    """The performance part of a report, made up."""
+    return {"record": run_record(command="x", device="cpu"),
             "cost": {"finetune_step_s": 0.5, "n_batches=1": {"localize_s_per_batch": 0.45, "ratio": 0.9}},
             "serving": {"load_checkpoint_s": 1.0, "load_weights_only_s": 0.1, "tasks": {
                 "1": {"serve_first_s": 1e-4, "serve_last_s": 1e-5, "bytes_per_skill": 9e4,
                       "owner_map_bytes_per_skill": 1e7, "percent_of_checkpoint": 0.1}}},
             "strategies": {"stream": "a,b", "preset": "smoke", "ratio": 1.2, "graft": {"wall_s": 12, "peak_rss_mb": 900},
-                           "naive": {"wall_s": 10, "peak_rss_mb": 800}},
-            "reproduction": report.reproduction()}
-    text = report.render(fake)
+                           "naive": {"wall_s": 10, "peak_rss_mb": 800}}}
+
+
+def test_render_names_the_committed_artifacts():
+    text = report.render({**_measured(), "reproduction": report.reproduction()})
     assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
     assert "`benchmarks/results/localization.json` (run record incomplete: no command line or device recorded; " \
         "revision 0aa345c)" in text and "| sst2 (872) | 82.1 / 11.1 |" in text
@@ -114,6 +119,57 @@ def test_render_names_the_committed_artifacts():
     assert "| learned region vs top-\\|Δ\\| at four sizes, calibration |" in text         # cells escaped
     for page, _, _ in report.MORE_RESULTS:                                      # every listed page is committed
         assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
+
+
+def _size_run(bench, name, seed, average):
+    """A ``region_size`` runs.jsonl row (graft strategies: 0.5 s of 10 s choosing sizes, 60% owned at the end)."""
+    row = {"benchmark": bench, "strategy": name, "seed": seed, "tasks": 2, "epochs": 1, "average": average,
+           "forgetting": 0.0, "train_seconds": 10.0, "eval_seconds": 1.0}
+    if name.startswith("graft"):
+        row.update(localize_seconds=2.0, search_seconds=0.5, owned=[0.3, 0.6], below_target=[],
+                   sizes=[{"share": 0.3}, {"share": 0.3}])
+    return row
+
+
+def test_region_size_section_and_more_results(tmp_path, monkeypatch):
+    from cl_graft.benchmarks.experiments import region_size
+
+    accuracy = {"graft": [0.90, 0.92, 0.91], "graft-1%": [0.85, 0.86, 0.87], "graft-5%": [0.93, 0.94, 0.95],
+                "naive": [0.50, 0.55, 0.52], "ewc": [0.91, 0.90, 0.93]}
+    runs = [_size_run("digits", name, s, a) for name, values in accuracy.items() for s, a in enumerate(values)]
+    runs += [_size_run("perm", name, s, 0.6 + 0.01 * s) for name in ("graft-1%", "lwf") for s in range(3)]
+    folder = tmp_path / "benchmarks" / "results" / "region_size"
+    folder.mkdir(parents=True)
+    write_json(folder / "region_size.json", {
+        "run": {"command_line": "python -m cl_graft.benchmarks.experiments.region_size --out x",
+                "git_revision": "abc1234", "device_name": "Test CPU (2 cores)"},
+        "summary": region_size.summary(runs),
+        "failed": [{"benchmark": "digits", "strategy": "gem", "seed": s, "error": "SolverNotFound: no quadprog"}
+                   for s in range(3)]})
+    monkeypatch.chdir(tmp_path)                          # reproduction() reads benchmarks/results under it
+    repro = report.reproduction()
+    assert repro["continual"] is None and repro["sweep"] is None
+    best = repro["region_size"]["benchmarks"]["digits"]["best_fixed"]
+    assert best["name"] == "graft-5%" and best["gap"] == pytest.approx(-3.0)
+    text = report.render({**_measured(), "reproduction": repro})
+    section = text.split("### Automatic region size (GraftStrategy's default)\n")[1].split("## More results")[0]
+    assert "`benchmarks/results/region_size/region_size.json`, last written by `python -m cl_graft.benchmarks." \
+           "experiments.region_size --out x` (Test CPU (2 cores), git abc1234;" in section
+    # graft − graft-5%: −3, −2, −4 points; graft − naive: 40, 37, 39; graft − ewc: −1, +2, −2 (t quantile 4.30)
+    assert ("| digits (3 seeds) | 91.0 ± 1.0 | 5.0% / 60.0% | best fixed: graft-5% | 94.0 ± 1.0 | "
+            "-3.0 [-5.5, -0.5] | graft behind |") in section
+    assert "|  |  |  | naive | 52.3 ± 2.5 | +38.7 [+34.9, +42.5] | graft ahead |" in section
+    assert "|  |  |  | ewc | 91.3 ± 1.5 | -0.3 [-5.5, +4.8] | not separable |" in section
+    assert "graft-1%" not in section.split("| perm")[0]                # only the best fixed size is listed
+    assert "| perm (3 seeds) | not in the artifact | – | best fixed: graft-1% | 61.0 ± 1.0 | – | – |" in section
+    assert "|  |  |  | lwf | 61.0 ± 1.0 | – | – |" in section
+    assert "No default-graft runs in the artifact for perm" in section and "digits gem (3 runs: SolverNotFound)" in section
+    more = text.split("## More results (hand-written pages)")[1]
+    assert "| [`region_size/region_size.md`](benchmarks/results/region_size/region_size.md) | GraftStrategy's " \
+           "default (automatic) region size vs fixed sizes" in more
+    assert "`region_size/runs.jsonl`, `region_size/region_size.json`, `region_size/capacity.png`, " \
+           "`region_size/text/` |" in more
+    assert "The multi-task skill map is in" not in text                # the old closing sentence is gone
 
 
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):

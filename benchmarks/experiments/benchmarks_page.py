@@ -40,6 +40,8 @@ from .report_tables import (
     load_artifact,
     localization_lines,
     localization_summary,
+    region_size_lines,
+    region_size_summary,
     relative_command,
     sweep_lines,
 )
@@ -156,6 +158,8 @@ def reproduction(results: Path = RESULTS) -> dict:
             "localization": localization_summary(localization, root=root, page=results / "localization.md")
             if localization else None,
             "sweep": load_artifact(results / "region_sweep.json", root=root),
+            "region_size": region_size_summary(data) if (data := load_artifact(
+                results / "region_size" / "region_size.json", root=root)) else None,
             "distributed": load_artifact(results / "distributed.json", root=root)}
 
 
@@ -208,6 +212,9 @@ def render(report: dict) -> str:
         lines += ["### Region-size sweep: learned region vs top-|Δ|, chosen on dev", "", *sweep_lines(repro["sweep"]), ""]
     if repro["continual"]:
         lines += ["### Continual learning (Table 4 analogue)", "", *continual_lines(repro["continual"]), ""]
+    if repro.get("region_size"):
+        lines += ["### Automatic region size (GraftStrategy's default)", "", *region_size_lines(repro["region_size"]),
+                  ""]
     if repro["distributed"]:
         lines += ["### Data-parallel scaling", "", *distributed_lines(repro["distributed"]), ""]
     lines += [*more_results_lines(), ""]
@@ -218,7 +225,8 @@ def more_results_lines(pages=MORE_RESULTS) -> list[str]:
     """The "More results" section: one row per hand-written results page (Markdown lines)."""
     lines = ["## More results (hand-written pages)", "",
              "Each page names the artifacts its figures come from and the commands that made them. \"Run record "
-             "incomplete\"", "marks artifacts whose record lacks the git revision, the command line or the device.", "",
+             "incomplete\"",                                   # two source lines, one Markdown paragraph
+             "marks artifacts whose record lacks the git revision, the command line or the device.", "",
              "| page | what | artifacts |", "|---|---|---|"]
     for page, what, artifacts in pages:
         cells = [f"[`{page}`]({RESULTS.as_posix()}/{page})", what, ", ".join(artifacts)]

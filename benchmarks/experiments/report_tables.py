@@ -7,6 +7,8 @@
 - :func:`localization_summary`: fine-tuned model vs θ_pre grafted with the learned region and with top-|Δ| at each
   size (Table 2 analogue): test accuracy, ECE and agreement with the fine-tuned model's predictions;
 - :func:`sweep_lines`: the dev-chosen learned region vs top-|Δ| (``region_sweep``);
+- :func:`region_size_summary`: GraftStrategy's default (automatic) region size vs the best fixed size in
+  hindsight and Avalanche's baselines (``region_size``), paired by seed;
 - :func:`distributed_lines`: the data-parallel scaling run.
 
 Every table names the artifacts it comes from; each ``*_lines`` function renders its summary as Markdown lines.
@@ -263,4 +265,108 @@ def distributed_lines(dist: dict) -> list[str]:
              "|---|---|---|---|---|"]
     lines += [f"| {r['workload']} | {r['processes']} × {r['threads_per_process']} | {r['seconds_per_step']:.2f} | "
               f"{r['examples_per_second']:.1f} | {r['speedup_vs_first']:.2f} |" for r in dist["rows"]]
+    return lines
+
+
+BASELINES = ("naive", "ewc", "lwf", "si", "replay", "gem", "agem")
+"""Avalanche's strategies in a ``region_size`` artifact, in the order the table lists them."""
+
+
+def _mean_sd(values: Sequence[float]) -> dict:
+    v = np.asarray(values, dtype=float)
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else None, "n": int(v.size)}
+
+
+def _minus(d: Sequence[float] | None) -> dict | None:
+    """A ``region_size`` paired difference ``[mean, low, high, n]`` (points) with its verdict."""
+    if d is None:
+        return None
+    mean, low, high, n = d
+    return {"mean": mean, "low": low, "high": high, "n": n, "ahead": 1 if low > 0 else -1 if high < 0 else 0}
+
+
+def region_size_summary(data: dict) -> dict:
+    """Per benchmark of a ``region_size`` artifact (:func:`load_artifact` of ``region_size.json``): default graft's
+    accuracy, its size-search share of training time and owned share at the end; the best fixed size in hindsight
+    (the ``graft-*`` strategy with the highest mean accuracy) and every Avalanche baseline present, each with
+    default graft minus it paired by seed (``graft_minus``; None where default graft did not run); the strategies
+    whose runs failed, with the error types."""
+    benchmarks = {}
+    for bench, s in data["summary"].items():
+        table, minus = s["strategies"], s.get("graft_minus") or {}
+        graft = table.get("graft")
+        fixed = {n: e for n, e in table.items() if n.startswith("graft-")}
+        best = max(fixed, key=lambda n: np.mean(fixed[n]["average"])) if fixed else None
+        failed: dict[str, dict] = {}
+        for r in data.get("failed") or []:
+            if r["benchmark"] == bench:
+                f = failed.setdefault(r["strategy"], {"runs": 0, "errors": []})
+                f["runs"] += 1
+                f["errors"] = sorted({*f["errors"], r["error"].split(":")[0]})
+        benchmarks[bench] = {
+            "seeds": max(len(e["seeds"]) for e in table.values()),
+            "default": None if graft is None else {
+                **_mean_sd(graft["average"]), **{k: graft.get(k) for k in ("search_share", "owned", "below_target")}},
+            "best_fixed": None if best is None else {
+                "name": best, **_mean_sd(fixed[best]["average"]), "minus": _minus(minus.get(best)),
+                "gap": None if graft is None else
+                100 * float(np.mean(graft["average"]) - np.mean(fixed[best]["average"]))},
+            "baselines": {n: {**_mean_sd(table[n]["average"]), "minus": _minus(minus.get(n))}
+                          for n in BASELINES if n in table},
+            "failed": failed}
+    run = data.get("run") or {}
+    return {"artifact": data["artifact"], "page": str(Path(data["artifact"]).with_suffix(".md")),
+            "run": {k: run.get(k) for k in ("command_line", "git_revision", "device_name")},
+            "benchmarks": benchmarks}
+
+
+def _ms(e: dict) -> str:
+    return _pct(e["mean"]) + ("" if e["sd"] is None else f" ± {_pct(e['sd'])}")
+
+
+def _delta_cells(e: dict) -> list[str]:
+    d = e["minus"]
+    if d is None:                       # default graft missing, or fewer than 2 shared seeds: no paired interval
+        return ["–" if e.get("gap") is None else f"{e['gap']:+.1f} (means; no paired interval)", "–"]
+    return [f"{d['mean']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]", VERDICT[d["ahead"]]]
+
+
+def region_size_lines(summary: dict) -> list[str]:
+    """The automatic region size table (Markdown lines)."""
+    run, page = summary["run"], summary["page"]
+    command = relative_command(run["command_line"] or "not recorded")[0]
+    lines = [("GraftStrategy with no size argument (its automatic region size) against fixed region sizes "
+              "(`graft-0.1%` … `graft-10%`) and Avalanche's baselines at their defaults, in plain Avalanche runs "
+              "with the same model, optimizer, batch size and epochs (`benchmarks/experiments/region_size.py`). Final "
+              "average accuracy over the tasks (%), mean ± sample SD over seeds; Δ = default graft minus the "
+              "strategy, paired by seed, in points with its 95% t-interval per comparison (not corrected for the "
+              "several comparisons per benchmark): \"graft ahead\" / \"graft behind\" only where it excludes 0. "
+              "The best fixed size is the `graft-*` strategy with the highest mean, chosen in hindsight on the same "
+              "accuracies (which favours it). Size search: seconds default graft spent choosing its size / its "
+              "training seconds; owned: share of graftable elements owned after the last task. Artifact: "
+              f"`{summary['artifact']}`, last written by `{command}` ({run['device_name']}, git "
+              f"{run['git_revision']}; it summarizes every run in `runs.jsonl`, including earlier invocations'). "
+              f"Every strategy's forgetting and wall times: [`{page}`]({page})"), "",
+             "| benchmark | default graft | size search / owned at end | compared with | its accuracy | "
+             "Δ default − it [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
+    missing, failures = [], []
+    for bench, b in summary["benchmarks"].items():
+        g = b["default"]
+        head = [f"{bench} ({b['seeds']} seeds)", "not in the artifact" if g is None else _ms(g),
+                "–" if g is None or g["search_share"] is None else
+                f"{100 * g['search_share']:.1f}% / {100 * g['owned']:.1f}%"]
+        rows = ([[f"best fixed: {b['best_fixed']['name']}", b["best_fixed"]]] if b["best_fixed"] else []) + \
+            [[name, e] for name, e in b["baselines"].items()]
+        for i, (name, e) in enumerate(rows or [["–", None]]):
+            cells = [name, "–", "–", "–"] if e is None else [name, _ms(e), *_delta_cells(e)]
+            lines.append("| " + " | ".join((head if i == 0 else ["", "", ""]) + cells) + " |")
+        if g is None:
+            missing.append(bench)
+        failures += [f"{bench} {name} ({f['runs']} runs: {', '.join(f['errors'])})"
+                     for name, f in b["failed"].items()]
+    if missing:
+        lines += ["", f"No default-graft runs in the artifact for {', '.join(missing)}: no Δ there."]
+    if failures:
+        lines += ["", "Runs that failed (recorded in the artifact, absent from the table; the best fixed size is "
+                  "among the sizes that ran): " + "; ".join(failures) + "."]
     return lines
