@@ -4,8 +4,9 @@ Run from a checkout: ``python -m cl_graft.benchmarks.experiments.benchmarks_page
 --out BENCHMARKS.md --json benchmarks/results/report.json`` (about 10 minutes on
 2 CPU cores; without ``--quick`` the continual timing runs the quick preset on qnli → agnews → sst2, sized for a
 GPU). Performance figures are measured fresh on this machine with MiniLM; the reproduction tables (Panigrahi et
-al. 2023, Tables 2 and 4 analogues, the region-size sweep) are read from the committed run artifacts they name,
-with the commands that made them. Ratios are measured within one run (these machines are noisy).
+al. 2023, Tables 2 and 4 analogues, the region-size sweep, the automatic region size) are read from the committed
+run artifacts they name, with the commands that made them; the "More results" index lists ``MORE_RESULTS``. Ratios
+are measured within one run (these machines are noisy).
 """
 from __future__ import annotations
 
