@@ -1,8 +1,6 @@
-"""Shared fixtures: tiny randomly initialised BERT, RoBERTa-MLM and GPT-2 classifiers, built locally (no downloads)."""
+"""Shared fixtures; the plain helpers they use (tiny models, toy tasks) are in ``helpers.py``."""
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
@@ -10,79 +8,9 @@ import torch
 
 torch.set_num_threads(1)
 
-from cl_graft.task import TaskSpec
-from cl_graft.training.models import TextClassifier, build_classifier
+from cl_graft.training.models import TextClassifier
 
-CORPUS = [
-    "it was great fun and a good movie", "it was terrible and bad", "is this a question ? yes no maybe",
-    "world sports business tech news", "the film is wonderful", "a dull and boring plot",
-]
-SENTIMENT = TaskSpec(name="toy", labels=("negative", "positive"), template="{x} It was {mask} .",
-                     label_words=("terrible", "great"), causal_template="{x} It was {mask}")
-PAIR = TaskSpec(name="toypair", labels=("entailment", "not_entailment"), pair=True,
-                template="{a} ? {mask} , {b}", label_words=("yes", "no"),
-                causal_template="{a} Question: {b} Answer: {mask}")
-
-
-def shared_data_dir() -> Path | None:
-    """The real task data: $CL_GRAFT_DATA, else ../shared/data beside the repository."""
-    env = os.environ.get("CL_GRAFT_DATA")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    return path if path.is_dir() else None
-
-
-def _bpe():
-    from tokenizers import ByteLevelBPETokenizer
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(CORPUS * 5, vocab_size=400, min_frequency=1,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    return bpe._tokenizer
-
-
-def _wordpiece():
-    from transformers import BertTokenizer
-
-    words = sorted({w for line in CORPUS for w in line.split()} | {"question", "answer", "topic", ",", "."})
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words)}
-    return BertTokenizer(vocab=vocab)
-
-
-def tiny_bert(head: str = "linear") -> TextClassifier:
-    from transformers import BertConfig, BertForMaskedLM, BertModel
-
-    torch.manual_seed(0)
-    tok = _wordpiece()
-    cfg = BertConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=37, max_position_embeddings=64)
-    backbone = BertModel(cfg) if head == "linear" else BertForMaskedLM(cfg)
-    return build_classifier("tiny-bert", head=head, backbone=backbone, tokenizer=tok, max_length=32)
-
-
-def tiny_roberta_mlm() -> TextClassifier:
-    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizerFast
-
-    torch.manual_seed(0)
-    tok = RobertaTokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                               unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
-    cfg = RobertaConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=37, max_position_embeddings=70, pad_token_id=tok.pad_token_id,
-                        initializer_range=0.3)
-    return build_classifier("tiny-roberta", head="mlm", backbone=RobertaForMaskedLM(cfg), tokenizer=tok,
-                            max_length=32)
-
-
-def tiny_gpt2() -> TextClassifier:
-    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
-
-    torch.manual_seed(0)
-    tok = GPT2TokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    cfg = GPT2Config(vocab_size=len(tok.get_vocab()), n_embd=32, n_layer=2, n_head=2, n_positions=64,
-                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    return build_classifier("tiny-gpt2", head="causal", backbone=GPT2LMHeadModel(cfg), tokenizer=tok, max_length=32)
-
-
-TINY_MODELS = {"bert-linear": tiny_bert, "roberta-mlm": tiny_roberta_mlm, "gpt2-causal": tiny_gpt2}
+from helpers import SENTIMENT, TINY_MODELS, save_tiny_model, sentiment_rows, write_task
 
 
 @pytest.fixture(params=sorted(TINY_MODELS))
@@ -98,23 +26,6 @@ def toy_rows() -> list[dict]:
     good = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
     bad = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
     return [{"text": t, "label": 1} for t in good] + [{"text": t, "label": 0} for t in bad]
-
-
-def save_tiny_model(folder: Path) -> Path:
-    """:func:`tiny_bert`'s backbone and tokenizer saved as a Hugging Face folder (what ``--model`` takes)."""
-    clf = tiny_bert()
-    clf.backbone.save_pretrained(folder)
-    clf.tokenizer.save_pretrained(folder)
-    return folder
-
-
-def write_task(folder: Path, labels: list[str], splits: dict[str, list[dict]]) -> Path:
-    """A task folder of a data dir: ``meta.json`` with ``labels`` and one ``<split>.jsonl`` per split."""
-    folder.mkdir(parents=True)
-    (folder / "meta.json").write_text(json.dumps({"labels": labels}))
-    for split, rows in splits.items():
-        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return folder
 
 
 @pytest.fixture(scope="session")
@@ -159,4 +70,16 @@ def cli_root(tmp_path_factory) -> Path:
     for name, flip in (("alpha", 0), ("beta", 1)):
         write_task(root / "data" / name, ["bad", "good"], {"train": rows(96, 1 + flip, flip),
                                                           "test": rows(40, 3 + flip, flip)})
+    return root
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """For ``cl-graft run`` tests (with :func:`helpers.cli`): a saved tiny BERT and a data dir with tasks ``alpha``
+    (sentiment) and ``beta`` (labels swapped). Some modules define an ``env`` fixture of their own."""
+    root = tmp_path_factory.mktemp("cli_run")
+    save_tiny_model(root / "model")
+    for name, flip in (("alpha", False), ("beta", True)):
+        write_task(root / "data" / name, ["negative", "positive"],
+                   {"train": sentiment_rows(96, 1 + flip, flip), "test": sentiment_rows(40, 3 + flip, flip)})
     return root

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from test_cli_localize import _write_task
 
 from cl_graft.analyze.calibration import (
     check_ood_pair,
@@ -21,7 +20,7 @@ from cl_graft.errors import UserError
 from cl_graft.metrics import ece, softmax
 from cl_graft.task import TaskSpec, ood_rows
 
-from conftest import SENTIMENT, save_tiny_model, tiny_bert
+from helpers import SENTIMENT, save_tiny_model, tiny_bert, write_sentiment_task
 
 
 def test_reliability_bins_by_hand():
@@ -81,7 +80,7 @@ def cli_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("analyze")
     save_tiny_model(root / "tiny")
     for i, name in enumerate(("sst2", "yelp", "imdb")):
-        _write_task(root / "data", name, 80, i)
+        write_sentiment_task(root / "data", name, 80, i)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]
     return root, base
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from cl_graft.cli import main
 
-from conftest import shared_data_dir
+from helpers import shared_data_dir
 
 
 def _run(args, env=None):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 from click.testing import CliRunner
@@ -11,27 +10,9 @@ from safetensors.torch import load_file, save_file
 from cl_graft.cli import main
 from cl_graft.regions.region import MASKS_NAME, Region
 
-from conftest import save_tiny_model, shared_data_dir, write_task
+from helpers import save_tiny_model, shared_data_dir, write_sentiment_task
 
-POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
-NEUTRAL = ["it", "was", "and", "a", "movie", "the", "film", "is", "plot", "news", "world", "this"]
 FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16"]
-
-
-def _write_task(root, name: str, n: int, seed: int) -> None:
-    """``n`` train and 40 test rows: four neutral words and one sentiment word (label 1 = positive)."""
-    rng = random.Random(seed)
-
-    def rows(count: int) -> list[dict]:
-        out = []
-        for i in range(count):
-            words = [rng.choice(NEUTRAL) for _ in range(4)]
-            words.insert(rng.randrange(5), rng.choice(POS if i % 2 else NEG))
-            out.append({"text": " ".join(words), "label": i % 2})
-        return out
-
-    train = rows(n)
-    write_task(root / name, ["negative", "positive"], {"train": train, "test": rows(40)})
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +20,8 @@ def setup(tmp_path_factory):
     """A tiny BERT saved as a Hugging Face folder, toy data, and one finished localize run."""
     root = tmp_path_factory.mktemp("cli")
     save_tiny_model(root / "tiny")
-    _write_task(root / "data", "toy", 80, 0)
-    _write_task(root / "data", "toyood", 80, 1)
+    write_sentiment_task(root / "data", "toy", 80, 0)
+    write_sentiment_task(root / "data", "toyood", 80, 1)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), *FAST]
     out = root / "run"
     res = _run(["--task", "toy", "--sparsity", "0.01,0.05", "--methods", "graft,topk,random", "--ood", "toyood",

@@ -5,29 +5,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_strategy import _rows
 
 from cl_graft.cli import main
 
-from conftest import save_tiny_model, shared_data_dir, write_task
+from helpers import cli, shared_data_dir
 
 ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    """A saved tiny BERT and a data dir with tasks ``alpha`` (sentiment) and ``beta`` (labels swapped)."""
-    root = tmp_path_factory.mktemp("cli_run")
-    save_tiny_model(root / "model")
-    for name, flip in (("alpha", False), ("beta", True)):
-        write_task(root / "data" / name, ["negative", "positive"],
-                   {"train": _rows(96, 1 + flip, flip), "test": _rows(40, 3 + flip, flip)})
-    return root
-
-
-def cli(env, *args):
-    return CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--data-dir", str(env / "data"),
-                                     "--preset", "smoke", "--quiet", *args])
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from cl_graft import distributed
 from cl_graft.cli import main
 from cl_graft.errors import UserError
 
-from conftest import save_tiny_model, write_task
+from helpers import save_tiny_model, sentiment_rows, write_task
 
 FAST = ["--preset", "smoke", "--device", "cpu"]
 LOCALIZE = ["localize", "--task", "alpha", "--steps", "3", "--n-batches", "2", "--select-rows", "16",
@@ -31,8 +31,6 @@ STREAM = ["run", "--stream", "alpha,beta", "--strategies", "graft,naive", "--ste
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """A saved tiny BERT without dropout (so 1 and 2 processes compute the same steps) and two toy tasks."""
-    from test_strategy import _rows  # imports Avalanche: not in mp.spawn's children
-
     root = tmp_path_factory.mktemp("distributed")
     save_tiny_model(root / "model")
     config = json.loads((root / "model" / "config.json").read_text())
@@ -40,7 +38,7 @@ def env(tmp_path_factory):
     (root / "model" / "config.json").write_text(json.dumps(config))
     for name, flip in (("alpha", False), ("beta", True)):
         write_task(root / "data" / name, ["negative", "positive"],
-                   {"train": _rows(64, 1 + flip, flip), "test": _rows(32, 3 + flip, flip)})
+                   {"train": sentiment_rows(64, 1 + flip, flip), "test": sentiment_rows(32, 3 + flip, flip)})
     (root / "scratch").mkdir()
     return root
 

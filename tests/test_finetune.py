@@ -7,7 +7,7 @@ from cl_graft.errors import UserError
 from cl_graft.training.evaluate import evaluate, predict_logits
 from cl_graft.training.finetune import FinetuneConfig, finetune_, trainable_names
 
-from conftest import tiny_bert
+from helpers import SENTIMENT, tiny_bert
 
 
 def _snapshot(model):
@@ -35,7 +35,7 @@ def test_same_seed_same_weights(toy_rows):
     runs = []
     for _ in range(2):
         m = tiny_bert()
-        m.add_task(__import__("conftest").SENTIMENT)
+        m.add_task(SENTIMENT)
         finetune_(m, toy_rows, toy_rows, cfg, progress=False)
         runs.append(_snapshot(m))
     assert all(torch.equal(runs[0][n], runs[1][n]) for n in runs[0])

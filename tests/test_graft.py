@@ -15,7 +15,7 @@ from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.training.evaluate import predict_logits
 from cl_graft.training.models import clone_model
 
-from conftest import SENTIMENT, tiny_bert
+from helpers import SENTIMENT, tiny_bert
 
 
 def _state(model) -> dict[str, torch.Tensor]:

@@ -16,7 +16,7 @@ from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.models import clone_model
 
-from conftest import SENTIMENT, tiny_bert
+from helpers import SENTIMENT, tiny_bert
 
 POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
 NEUTRAL = ["it", "was", "and", "a", "movie", "the", "film", "is", "plot", "news", "world", "question", "this"]

@@ -4,7 +4,7 @@ import torch
 from cl_graft.errors import UserError
 from cl_graft.training.models import build_classifier, resolve_device, resolve_model_path
 
-from conftest import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
+from helpers import PAIR, SENTIMENT, tiny_bert, tiny_gpt2, tiny_roberta_mlm
 
 
 def test_logits_shape_and_batch_independence(tiny_model, toy_rows):

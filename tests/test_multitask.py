@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,22 +12,21 @@ from cl_graft import ops
 from cl_graft.errors import UserError
 from cl_graft.regions.region import Region, graftable_names, load_heads
 from cl_graft.skillmaps.report import summary
-from cl_graft.task import TaskRows
 from cl_graft.training.finetune import FinetuneConfig
 from cl_graft.training.multitask import finetune_multitask_, task_schedule
 
-from conftest import PAIR, SENTIMENT, save_tiny_model, tiny_bert, tiny_gpt2, tiny_roberta_mlm, write_task
-
-GOOD = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
-BAD = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
-
-
-def toy_tasks() -> dict[str, list[dict]]:
-    """A sentiment task and a pair task (label 0 when both sides agree in sentiment), tiny vocabulary."""
-    single = [{"text": t, "label": 1} for t in GOOD] + [{"text": t, "label": 0} for t in BAD]
-    pair = [{"text_a": a, "text_b": b, "label": 0} for a, b in zip(GOOD, GOOD[1:] + GOOD[:1], strict=True)]
-    pair += [{"text_a": a, "text_b": b, "label": 1} for a, b in zip(GOOD, BAD, strict=True)]
-    return {"toy": single, "toypair": pair}
+from helpers import (
+    PAIR,
+    SENTIMENT,
+    save_tiny_model,
+    tiny_bert,
+    tiny_gpt2,
+    tiny_roberta_mlm,
+    tiny_skillmap_config,
+    tiny_splits,
+    toy_tasks,
+    write_task,
+)
 
 
 def _model():
@@ -116,24 +114,6 @@ def test_bad_inputs():
 
 
 # ----------------------------------------------------------------------------- the skill-map run, end to end
-
-
-def tiny_skillmap_config(**kw):
-    from cl_graft.regions.config import LocalizeConfig
-    from cl_graft.skillmaps.experiment import SkillmapConfig
-
-    ft = FinetuneConfig(lr=0.2, batch_size=4, steps=40, eval_every=20, seed=0)
-    loc = LocalizeConfig(sparsity=0.02, steps=2, batch_size=4, n_batches=1, select_rows=8, eval_every=1)
-    args = {"multitask": ft, "localize": loc, "single": replace(ft, steps=20), "union_steps": 3,
-            "groups": {"sentiment": ("toy",), "pairs": ("toypair",)}}
-    return SkillmapConfig(**{**args, **kw})
-
-
-def tiny_splits():
-
-    data = toy_tasks()
-    return {"toy": TaskRows(SENTIMENT, data["toy"], data["toy"], data["toy"]),
-            "toypair": TaskRows(PAIR, data["toypair"], data["toypair"], data["toypair"])}
 
 
 def test_skillmap_run_end_to_end(tmp_path):

@@ -14,13 +14,12 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from test_multitask import tiny_skillmap_config, tiny_splits
 
 from cl_graft.skillmaps.experiment import run_skillmap
 
-from conftest import tiny_bert
+from helpers import REPO_ROOT, tiny_bert, tiny_skillmap_config, tiny_splits
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = REPO_ROOT / "notebooks"
 NAMES = ("01_quickstart.ipynb", "02_region_overlap.ipynb")
 KERNEL = "cl-graft-test"
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)

@@ -12,7 +12,6 @@ from dataclasses import replace
 import pytest
 import torch
 from click.testing import CliRunner
-from test_strategy import _rows, build_model, stream_rows
 
 from cl_graft.cli import main
 from cl_graft.errors import DataWarning, UserError
@@ -24,7 +23,7 @@ from cl_graft.training.finetune import FinetuneConfig
 from cl_graft.training.models import clone_model
 from cl_graft.training.multitask import finetune_multitask_
 
-from conftest import SENTIMENT, save_tiny_model, tiny_bert, write_task
+from helpers import SENTIMENT, build_model, save_tiny_model, sentiment_rows, stream_rows, tiny_bert, write_task
 
 USER_FILES = {"figures/important.png": b"\x89PNG user figure", "config.json": b'{"mine": true}\n'}
 LOCALIZE_FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16"]
@@ -37,7 +36,7 @@ def env(tmp_path_factory):
     save_tiny_model(root / "model")
     for name, flip in (("alpha", False), ("beta", True)):                         # labels: words of the vocabulary
         write_task(root / "data" / name, ["bad", "good"],
-                   {"train": _rows(96, 1 + flip, flip), "test": _rows(40, 3 + flip, flip)})
+                   {"train": sentiment_rows(96, 1 + flip, flip), "test": sentiment_rows(40, 3 + flip, flip)})
     assert cli(root, "finetune", "--task", "alpha", "--steps", "2", "--out", root / "ft").exit_code == 0
     res = cli(root, "run", "--stream", "alpha,beta", "--strategies", "naive", "--quiet", "--out", root / "run")
     assert res.exit_code == 0, res.output

@@ -7,7 +7,7 @@ from cl_graft.artifacts import save_classifier
 from cl_graft.files import read_json, write_json
 from cl_graft.provenance import run_record
 
-from conftest import SENTIMENT, tiny_bert
+from helpers import SENTIMENT, tiny_bert
 
 pytest.importorskip("avalanche")
 
@@ -174,14 +174,13 @@ def test_region_size_section_and_more_results(tmp_path, monkeypatch):
 
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     from cl_graft.benchmarks.experiments import continual_seeds
-    from test_cli_run import _rows
 
-    from conftest import save_tiny_model, write_task
+    from helpers import save_tiny_model, sentiment_rows, write_task
 
     save_tiny_model(tmp_path / "model")
     for name, flip in (("alpha", False), ("beta", True)):
         write_task(tmp_path / "data" / name, ["negative", "positive"],
-                   {"train": _rows(64, 1 + flip, flip), "test": _rows(24, 3 + flip, flip)})
+                   {"train": sentiment_rows(64, 1 + flip, flip), "test": sentiment_rows(24, 3 + flip, flip)})
     summary = continual_seeds.main.main(["--data-dir", str(tmp_path / "data"), "--model", str(tmp_path / "model"),
                                     "--stream", "alpha,beta", "--strategies", "graft,ewc", "--seeds", "0,1",
                                     "--preset", "smoke", "--device", "cpu", "--work", str(tmp_path / "work"),

@@ -38,7 +38,7 @@ def test_region_finetune_moves_only_the_region(tiny_model, toy_rows, optimizer):
 
 
 def test_bitfit_trains_biases_and_head(toy_rows):
-    from conftest import SENTIMENT, tiny_bert
+    from helpers import SENTIMENT, tiny_bert
 
     model = tiny_bert()
     model.add_task(SENTIMENT)

@@ -11,19 +11,12 @@ from cl_graft.errors import UserError
 from cl_graft.ops import random_mask
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.region import Region
-from cl_graft.task import TaskRows, TaskSpec
 from cl_graft.training.finetune import FinetuneConfig
-
-from conftest import SENTIMENT, tiny_bert
 
 avalanche = pytest.importorskip("avalanche")
 
-from avalanche.core import SupervisedPlugin
-from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training import Naive
-from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
-from cl_graft.benchmarks.streams import make_benchmark
 from cl_graft.strategies import (
     GraftPlugin,
     GraftStrategy,
@@ -34,85 +27,25 @@ from cl_graft.strategies import (
     independent_regions,
 )
 
-FLIP = TaskSpec("flip", ("positive", "negative"))                # conflicts with SENTIMENT: labels swapped
-TASKS = ["toy", "flip"]
-POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
-FILL = ["it", "was", "a", "the", "and", "is"]
-LR = [1e-2, 1e-1]                    # per experience: the second task is trained aggressively (AdamW)
+from helpers import (
+    TASKS,
+    LrPerExperience,
+    Probe,
+    acc,
+    bits,
+    build_model,
+    evaluator,
+    make_opt,
+    make_stream,
+    sentiment_rows,
+)
+
 FINDER = LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=10, n_batches=4, select_rows=64))
-
-
-def _rows(n: int, seed: int, flip: bool) -> list[dict]:
-    """Four filler words and one sentiment word; label = positive (or, with ``flip``, negative)."""
-    rng, out = random.Random(seed), []
-    for _ in range(n):
-        y = rng.randrange(2)
-        toks = [rng.choice(FILL) for _ in range(4)]
-        toks.insert(rng.randrange(len(toks) + 1), rng.choice(POS if y else NEG))
-        out.append({"text": " ".join(toks), "label": y ^ flip})
-    return out
-
-
-def build_model():
-    model = tiny_bert()
-    model.add_task(SENTIMENT, seed=1)
-    model.add_task(FLIP, seed=2)
-    return model
-
-
-def stream_rows() -> list[TaskRows]:
-    """The two-task conflicting stream's rows: sentiment, then sentiment with swapped labels."""
-    return [TaskRows(SENTIMENT, train=_rows(64, 1, False), dev=[], test=_rows(48, 2, False)),
-            TaskRows(FLIP, train=_rows(64, 3, True), dev=[], test=_rows(48, 4, True))]
-
-
-def make_stream():
-    """The two-task conflicting stream as an Avalanche benchmark."""
-    return make_benchmark(stream_rows(), build_model())
 
 
 @pytest.fixture(scope="module")
 def bm():
     return make_stream()
-
-
-class LrPerExperience(SupervisedPlugin):
-    """Sets the learning rate of experience i to ``LR[i]``."""
-
-    def before_training_exp(self, strategy, **kw):
-        for group in strategy.optimizer.param_groups:
-            group["lr"] = LR[strategy.experience.current_experience]
-
-
-class Probe(SupervisedPlugin):
-    """Records eval logits per experience and model states after each training experience."""
-
-    def __init__(self):
-        super().__init__()
-        self.logits: dict[int, list[torch.Tensor]] = {}
-        self.states: list[dict[str, torch.Tensor]] = []
-        self.calls: list[str] = []
-
-    def before_eval_exp(self, strategy, **kw):
-        self.calls.append("before_eval_exp")
-        self.logits[strategy.experience.current_experience] = []
-
-    def after_eval_iteration(self, strategy, **kw):
-        self.logits[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
-
-    def after_training_exp(self, strategy, **kw):
-        self.calls.append("after_training_exp")
-        self.states.append({n: p.detach().clone() for n, p in strategy.model.clf.named_parameters()})
-
-
-def evaluator():
-    return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
-
-
-def make_opt(model, kind: str):
-    if kind == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
-    return torch.optim.AdamW(model.parameters(), lr=LR[0], weight_decay=0.01)
 
 
 def run_graft(bm, *, opt="adamw", guard=True, plugins=(), owners=None, start=0, stop=None, model=None, **kw):
@@ -132,17 +65,9 @@ def run_graft(bm, *, opt="adamw", guard=True, plugins=(), owners=None, start=0, 
     return strategy, probe, results
 
 
-def bits(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().contiguous().view(torch.int32)
-
-
 @pytest.fixture(scope="module")
 def graft_run(bm):
     return run_graft(bm)
-
-
-def acc(result: dict, j: int) -> float:
-    return result[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]
 
 
 @pytest.mark.parametrize("opt,guard", [("sgd", False), ("adamw", False), ("sgd", True)])
@@ -310,7 +235,7 @@ def test_paper_mode_trains_only_inside_given_regions(bm):
 def test_independent_regions_fine_tune_copies(bm):
     model = build_model()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    data = {"toy": (_rows(32, 5, False), [])}
+    data = {"toy": (sentiment_rows(32, 5, False), [])}
     recipe = FinetuneConfig(optimizer="adamw", lr=1e-2, batch_size=16, steps=6, eval_every=6)
     regions = independent_regions(model, data, recipe, FINDER, progress=False)
     assert set(regions) == {"toy"} and 0 < regions["toy"].size <= int(0.3 * regions["toy"].numel)

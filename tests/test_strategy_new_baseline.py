@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from cl_graft.task import TaskRows, TaskSpec
 
-from conftest import save_tiny_model, tiny_bert, write_task
+from helpers import save_tiny_model, tiny_bert, write_task
 
 avalanche = pytest.importorskip("avalanche")
 

@@ -7,7 +7,8 @@ import torch
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.strategies import StepLimit, TaskAdapter
 from cl_graft.strategies.plugins.packnet import PackNetPlugin
-from test_strategy import (
+
+from helpers import (
     TASKS,
     LrPerExperience,
     Probe,

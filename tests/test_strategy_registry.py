@@ -12,7 +12,8 @@ from cl_graft.benchmarks.streams import Stream
 from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, parse_strategies, strategy_settings
 from cl_graft.strategies.comparison.runner import run_strategy
-from test_strategy import TASKS, build_model, stream_rows
+
+from helpers import TASKS, build_model, stream_rows
 
 
 def test_a_new_baseline_is_one_registry_entry(monkeypatch):

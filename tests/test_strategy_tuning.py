@@ -8,7 +8,7 @@ import pytest
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
-from conftest import SENTIMENT
+from helpers import SENTIMENT, cli
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -22,7 +22,6 @@ from cl_graft.strategies.comparison.registry import (
 )
 from cl_graft.strategies.comparison.settings import apply_point
 from cl_graft.strategies.comparison.tuning import split_dev, tune
-from test_cli_run import cli, env  # noqa: F401  (env is a fixture)
 
 
 def test_every_grid_has_the_same_budget_and_valid_settings():

@@ -11,7 +11,7 @@ from cl_graft.benchmarks.streams import TextCollate, experience_rows, make_bench
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
-from conftest import PAIR, SENTIMENT, tiny_bert
+from helpers import PAIR, SENTIMENT, tiny_bert
 
 SINGLE = [{"text": "it was great fun", "label": 1}, {"text": "bad", "label": 0},
           {"text": "a dull plot", "label": 0}]

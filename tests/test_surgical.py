@@ -8,7 +8,6 @@ import types
 import pytest
 import torch
 from click.testing import CliRunner
-from test_cli_localize import _write_task
 
 from cl_graft.cli import main
 from cl_graft.errors import UserError
@@ -26,7 +25,7 @@ from cl_graft.surgical.finetune import (
 )
 from cl_graft.training.finetune import FinetuneConfig
 
-from conftest import SENTIMENT, save_tiny_model, tiny_bert
+from helpers import SENTIMENT, save_tiny_model, tiny_bert, write_sentiment_task
 
 ROWS = [{"text": t, "label": i % 2} for i, t in enumerate(
     ["it was great fun", "bad and boring plot terrible", "a good movie", "the film is wonderful and great fun",
@@ -145,7 +144,7 @@ def test_fim_layers_region_fills_top_layers_first(toy_rows):
 def cli_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("surg")
     save_tiny_model(root / "tiny")
-    _write_task(root / "data", "toy", 80, 0)
+    write_sentiment_task(root / "data", "toy", 80, 0)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]
     return root, base
 

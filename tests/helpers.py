@@ -1,0 +1,284 @@
+"""Plain helpers shared by the test files: tiny randomly initialised BERT, RoBERTa-MLM and GPT-2 classifiers built
+locally (no downloads), toy tasks and rows, the two-task conflicting stream, and paths. Test files import from here
+(``from helpers import ...``; ``tests/`` is on ``sys.path`` through pyproject's ``pythonpath``), never from one
+another; fixtures live in ``conftest.py``.
+
+Importing this module does not import Avalanche (``conftest.py`` imports it, and so do the processes that
+``mp.spawn`` starts for ``test_distributed``): the helpers that need it import it when first used.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from click.testing import CliRunner
+
+from cl_graft.cli import main
+from cl_graft.task import TaskRows, TaskSpec
+from cl_graft.training.finetune import FinetuneConfig
+from cl_graft.training.models import TextClassifier, build_classifier
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root folder (this file is ``tests/helpers.py``)."""
+
+# ----------------------------------------------------------------------------- tiny models
+
+CORPUS = [
+    "it was great fun and a good movie", "it was terrible and bad", "is this a question ? yes no maybe",
+    "world sports business tech news", "the film is wonderful", "a dull and boring plot",
+]
+SENTIMENT = TaskSpec(name="toy", labels=("negative", "positive"), template="{x} It was {mask} .",
+                     label_words=("terrible", "great"), causal_template="{x} It was {mask}")
+PAIR = TaskSpec(name="toypair", labels=("entailment", "not_entailment"), pair=True,
+                template="{a} ? {mask} , {b}", label_words=("yes", "no"),
+                causal_template="{a} Question: {b} Answer: {mask}")
+
+
+def shared_data_dir() -> Path | None:
+    """The real task data: $CL_GRAFT_DATA, else ../shared/data beside the repository."""
+    env = os.environ.get("CL_GRAFT_DATA")
+    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+def _bpe():
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 5, vocab_size=400, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    return bpe._tokenizer
+
+
+def _wordpiece():
+    from transformers import BertTokenizer
+
+    words = sorted({w for line in CORPUS for w in line.split()} | {"question", "answer", "topic", ",", "."})
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words)}
+    return BertTokenizer(vocab=vocab)
+
+
+def tiny_bert(head: str = "linear") -> TextClassifier:
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    torch.manual_seed(0)
+    tok = _wordpiece()
+    cfg = BertConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=37, max_position_embeddings=64)
+    backbone = BertModel(cfg) if head == "linear" else BertForMaskedLM(cfg)
+    return build_classifier("tiny-bert", head=head, backbone=backbone, tokenizer=tok, max_length=32)
+
+
+def tiny_roberta_mlm() -> TextClassifier:
+    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizerFast
+
+    torch.manual_seed(0)
+    tok = RobertaTokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                               unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
+    cfg = RobertaConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=70, pad_token_id=tok.pad_token_id,
+                        initializer_range=0.3)
+    return build_classifier("tiny-roberta", head="mlm", backbone=RobertaForMaskedLM(cfg), tokenizer=tok,
+                            max_length=32)
+
+
+def tiny_gpt2() -> TextClassifier:
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+    torch.manual_seed(0)
+    tok = GPT2TokenizerFast(tokenizer_object=_bpe(), bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    cfg = GPT2Config(vocab_size=len(tok.get_vocab()), n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    return build_classifier("tiny-gpt2", head="causal", backbone=GPT2LMHeadModel(cfg), tokenizer=tok, max_length=32)
+
+
+TINY_MODELS = {"bert-linear": tiny_bert, "roberta-mlm": tiny_roberta_mlm, "gpt2-causal": tiny_gpt2}
+
+
+def save_tiny_model(folder: Path) -> Path:
+    """:func:`tiny_bert`'s backbone and tokenizer saved as a Hugging Face folder (what ``--model`` takes)."""
+    clf = tiny_bert()
+    clf.backbone.save_pretrained(folder)
+    clf.tokenizer.save_pretrained(folder)
+    return folder
+
+
+# ----------------------------------------------------------------------------- toy data
+
+POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
+FILL = ["it", "was", "a", "the", "and", "is"]
+NEUTRAL = ["it", "was", "and", "a", "movie", "the", "film", "is", "plot", "news", "world", "this"]
+GOOD = ["it was great fun", "a good movie", "the film is wonderful", "great fun and good"]
+BAD = ["it was terrible", "a dull and boring plot", "bad and boring", "terrible plot"]
+
+
+def write_task(folder: Path, labels: list[str], splits: dict[str, list[dict]]) -> Path:
+    """A task folder of a data dir: ``meta.json`` with ``labels`` and one ``<split>.jsonl`` per split."""
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text(json.dumps({"labels": labels}))
+    for split, rows in splits.items():
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def sentiment_rows(n: int, seed: int, flip: bool) -> list[dict]:
+    """Four filler words and one sentiment word; label = positive (or, with ``flip``, negative)."""
+    rng, out = random.Random(seed), []
+    for _ in range(n):
+        y = rng.randrange(2)
+        toks = [rng.choice(FILL) for _ in range(4)]
+        toks.insert(rng.randrange(len(toks) + 1), rng.choice(POS if y else NEG))
+        out.append({"text": " ".join(toks), "label": y ^ flip})
+    return out
+
+
+def write_sentiment_task(root, name: str, n: int, seed: int) -> None:
+    """``n`` train and 40 test rows: four neutral words and one sentiment word (label 1 = positive)."""
+    rng = random.Random(seed)
+
+    def rows(count: int) -> list[dict]:
+        out = []
+        for i in range(count):
+            words = [rng.choice(NEUTRAL) for _ in range(4)]
+            words.insert(rng.randrange(5), rng.choice(POS if i % 2 else NEG))
+            out.append({"text": " ".join(words), "label": i % 2})
+        return out
+
+    train = rows(n)
+    write_task(root / name, ["negative", "positive"], {"train": train, "test": rows(40)})
+
+
+def toy_tasks() -> dict[str, list[dict]]:
+    """A sentiment task and a pair task (label 0 when both sides agree in sentiment), tiny vocabulary."""
+    single = [{"text": t, "label": 1} for t in GOOD] + [{"text": t, "label": 0} for t in BAD]
+    pair = [{"text_a": a, "text_b": b, "label": 0} for a, b in zip(GOOD, GOOD[1:] + GOOD[:1], strict=True)]
+    pair += [{"text_a": a, "text_b": b, "label": 1} for a, b in zip(GOOD, BAD, strict=True)]
+    return {"toy": single, "toypair": pair}
+
+
+# ----------------------------------------------------------------------------- the skill-map run
+
+
+def tiny_skillmap_config(**kw):
+    from cl_graft.regions.config import LocalizeConfig
+    from cl_graft.skillmaps.experiment import SkillmapConfig
+
+    ft = FinetuneConfig(lr=0.2, batch_size=4, steps=40, eval_every=20, seed=0)
+    loc = LocalizeConfig(sparsity=0.02, steps=2, batch_size=4, n_batches=1, select_rows=8, eval_every=1)
+    args = {"multitask": ft, "localize": loc, "single": replace(ft, steps=20), "union_steps": 3,
+            "groups": {"sentiment": ("toy",), "pairs": ("toypair",)}}
+    return SkillmapConfig(**{**args, **kw})
+
+
+def tiny_splits():
+
+    data = toy_tasks()
+    return {"toy": TaskRows(SENTIMENT, data["toy"], data["toy"], data["toy"]),
+            "toypair": TaskRows(PAIR, data["toypair"], data["toypair"], data["toypair"])}
+
+
+# ----------------------------------------------------------------------------- `cl-graft run`
+
+
+def cli(env, *args):
+    """``cl-graft run`` on the ``env`` fixture's model and data folder, smoke preset, quiet."""
+    return CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--data-dir", str(env / "data"),
+                                     "--preset", "smoke", "--quiet", *args])
+
+
+# ----------------------------------------------------------------------------- the two-task conflicting stream
+
+FLIP = TaskSpec("flip", ("positive", "negative"))                # conflicts with SENTIMENT: labels swapped
+TASKS = ["toy", "flip"]
+LR = [1e-2, 1e-1]                    # per experience: the second task is trained aggressively (AdamW)
+
+
+def build_model():
+    model = tiny_bert()
+    model.add_task(SENTIMENT, seed=1)
+    model.add_task(FLIP, seed=2)
+    return model
+
+
+def stream_rows() -> list[TaskRows]:
+    """The two-task conflicting stream's rows: sentiment, then sentiment with swapped labels."""
+    return [TaskRows(SENTIMENT, train=sentiment_rows(64, 1, False), dev=[], test=sentiment_rows(48, 2, False)),
+            TaskRows(FLIP, train=sentiment_rows(64, 3, True), dev=[], test=sentiment_rows(48, 4, True))]
+
+
+def make_stream():
+    """The two-task conflicting stream as an Avalanche benchmark."""
+    from cl_graft.benchmarks.streams import make_benchmark
+
+    return make_benchmark(stream_rows(), build_model())
+
+
+def evaluator():
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    return EvaluationPlugin(accuracy_metrics(experience=True), loggers=[])
+
+
+def make_opt(model, kind: str):
+    if kind == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
+    return torch.optim.AdamW(model.parameters(), lr=LR[0], weight_decay=0.01)
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().view(torch.int32)
+
+
+def acc(result: dict, j: int) -> float:
+    return result[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]
+
+
+def _avalanche_plugins() -> dict[str, type]:
+    """:class:`LrPerExperience` and :class:`Probe`, Avalanche plugins: made on first use (see the module's
+    docstring), then bound as this module's attributes."""
+    from avalanche.core import SupervisedPlugin
+
+    class LrPerExperience(SupervisedPlugin):
+        """Sets the learning rate of experience i to ``LR[i]``."""
+
+        def before_training_exp(self, strategy, **kw):
+            for group in strategy.optimizer.param_groups:
+                group["lr"] = LR[strategy.experience.current_experience]
+
+    class Probe(SupervisedPlugin):
+        """Records eval logits per experience and model states after each training experience."""
+
+        def __init__(self):
+            super().__init__()
+            self.logits: dict[int, list[torch.Tensor]] = {}
+            self.states: list[dict[str, torch.Tensor]] = []
+            self.calls: list[str] = []
+
+        def before_eval_exp(self, strategy, **kw):
+            self.calls.append("before_eval_exp")
+            self.logits[strategy.experience.current_experience] = []
+
+        def after_eval_iteration(self, strategy, **kw):
+            self.logits[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
+
+        def after_training_exp(self, strategy, **kw):
+            self.calls.append("after_training_exp")
+            self.states.append({n: p.detach().clone() for n, p in strategy.model.clf.named_parameters()})
+
+    plugins = {"LrPerExperience": LrPerExperience, "Probe": Probe}
+    for name, cls in plugins.items():
+        cls.__qualname__ = name                                   # picklable as helpers.<name>
+    return plugins
+
+
+def __getattr__(name: str):
+    """``from helpers import Probe`` (or ``LrPerExperience``) makes both plugin classes on first use."""
+    if name in ("LrPerExperience", "Probe"):
+        globals().update(_avalanche_plugins())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
