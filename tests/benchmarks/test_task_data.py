@@ -15,7 +15,9 @@ from cl_graft.benchmarks.tasks import ENV_DATA, HUB
 
 from cl_graft.errors import DataError, UserError
 
-SHARED = Path(os.environ.get(ENV_DATA) or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+from helpers import REPO_ROOT
+
+SHARED = Path(os.environ.get(ENV_DATA) or REPO_ROOT.parent / "shared" / "data")
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data folder {SHARED} does not exist")
 
 

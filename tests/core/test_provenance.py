@@ -5,7 +5,6 @@ import subprocess
 import sys
 import types
 from importlib import metadata
-from pathlib import Path
 
 import torch
 from click.testing import CliRunner
@@ -13,7 +12,9 @@ from click.testing import CliRunner
 from cl_graft.cli import main
 from cl_graft.provenance import COMMAND_LINE, finish_record, git_revision, run_record
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def test_run_record_fields_are_correct(monkeypatch):

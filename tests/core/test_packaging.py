@@ -4,9 +4,10 @@ import re
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def test_wheel_contains_mapped_subpackages(tmp_path):

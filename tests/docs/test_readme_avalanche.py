@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import REPO_ROOT
+
 MARKER = "<!-- avalanche-quickstart -->"
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO_ROOT / "README.md"
 
 
 def python_block(path: Path, marker: str = MARKER) -> str:

@@ -15,6 +15,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from helpers import REPO_ROOT
+
 PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
 
 LAYERS: list[dict[str, tuple[str, ...]]] = [  # bottom first; room → its modules (and their submodules)
@@ -110,7 +112,7 @@ def test_every_module_is_found_and_declared():
 
 def test_every_package_is_in_the_wheel():
     """pyproject.toml names every package folder, so a new room is installed, not only found in a checkout."""
-    config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     packages = {m for m, path in MODULES.items() if path.name == "__init__.py"}
     assert packages == set(config["tool"]["setuptools"]["packages"])
 
