@@ -20,7 +20,8 @@ choosing and finding regions, and for grafting the share of graftable elements o
 task's size record. Results: ``runs.jsonl`` (one line per run, appended as runs finish: an interrupted
 invocation keeps what ran, and ``--resume`` skips runs already there), ``region_size.json`` and
 ``region_size.md`` (tables: mean ± sample sd over seeds, paired 95% t-intervals of default graft minus every
-other strategy, wall times) and ``capacity.png``, each with its run record.
+other strategy, wall times), ``capacity.png`` (share owned after each task) and ``accuracy.png`` (final accuracy
+on each task), each with its run record.
 
 Run (2 CPU threads are enough; one thread per process)::
 
@@ -277,25 +278,43 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _colors(runs: list[dict]) -> dict[str, str]:
+    """One colour per strategy on every panel (default graft black)."""
+    names = [n for n in dict.fromkeys(r["strategy"] for r in runs) if n != "graft"]
+    return {"graft": "black", **{n: f"C{i % 10}" for i, n in enumerate(names)}}
+
+
 def plot_capacity(runs: list[dict], path: Path) -> None:
+    """Share of graftable elements owned after each task (mean over seeds), one panel per benchmark."""
+    _panels(runs, path, "owned", "% of graftable elements owned", lambda r: r["owned"])
+
+
+def plot_final(runs: list[dict], path: Path) -> None:
+    """Accuracy on each task after the whole stream (mean over seeds), one panel per benchmark."""
+    _panels(runs, path, "final", "final test accuracy on the task (%)", lambda r: r["final"])
+
+
+def _panels(runs: list[dict], path: Path, key: str, ylabel: str, values) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    benches = list(dict.fromkeys(r["benchmark"] for r in runs if "owned" in r))
-    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.4), squeeze=False)
+    colors = _colors(runs)
+    benches = list(dict.fromkeys(r["benchmark"] for r in runs if key in r))
+    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.6), squeeze=False)
     for ax, bench in zip(axes[0], benches):
-        for name in dict.fromkeys(r["strategy"] for r in runs if r["benchmark"] == bench and "owned" in r):
-            owned = np.array([r["owned"] for r in runs if r["benchmark"] == bench and r["strategy"] == name])
-            ax.plot(np.arange(1, owned.shape[1] + 1), 100 * owned.mean(0), marker="." if name == "graft" else None,
-                    lw=2.2 if name == "graft" else 1.0, label="graft (default)" if name == "graft" else name)
+        for name in dict.fromkeys(r["strategy"] for r in runs if r["benchmark"] == bench and key in r):
+            v = np.array([values(r) for r in runs if r["benchmark"] == bench and r["strategy"] == name])
+            ax.plot(np.arange(1, v.shape[1] + 1), 100 * v.mean(0), color=colors[name],
+                    marker="." if name == "graft" else None, lw=2.2 if name == "graft" else 1.0,
+                    label="graft (default)" if name == "graft" else name)
         ax.set_title(bench)
-        ax.set_xlabel("after task")
-        ax.set_ylabel("% of graftable elements owned")
-        ax.set_ylim(0, 100)
+        ax.set_xlabel("after task" if key == "owned" else "task")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(0, 101)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+        ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -319,6 +338,7 @@ def write_report(out: Path, record: dict) -> None:
             f"- {r['benchmark']} {r['strategy']} seed {r['seed']}: {r['error']}" for r in failed) + "\n"
     (out / "region_size.md").write_text(text)
     plot_capacity(runs, out / "capacity.png")
+    plot_final(runs, out / "accuracy.png")
 
 
 @click.command()
