@@ -32,18 +32,7 @@ def toy_rows() -> list[dict]:
 def eval_outputs():
     """An Avalanche plugin class whose instances record every eval mini-batch's output, per experience, in
     ``.out`` (experience id → list of ``(B, C)`` tensors; an experience's list restarts when it is evaluated)."""
-    from avalanche.core import SupervisedPlugin
-
-    class EvalOutputs(SupervisedPlugin):
-        def __init__(self):
-            super().__init__()
-            self.out: dict[int, list[torch.Tensor]] = {}
-
-        def before_eval_exp(self, strategy, **kw):
-            self.out[strategy.experience.current_experience] = []
-
-        def after_eval_iteration(self, strategy, **kw):
-            self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
+    from helpers import EvalOutputs
 
     return EvalOutputs
 

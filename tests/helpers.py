@@ -239,8 +239,8 @@ def acc(result: dict, j: int) -> float:
 
 
 def _avalanche_plugins() -> dict[str, type]:
-    """:class:`LrPerExperience` and :class:`Probe`, Avalanche plugins: made on first use (see the module's
-    docstring), then bound as this module's attributes."""
+    """:class:`LrPerExperience`, :class:`Probe` and :class:`EvalOutputs`, Avalanche plugins: made on first use
+    (see the module's docstring), then bound as this module's attributes."""
     from avalanche.core import SupervisedPlugin
 
     class LrPerExperience(SupervisedPlugin):
@@ -270,15 +270,30 @@ def _avalanche_plugins() -> dict[str, type]:
             self.calls.append("after_training_exp")
             self.states.append({n: p.detach().clone() for n, p in strategy.model.clf.named_parameters()})
 
-    plugins = {"LrPerExperience": LrPerExperience, "Probe": Probe}
+    class EvalOutputs(SupervisedPlugin):
+        """Records every eval mini-batch's output, per experience, in ``.out`` (experience id → list of
+        ``(B, C)`` tensors; an experience's list restarts when it is evaluated)."""
+
+        def __init__(self):
+            super().__init__()
+            self.out: dict[int, list[torch.Tensor]] = {}
+
+        def before_eval_exp(self, strategy, **kw):
+            self.out[strategy.experience.current_experience] = []
+
+        def after_eval_iteration(self, strategy, **kw):
+            self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
+
+    plugins = {"LrPerExperience": LrPerExperience, "Probe": Probe, "EvalOutputs": EvalOutputs}
     for name, cls in plugins.items():
         cls.__qualname__ = name                                   # picklable as helpers.<name>
     return plugins
 
 
 def __getattr__(name: str):
-    """``from helpers import Probe`` (or ``LrPerExperience``) makes both plugin classes on first use."""
-    if name in ("LrPerExperience", "Probe"):
+    """``from helpers import Probe`` (or ``LrPerExperience``, ``EvalOutputs``) makes the plugin classes on first
+    use."""
+    if name in ("LrPerExperience", "Probe", "EvalOutputs"):
         globals().update(_avalanche_plugins())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

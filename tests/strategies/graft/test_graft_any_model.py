@@ -11,7 +11,6 @@ from torch.utils.data import TensorDataset
 avalanche = pytest.importorskip("avalanche")
 
 from avalanche.benchmarks import nc_benchmark
-from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.models import MTSimpleMLP
 from avalanche.models.dynamic_modules import avalanche_model_adaptation
@@ -33,6 +32,8 @@ from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.methods import REGION_METHODS, find_region
 from cl_graft.regions.region import Region
+
+from helpers import EvalOutputs
 
 FINDER = LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=4, select_rows=64))
 DIM, CLASSES = 16, 4
@@ -58,20 +59,6 @@ def bm():
     return blob_benchmark()
 
 
-class Logits(SupervisedPlugin):
-    """Records eval outputs per experience."""
-
-    def __init__(self):
-        super().__init__()
-        self.out: dict[int, list[torch.Tensor]] = {}
-
-    def before_eval_exp(self, strategy, **kw):
-        self.out[strategy.experience.current_experience] = []
-
-    def after_eval_iteration(self, strategy, **kw):
-        self.out[strategy.experience.current_experience].append(strategy.mb_output.detach().clone())
-
-
 def mlp(seed: int = 0) -> MTSimpleMLP:
     torch.manual_seed(seed)
     return MTSimpleMLP(input_size=DIM, hidden_size=32)
@@ -89,7 +76,7 @@ def acc(metrics: dict, j: int) -> float:
 
 
 def run(bm, model, *, stop=2, **kw):
-    probe = Logits()
+    probe = EvalOutputs()
     strategy = strategy_for(model, probe, **kw)
     results = []
     for i, exp in enumerate(bm.train_stream[:stop]):
@@ -131,7 +118,7 @@ def test_mtsimplemlp_reconstruction_modes_agree(bm, mlp_run):
 
 def test_plain_template_with_the_plugin_matches(bm, mlp_run):
     _, probe, _ = mlp_run
-    model, plain_probe = mlp(), Logits()
+    model, plain_probe = mlp(), EvalOutputs()
     plugin = GraftPlugin(finder=FINDER)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
     plain = SupervisedTemplate(model=model, optimizer=opt, train_mb_size=16, train_epochs=3, eval_mb_size=32,
@@ -237,7 +224,7 @@ def test_resume_equals_uninterrupted(bm, mlp_run, tmp_path):
     avalanche_model_adaptation(model, bm.train_stream[0])  # Avalanche's adaptation to the trained experiences
     owners = OwnerMap.load(tmp_path / "skills", model)
     owners.apply_(model)
-    resumed_probe = Logits()
+    resumed_probe = EvalOutputs()
     resumed = strategy_for(model, resumed_probe, owners=owners)
     torch.manual_seed(101)
     resumed.train(bm.train_stream[1])
