@@ -5,7 +5,8 @@ experience; only the strategy line differs, and every strategy runs at its defau
 size argument (the automatic size of :mod:`cl_graft.strategies.graft.sizing`), ``GraftStrategy(size=s)`` for fixed
 shares s, and Avalanche's ``Naive``, ``EWC``, ``LwF``, ``SynapticIntelligence``, ``Replay``, ``GEM`` and ``AGEM``
 (Avalanche's defaults; where Avalanche has none: EWC λ = 100, LwF α = 1 and T = 2, SI λ = 1, GEM/A-GEM 32
-patterns per experience, the values of ``avalanche_digits``). Benchmarks, all from sklearn's digits (1797 8×8
+patterns per experience, the values of ``avalanche_digits``; GEM needs the ``quadprog`` solver:
+``pip install -e ".[baselines]"``). Benchmarks, all from sklearn's digits (1797 8×8
 images, 70/30 stratified split; offline):
 
 - ``split-digits``: Avalanche's ``nc_benchmark``, 5 experiences × 2 classes with task labels, ``MTSimpleMLP``;
@@ -188,8 +189,10 @@ def run_one(benchmark: str, name: str, seed: int, *, epochs: int = EPOCHS, final
         out["localize_seconds"] = round(sum(graft.localize_seconds), 3)
         out["search_seconds"] = round(sum(r.get("search_seconds", 0.0) for r in records), 3)
         out["owned"] = np.cumsum([r["share"] for r in records]).tolist()
-        out["sizes"] = [{k: r.get(k) for k in ("task", "share", "kept", "met", "free", "cap_share")} for r in records]
+        out["sizes"] = [{k: r.get(k) for k in ("task", "share", "kept", "met", "free", "cap_share", "score",
+                                               "reference", "chance", "above_chance")} for r in records]
         out["below_target"] = [r["task"] for r in records if r.get("met") is False]
+        out["at_chance"] = [r["task"] for r in records if r.get("above_chance") is False]
     return out
 
 
@@ -232,6 +235,8 @@ def summary(runs: list[dict]) -> dict:
                 entry["search_share"] = float(np.mean([r["search_seconds"] / r["train_seconds"] for r in rs]))
                 entry["owned"] = float(np.mean([r["owned"][-1] for r in rs]))
                 entry["below_target"] = sum(len(r["below_target"]) for r in rs)
+                entry["at_chance"] = (sum(len(r["at_chance"]) for r in rs) if all("at_chance" in r for r in rs)
+                                      else None)
                 entry["mean_size"] = float(np.mean([np.mean([s["share"] for s in r["sizes"]]) for r in rs]))
             table[name] = entry
         by = {name: {r["seed"]: r["average"] for r in rows if r["strategy"] == name} for name in table}
@@ -257,15 +262,16 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
         n_tasks = next(r["tasks"] for r in runs if r["benchmark"] == bench)
         lines += [f"## {bench} ({n_tasks} tasks)", "",
                   "| strategy | seeds | accuracy | forgetting | Δ graft − it [95% CI] | train s | eval s | "
-                  "size search | regions in all | mean region | owned at end | tasks below target |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "size search | regions in all | mean region | owned at end | tasks below target | tasks at chance |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for name, e in s["strategies"].items():
             d = s["graft_minus"].get(name)
             ci = "" if d is None else f"{d[0]:+.1f} [{d[1]:+.1f}, {d[2]:+.1f}]"
             forget = [f for f in e["forgetting"] if f is not None]
-            extra = ("| | | | | |" if "owned" not in e else
+            extra = ("| | | | | | |" if "owned" not in e else
                      f"| {100 * e['search_share']:.1f}% | {100 * e['region_share']:.1f}% | {100 * e['mean_size']:.2f}% "
-                     f"| {100 * e['owned']:.1f}% | {e['below_target']} |")
+                     f"| {100 * e['owned']:.1f}% | {e['below_target']} | "
+                     f"{'-' if e.get('at_chance') is None else e['at_chance']} |")
             lines.append(f"| {name} | {len(e['seeds'])} | {_ms(e['average'])} | "
                          f"{_ms(forget) if forget else '-'} | {ci} | {e['train_seconds']:.1f} | "
                          f"{e['eval_seconds']:.1f} {extra}")

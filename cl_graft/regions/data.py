@@ -48,6 +48,10 @@ class RegionData(Protocol):
         """Whether the model classifies each of the same examples as :meth:`score` right, ``(n,)`` bool
         (empty for a split with no examples)."""
 
+    def labels(self, split: str, *, limit: int, seed: int) -> Tensor:
+        """The true classes of the same examples as :meth:`correct`, ``(n,)`` long (the chance level of a
+        task is the share of its most frequent class)."""
+
 
 class TextRegionData:
     """Text rows of one task for a :class:`~cl_graft.training.models.TextClassifier` (the text path).
@@ -92,6 +96,10 @@ class TextRegionData:
             return torch.zeros(0, dtype=torch.bool)
         predictions = torch.from_numpy(evaluate(model, rows, self.task)[1])
         return predictions == torch.tensor([r["label"] for r in rows])
+
+    def labels(self, split: str, *, limit: int, seed: int) -> Tensor:
+        rows = selection(self.rows if split == "train" else self.dev, split, limit=limit, seed=seed)
+        return torch.tensor([r["label"] for r in rows], dtype=torch.long)
 
 
 def selection(items: list, split: str, *, limit: int, seed: int) -> list:

@@ -66,13 +66,25 @@ class ExperienceData:
     @torch.no_grad()
     def correct(self, model: nn.Module, split: str, *, limit: int, seed: int) -> Tensor:
         """Whether each selection example of the split is classified right, ``(n,)`` bool (empty when none)."""
-        dataset = self.splits[split]
-        idx = selection(list(range(len(dataset))), split, limit=limit, seed=seed) if dataset is not None else []
+        dataset, idx = self._selection(split, limit=limit, seed=seed)
         out = [torch.zeros(0, dtype=torch.bool)]
         for s in range(0, len(idx), EVAL_BATCH):
             logits, y = self._logits(model, collate(dataset, idx[s:s + EVAL_BATCH]))
             out.append((logits.argmax(-1) == y).cpu())
         return torch.cat(out)
+
+    def labels(self, split: str, *, limit: int, seed: int) -> Tensor:
+        """The classes of the same examples as :meth:`correct`, ``(n,)`` long."""
+        dataset, idx = self._selection(split, limit=limit, seed=seed)
+        out = [torch.zeros(0, dtype=torch.long)]
+        for s in range(0, len(idx), EVAL_BATCH):
+            out.append(torch.as_tensor(collate(dataset, idx[s:s + EVAL_BATCH])[1]).long().cpu())
+        return torch.cat(out)
+
+    def _selection(self, split: str, *, limit: int, seed: int) -> tuple[Any, list[int]]:
+        dataset = self.splits[split]
+        idx = selection(list(range(len(dataset))), split, limit=limit, seed=seed) if dataset is not None else []
+        return dataset, idx
 
     def score(self, model: nn.Module, split: str, *, limit: int, seed: int) -> float:
         """Accuracy on the split's selection examples (0.0 when there are none)."""

@@ -83,7 +83,7 @@ from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
 from .adaptations import adaptation_record
-from .sizing import CapacityWarning, RegionSize, SizedFinder, full_message, size_line
+from .sizing import CapacityWarning, RegionSize, SizedFinder, chance_message, full_message, size_line
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
 from .task_features import FeatureAccumulator, HeadInputs, head_module
 
@@ -357,20 +357,25 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     @torch.no_grad()
     def _record_size(self, target: GraftTarget, task: str, free: Region, region: Region) -> None:
         """Adds the free share left to the region's size record, logs one line, and warns (or, with
-        ``on_full="error"``, puts the task's region back to θ_pre and raises) when the size missed its target."""
+        ``on_full="error"``, puts the task's region back to θ_pre and raises) when the size missed its target, or
+        when the grafted model keeps its trained model's score but that is not surely above chance (a task that
+        trained in too few free elements)."""
         numel = free.numel
         record = region.meta.setdefault("sizing", {"share": region.size / numel})
         record["free"] = (free.size - region.size) / numel
         log.info(size_line(task, record))
-        if record.get("met", True):
+        if not record.get("met", True):
+            message, advice = full_message(task, record), "expected_tasks=, a larger ladder or a smaller target"
+        elif not record.get("above_chance", True):
+            message, advice = chance_message(task, record), "more free elements (expected_tasks=) or more training"
+        else:
             return
-        message = full_message(task, record)
         if self.finder.size.on_full == "error":
             params = dict(target.root.named_parameters())
             for n, m in region.masks.items():
                 params[n].copy_(torch.where(m.to(params[n].device), self.owners.pre[n].to(params[n].device),
                                             params[n]))
-            raise UserError(message + "; give expected_tasks=, a larger ladder or a smaller target")
+            raise UserError(f"{message}; give {advice}")
         warnings.warn(message, CapacityWarning, stacklevel=2)
 
     def _check_budget(self, free: Region) -> None:

@@ -29,11 +29,19 @@ each task gets its own size, chosen on validation data after it trained:
 3. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen budget,
    from that same starting region; its region is kept unless it scores lower on the validation rows than the
    rung's own, which is then kept instead.
+4. **Chance.** Keeping the trained model's score is not enough when that model learned nothing: the last tasks
+   of a long stream train inside the few elements earlier tasks left free (a from-scratch MLP of 19k weights on
+   50 tasks: the 50th task trains in the last 2%). So the grafted model's validation accuracy must also be
+   surely above chance, the accuracy of always answering the most frequent class of the training rows (their
+   share, on a seeded sample; not of the few validation rows, whose own majority share is inflated by their
+   small number): its one-sided ``confidence`` Wilson lower bound (:func:`wilson_low`) must exceed it. A task below its target or at chance is never silent: the plugin
+   warns (``on_full="warn"``) or stops (``on_full="error"``).
 
 The search costs one finder run (what a fixed size costs) plus one validation pass per rung tried. Every task
 records what was chosen in its region's ``meta["sizing"]`` (saved with the skills):
 ``share`` (|γ| / N), ``kept`` (accuracy / the trained model's), ``kept_low`` (its lower bound), ``met``
-(kept ≥ target), ``free`` (free share left after the
+(kept ≥ target), ``score`` / ``score_low`` / ``reference`` (the grafted model's validation accuracy, its lower
+bound, the trained model's), ``chance`` and ``above_chance``, ``free`` (free share left after the
 task; set by the plugin), the rungs tried, the validation split and rows, and the seconds spent (``search_seconds``
 choosing the size, ``seconds`` in all, the finder's run included).
 """
@@ -74,7 +82,8 @@ class RegionSize:
             bounds how much one task may take.
         on_full: ``"warn"`` (a :class:`CapacityWarning` naming the task, the share it kept and the free share;
             the task keeps the best region it can have) or ``"error"`` (a :class:`~cl_graft.errors.UserError`,
-            nothing recorded for the task) when a task cannot reach ``target`` inside its elements.
+            nothing recorded for the task) when a task cannot reach ``target`` inside its elements, or its
+            grafted model is not surely above chance on the validation rows.
         expected_tasks: stream length to plan for: task ``t`` (0-based) may take at most
             free / (expected_tasks − t) elements, so later tasks keep room. None: the plugin plans for the length
             of the stream the experience comes from (Avalanche's ``experience.origin_stream``); without one
@@ -229,9 +238,12 @@ class SizedFinder:
                                  task=data.task, ft=ft, refined_score=_accuracy(hits))
             hits = chosen["hits"]
         kept, low = kept_share(hits, reference, target=self.size.target, z=z)
+        chance = chance_level(data.labels("train", limit=self.size.rows, seed=cfg.seed))
+        score_low = wilson_low(hits, z)
         region.meta["sizing"] = {
             "share": region.size / prob.numel, "elements": region.size, "kept": kept, "kept_low": low,
-            "score": _accuracy(hits), "reference": _accuracy(reference), "target": self.size.target,
+            "score": _accuracy(hits), "score_low": score_low, "chance": chance, "above_chance": score_low > chance,
+            "reference": _accuracy(reference), "target": self.size.target,
             "confidence": self.size.confidence, "met": kept >= self.size.target - 1e-9,
             "cap_share": cap / prob.numel, "free_before": n_cand / prob.numel, "validation": split,
             "rows": len(reference),
@@ -268,6 +280,24 @@ def kept_share(hits: Tensor, reference: Tensor, *, target: float, z: float) -> t
     return kept, float(target + bound / ((f.sum() + 1) / len(e)))
 
 
+def chance_level(labels: Tensor) -> float:
+    """The accuracy of always answering the most frequent class of ``labels`` ``(n,)`` (0.0 for no rows)."""
+    return float(torch.bincount(labels).max()) / len(labels) if len(labels) else 0.0
+
+
+def wilson_low(hits: Tensor, z: float) -> float:
+    """The one-sided Wilson score lower bound of the accuracy ``hits.mean()`` of ``hits`` ``(n,)`` bool (z: its
+    normal quantile); 0.0 for no rows. Unlike mean − z·sd/√n it stays inside [0, 1] and does not take a handful
+    of rows all right for certainty."""
+    n = len(hits)
+    if n == 0:
+        return 0.0
+    p, z2 = float(hits.double().mean()), z * z
+    centre = p + z2 / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z2 / n))
+
+
 def sizing_records(owners) -> list[dict]:
     """Per learned task of an :class:`~.owner_map.OwnerMap`: its name and region size record (``share`` of the
     graftable elements; ``kept``, ``met``, ``free`` … when the size was chosen automatically)."""
@@ -289,6 +319,15 @@ def size_line(task: str, record: dict) -> str:
     if "free" in record:
         line += f", {100 * record['free']:.1f}% free"
     return line
+
+
+def chance_message(task: str, record: dict) -> str:
+    """The warning (or error) of a task whose grafted model is not surely above chance on its validation rows
+    although it keeps its trained model's score: the trained model learned (almost) nothing."""
+    return (f"task {task!r} scores {100 * record['score']:.1f}% on its {record['rows']} {record['validation']} "
+            f"rows (its trained model {100 * record['reference']:.1f}%), not surely above chance "
+            f"({100 * record['chance']:.1f}%, its most frequent training class); it trained in the "
+            f"{100 * record['free_before']:.1f}% of the graftable elements that were free")
 
 
 def full_message(task: str, record: dict) -> str:

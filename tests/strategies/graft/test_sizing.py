@@ -27,7 +27,7 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.sizing import kept_share, sizing_records
+from cl_graft.strategies.graft.sizing import chance_level, kept_share, sizing_records, wilson_low
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
@@ -87,6 +87,19 @@ def test_kept_share_bound_needs_rows_or_agreement():
     assert kept == 1.0 and low < 0.99
     kept, low = kept_share(swapped, ref, target=0.99, z=0.0)                    # confidence 0.5: the point
     assert low < kept                                                           # estimate less one row
+
+
+def test_chance_level_and_the_wilson_bound():
+    """Chance is the most frequent class's share; the Wilson bound lies in [0, mean], grows with the rows, and a
+    handful of rows all right does not make a 2-class task surely above chance."""
+    assert chance_level(torch.tensor([0, 0, 1, 3])) == 0.5 and chance_level(torch.zeros(0, dtype=torch.long)) == 0
+    z = 1.645
+    for n, right in ((1, 1), (4, 4), (20, 13), (200, 130), (200, 0), (200, 200)):
+        hits = torch.arange(n) < right
+        assert 0.0 <= wilson_low(hits, z) <= right / n
+    assert wilson_low(torch.ones(2, dtype=torch.bool), z) < 0.5 < wilson_low(torch.ones(8, dtype=torch.bool), z)
+    assert wilson_low(torch.arange(20) < 13, z) < wilson_low(torch.arange(200) < 130, z)
+    assert wilson_low(torch.ones(4, dtype=torch.bool), 0.0) == 1.0                  # z = 0: the mean
 
 
 def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
@@ -269,3 +282,40 @@ def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
     params = dict(strategy.model.named_parameters())
     for n, m in owners.free().masks.items():                             # nothing of task 1 left behind
         assert torch.equal(params[n].detach()[m], owners.pre[n][m])
+
+
+def _noise(n: int, seed: int) -> TensorDataset:
+    """Inputs as in ``_blobs`` but with labels drawn independently of them: nothing to learn."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(CLASSES).repeat(n // CLASSES)
+    ds = TensorDataset(torch.randn(len(y), DIM, generator=g), y[torch.randperm(len(y), generator=g)])
+    ds.targets = ds.tensors[1].tolist()
+    return ds
+
+
+def test_a_task_at_chance_warns_even_when_its_graft_keeps_its_trained_score():
+    """Labels independent of the inputs: the trained model is at chance on the held-out rows and the grafted
+    model keeps that (target 50%), so the size is "met", yet the task is not silent: a warning that it is not
+    surely above chance, with its score, the chance level and the free share; ``on_full="error"`` stops."""
+    noise = nc_benchmark(_noise(1600, 1), _noise(64, 2), n_experiences=2, task_labels=True, seed=0,
+                         fixed_class_order=[0, 1, 2, 3])
+    size = RegionSize(target=0.5)
+    strategy = _strategy(_mlp(), size=size)
+    torch.manual_seed(0)
+    with pytest.warns(CapacityWarning, match=r"task '0' scores [0-9.]+% on its 80 dev rows \(its trained model "
+                                             r"[0-9.]+%\), not surely above chance \(5[0-9.]+%, its most frequent "
+                                             r"training class\); it trained in the 100\.0% of the graftable elements"):
+        strategy.train(noise.train_stream[0])
+    record = sizing_records(strategy.graft.owners)[0]
+    assert record["met"] and not record["above_chance"] and record["score_low"] <= record["chance"]
+    strategy.graft.finder = SizedFinder(strategy.graft.finder.finder, replace(size, on_full="error"))
+    with pytest.raises(UserError, match=r"task '1' scores .* not surely above chance .*more free elements"):
+        strategy.train(noise.train_stream[1])
+    assert strategy.graft.owners.tasks == ["0"]
+
+
+def test_a_task_that_learned_is_above_chance(default_run):
+    """The blobs of the default run are learned: each task's grafted model is surely above chance."""
+    records = sizing_records(default_run[0].graft.owners)
+    assert all(r["above_chance"] and r["score_low"] > r["chance"] for r in records)
+    assert all(0.5 <= r["chance"] < 0.6 for r in records)                  # two classes, balanced
