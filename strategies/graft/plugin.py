@@ -56,11 +56,8 @@ masked gradients; :class:`~.strategy.GraftStrategy` does, and routes batches in 
 """
 from __future__ import annotations
 
-import logging
 import time
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -70,26 +67,24 @@ from torch import Tensor
 from cl_graft import distributed
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import patch_, restore_
-from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.data import RegionData, TextRegionData
-from cl_graft.regions.problem import resolve_budget
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 from cl_graft.training.models import clone_model
 
 from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
 from .experience_undo import ExperienceUndo
-from .finders import LocalizeFinder, RegionFinder
+from .finders import RegionFinder
 from .owner_map import OwnerMap
 from .routing import TASK_INFERENCE, TaskRouter
 from .adaptations import adaptation_record
-from .sizing import CapacityWarning, RegionSize, SizedFinder, chance_message, full_message, size_line
+from .capacity import check_budget, experience_finder, plugin_finder, record_size_
+from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
 from .task_features import FeatureAccumulator, HeadInputs, head_module
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
-log = logging.getLogger(__name__)
 
 
 class GraftPlugin(SupervisedPlugin, supports_distributed=True):
@@ -157,7 +152,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.mode, self.reconstruct, self.guard = mode, reconstruct, guard
         self.graftable, self.heads = graftable, heads
         self.task_inference = task_inference
-        self.finder: RegionFinder = _sized(finder, size)
+        self.finder: RegionFinder = plugin_finder(finder, size)
         self.regions = dict(regions or {})
         self.valid = {int(e.task_labels[0]): e.dataset for e in (valid_stream or []) if len(e.task_labels) == 1}
         self.owners = owners
@@ -218,7 +213,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.mode == "paper":
             self._paper_region(task)
         else:
-            self._check_budget(self.owners.free())
+            check_budget(self.finder, self.owners, self.owners.free())
 
     def after_train_dataset_adaptation(self, strategy, **kwargs) -> None:
         """With an automatic region size and no ``valid_stream`` experience for the task, holds out
@@ -271,9 +266,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.mode == "paper":
             region = free & self._paper_region(task)
         else:
-            region = self._localize(target, free, self._data(strategy, target, label, task),
-                                    self._finder(strategy, free))
-            self._record_size(target, task, free, region)
+            finder = experience_finder(self.finder, strategy.experience, free=free, done=len(self.owners.tasks))
+            region = self._localize(target, free, self._data(strategy, target, label, task), finder)
+            record_size_(self.finder, target.root, self.owners, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
         self._split = None
         distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
@@ -339,61 +334,6 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))
         target.model.train(was_training)
         return region
-
-    def _finder(self, strategy, free: Region) -> RegionFinder:
-        """The finder of this experience: an automatic size gets its cap, this task's share of the free elements
-        (:meth:`~.sizing.RegionSize.cap`, planning for ``expected_tasks`` or else the length of the stream the
-        experience comes from, Avalanche's ``origin_stream``)."""
-        finder = self.finder
-        if not isinstance(finder, SizedFinder):
-            return finder
-        size, done = finder.size, len(self.owners.tasks)
-        if size.expected_tasks is None:
-            stream = getattr(strategy.experience, "origin_stream", None)
-            length = len(stream) if stream is not None else 0
-            size = replace(size, expected_tasks=max(length, done + 1))
-        return replace(finder, max_elements=size.cap(free.size, done))
-
-    @torch.no_grad()
-    def _record_size(self, target: GraftTarget, task: str, free: Region, region: Region) -> None:
-        """Adds the free share left to the region's size record, logs one line, and warns (or, with
-        ``on_full="error"``, puts the task's region back to θ_pre and raises) when the size missed its target, or
-        when the grafted model keeps its trained model's score but that is not surely above chance (a task that
-        trained in too few free elements)."""
-        numel = free.numel
-        record = region.meta.setdefault("sizing", {"share": region.size / numel})
-        record["free"] = (free.size - region.size) / numel
-        log.info(size_line(task, record))
-        if not record.get("met", True):
-            message, advice = full_message(task, record), "expected_tasks=, a larger ladder or a smaller target"
-        elif not record.get("above_chance", True):
-            message, advice = chance_message(task, record), "more free elements (expected_tasks=) or more training"
-        else:
-            return
-        if self.finder.size.on_full == "error":
-            params = dict(target.root.named_parameters())
-            for n, m in region.masks.items():
-                params[n].copy_(torch.where(m.to(params[n].device), self.owners.pre[n].to(params[n].device),
-                                            params[n]))
-            raise UserError(f"{message}; give {advice}")
-        warnings.warn(message, CapacityWarning, stacklevel=2)
-
-    def _check_budget(self, free: Region) -> None:
-        """Refuses a finder budget larger than the free elements, or (automatic size) no free element at all,
-        before anything trains."""
-        if isinstance(self.finder, SizedFinder):
-            if free.size == 0:
-                raise UserError(f"no free graftable element is left for another task ({len(self.owners.tasks)} "
-                                f"tasks own them all); plan with RegionSize(expected_tasks=...)")
-            return
-        cfg = getattr(self.finder, "config", None)
-        if cfg is None:
-            return
-        numel = sum(o.numel() for o in self.owners.owner.values())
-        budget = resolve_budget(cfg, numel)
-        if budget > free.size:
-            raise UserError(f"region budget {budget} is larger than the {free.size} free graftable elements; "
-                            f"lower the sparsity")
 
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:
@@ -478,15 +418,3 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             raise UserError(f"grafting trains one task per experience, this one has task labels {labels}")
         return int(labels[0]), target.task(int(labels[0]))
 
-
-def _sized(finder: RegionFinder | None, size: RegionSize | float | None) -> RegionFinder:
-    """The plugin's finder from its ``finder`` and ``size`` arguments (see :class:`GraftPlugin`)."""
-    if isinstance(size, RegionSize):
-        return SizedFinder(finder or LocalizeFinder(), size)
-    if size is None:
-        return finder if finder is not None else SizedFinder()
-    if finder is not None:
-        raise UserError("give a fixed size either as size= or in the finder's LocalizeConfig, not both")
-    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= 1:
-        raise UserError(f"size must be a RegionSize, a share in (0, 1] or None, got {size!r}")
-    return LocalizeFinder(config=LocalizeConfig(sparsity=float(size)))
