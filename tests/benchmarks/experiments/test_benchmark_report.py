@@ -172,6 +172,23 @@ def test_region_size_section_and_more_results(tmp_path, monkeypatch):
     assert "The multi-task skill map is in" not in text                # the old closing sentence is gone
 
 
+def test_region_size_table_counts_tasks_below_target_and_at_chance():
+    """The region_size page counts, per strategy, the tasks below their size target and those left at chance
+    (the capacity warnings); runs made before the chance check have no count ("-"), not a made-up 0."""
+    from cl_graft.benchmarks.experiments import region_size
+
+    runs = [{**_size_run("perm", "graft", s, 0.8), "below_target": ["3"] * s, "at_chance": ["49"] * (s == 2)}
+            for s in range(3)]
+    runs += [_size_run("perm", "graft-1%", s, 0.7) for s in range(3)]
+    summ = region_size.summary(runs)
+    assert summ["perm"]["strategies"]["graft"]["below_target"] == 3
+    assert summ["perm"]["strategies"]["graft"]["at_chance"] == 1
+    assert summ["perm"]["strategies"]["graft-1%"]["at_chance"] is None
+    text = region_size.render(runs, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| graft")}
+    assert rows["| graft"].endswith("| 60.0% | 3 | 1 |") and rows["| graft-1%"].endswith("| 60.0% | 0 | - |")
+
+
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     from cl_graft.benchmarks.experiments import continual_seeds
 
