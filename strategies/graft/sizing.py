@@ -12,8 +12,9 @@ each task gets its own size, chosen on validation data after it trained:
    rows on resume). Test rows are never read.
 2. **Ladder.** Rungs of :attr:`RegionSize.ladder` (shares of all graftable elements N; by default 0.1% … 20%,
    about ×2 apart), each capped by this task's share of the free elements (:meth:`RegionSize.cap`: the free
-   elements split evenly over the tasks still to come, the stream's length known from Avalanche's
-   ``origin_stream`` unless ``expected_tasks`` says otherwise; a task that needs less leaves more for later).
+   elements split evenly over the tasks still to come plus one share kept in reserve, the stream's length
+   known from Avalanche's ``origin_stream`` unless ``expected_tasks`` says otherwise; a task that needs less
+   leaves more for later, and the reserve leaves the last task room to train in).
    Smallest first, the rung's region is the learned finder's starting region at that budget (γ_base = top-k
    |Δ| among the free elements, :mod:`cl_graft.regions.learned`) grafted onto θ_pre; a rung costs one pass over
    the validation rows. The first rung that keeps ``target`` of the trained model's accuracy **with
@@ -85,9 +86,14 @@ class RegionSize:
             nothing recorded for the task) when a task cannot reach ``target`` inside its elements, or its
             grafted model is not surely above chance on the validation rows.
         expected_tasks: stream length to plan for: task ``t`` (0-based) may take at most
-            free / (expected_tasks − t) elements, so later tasks keep room. None: the plugin plans for the length
-            of the stream the experience comes from (Avalanche's ``experience.origin_stream``); without one
-            only the free elements bound it.
+            free / (expected_tasks − t + reserve) elements, so later tasks keep room. None: the plugin plans for
+            the length of the stream the experience comes from (Avalanche's ``experience.origin_stream``);
+            without one, for the tasks learned so far plus this one.
+        reserve: tasks' shares the plan keeps free after the last expected task (default 1). A task trains
+            only inside the free elements, so without a reserve the last task of a stream that fills the model
+            trains inside exactly the elements it then keeps (one share): too little to learn in on a small
+            model trained from scratch. With one share in reserve it trains in at least two, every task gives up
+            1/(tasks + 1) of its share, and a task the plan did not foresee still finds room.
         holdout: share of an experience's training examples held out for validation when no ``valid_stream``
             experience has its task (at least one example; the rest train).
         rows: at most this many validation rows scored per rung.
@@ -103,6 +109,7 @@ class RegionSize:
     holdout: float = 0.1
     rows: int = 512
     confidence: float = 0.95
+    reserve: int = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.target <= 1:
@@ -121,12 +128,14 @@ class RegionSize:
             raise UserError(f"rows must be >= 1, got {self.rows}")
         if not 0.5 <= self.confidence < 1:
             raise UserError(f"confidence must be in [0.5, 1), got {self.confidence}")
+        if isinstance(self.reserve, bool) or not isinstance(self.reserve, int) or self.reserve < 0:
+            raise UserError(f"reserve must be an integer >= 0, got {self.reserve!r}")
 
     def cap(self, free: int, done: int) -> int:
-        """Most elements task number ``done`` (0-based) may take out of ``free`` free ones."""
-        if self.expected_tasks is None:
-            return free
-        return free // max(1, self.expected_tasks - done)
+        """Most elements task number ``done`` (0-based) may take out of ``free`` free ones: its share of them,
+        planning for ``expected_tasks`` (None: this task is the last) and ``reserve`` shares left over."""
+        to_come = max(1, (done + 1 if self.expected_tasks is None else self.expected_tasks) - done)
+        return free // (to_come + self.reserve)
 
     def split(self, n: int, *, seed: int, label: int) -> tuple[list[int], list[int]]:
         """``(train, held_out)`` indices of an experience with ``n`` training examples: a seeded permutation

@@ -117,9 +117,23 @@ def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
     assert strict.meta["sizing"]["share"] == 0.2                                # 20/21 < 99% even at 0.5
 
 
+def test_cap_splits_the_free_elements_over_the_tasks_to_come_and_the_reserve():
+    """Task t of T may take free / (T − t + reserve): with one share in reserve the last task keeps half of
+    what is free (it trains in both halves); without, all of it; past the plan, half again."""
+    size = RegionSize(expected_tasks=4)
+    assert [size.cap(1000, t) for t in range(4)] == [200, 250, 333, 500]
+    assert [replace(size, reserve=0).cap(1000, t) for t in range(4)] == [250, 333, 500, 1000]
+    assert size.cap(1000, 6) == 500 and RegionSize().cap(1000, 0) == 500          # unplanned: this one is last
+    free, owned = 10_000, []
+    for t in range(4):                                                            # every task takes its cap
+        owned.append(size.cap(free, t))
+        free -= owned[-1]
+    assert free >= min(owned) - 1                                                 # one share is left at the end
+
+
 def test_size_settings_are_checked():
     for bad in ({"target": 0}, {"ladder": (0.1, 0.01)}, {"on_full": "ignore"}, {"expected_tasks": 0},
-                {"holdout": 1.0}, {"confidence": 0.4}, {"confidence": 1.0}):
+                {"holdout": 1.0}, {"confidence": 0.4}, {"confidence": 1.0}, {"reserve": -1}, {"reserve": 0.5}):
         with pytest.raises(UserError):
             RegionSize(**bad)
     with pytest.raises(UserError, match="not both"):
@@ -234,7 +248,8 @@ def test_default_size_is_recorded_and_nothing_is_forgotten(default_run):
     assert [r["task"] for r in records] == ["0", "1"]
     for r in records:
         assert r["validation"] == "dev" and r["met"] and r["kept"] >= 0.99 and 0 < r["share"] <= r["cap_share"]
-    assert records[0]["cap_share"] == pytest.approx(0.5, abs=1e-3)       # half the free elements: 2 tasks
+    assert records[0]["cap_share"] == pytest.approx(1 / 3, abs=1e-3)     # 2 tasks + 1 share in reserve
+    assert records[1]["cap_share"] == pytest.approx(records[0]["free"] / 2, abs=1e-3)
     assert records[1]["free"] == pytest.approx(1 - records[0]["share"] - records[1]["share"])
     assert _acc(results[0], 0) == _acc(results[1], 0)                    # forgetting exactly 0
 
