@@ -10,6 +10,7 @@ patterns per experience, the values of ``avalanche_digits``; GEM needs the ``qua
 images, 70/30 stratified split; offline):
 
 - ``split-digits``: Avalanche's ``nc_benchmark``, 5 experiences × 2 classes with task labels, ``MTSimpleMLP``;
+- ``split-digits-cnn``: the same stream with a from-scratch convolutional model (:func:`conv_trunk_model`);
 - ``permuted-N-single`` / ``permuted-N-multi``: N tasks, each all 10 classes under a fixed pixel permutation
   (seeded), task labels given; a from-scratch single-head ``nn.Sequential`` MLP (64-256-10; every layer
   graftable) or ``MTSimpleMLP`` (one head per task).
@@ -112,10 +113,35 @@ def permuted_digits(n_tasks: int, seed: int, *, multi_head: bool = False):
     return with_classes_timeline(with_task_labels(benchmark_from_datasets(train=train, test=test)))
 
 
+def conv_trunk_model():
+    """A from-scratch convolutional model with one head per task (a ``MultiTaskModule``): the 64 pixels as an
+    8×8 image, two 3×3 convolutions (16, 32 channels), 2×2 max-pooling, a 64-unit layer, Avalanche's
+    ``MultiHeadClassifier``."""
+    from avalanche.models import MultiHeadClassifier, MultiTaskModule
+    from torch import nn
+
+    class ConvDigits(MultiTaskModule):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+                                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU())
+            self.classifier = MultiHeadClassifier(64)
+
+        def forward_single_task(self, x, task_label):
+            return self.classifier(self.features(x), task_label)
+
+    return ConvDigits()
+
+
 def make_benchmark(name: str, seed: int):
     """The benchmark and its model (seeded by ``seed``)."""
     from avalanche.models import MTSimpleMLP
 
+    if name == "split-digits-cnn":
+        bm = split_digits(seed)
+        torch.manual_seed(seed)
+        return bm, conv_trunk_model()
     if name == "split-digits":
         bm, head = split_digits(seed), "multi"
     else:
@@ -351,7 +377,7 @@ def write_report(out: Path, record: dict) -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for runs.jsonl, region_size.json/.md and capacity.png (made if missing).")
 @click.option("--benchmarks", default=",".join(BENCHMARKS), show_default=True,
-              help="Comma-separated: split-digits, permuted-N-single, permuted-N-multi (N tasks).")
+              help="Comma-separated: split-digits, split-digits-cnn, permuted-N-single, permuted-N-multi (N tasks).")
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
 @click.option("--seeds", default="0,1,2", show_default=True)
 @click.option("--epochs", type=int, default=EPOCHS, show_default=True, help="Epochs per experience, every strategy.")
