@@ -312,8 +312,11 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
 
 def _colors(runs: list[dict]) -> dict[str, str]:
     """One colour per strategy on every panel (default graft black)."""
+    from matplotlib import colormaps
+
     names = [n for n in dict.fromkeys(r["strategy"] for r in runs) if n != "graft"]
-    return {"graft": "black", **{n: f"C{i % 10}" for i, n in enumerate(names)}}
+    palette = colormaps["tab10" if len(names) <= 10 else "tab20"].colors
+    return {"graft": "black", **{n: palette[i % len(palette)] for i, n in enumerate(names)}}
 
 
 def plot_capacity(runs: list[dict], path: Path) -> None:
