@@ -132,7 +132,7 @@ def _size_run(bench, name, seed, average):
 
 
 def test_region_size_section_and_more_results(tmp_path, monkeypatch):
-    from cl_graft.benchmarks.experiments import region_size
+    from cl_graft.benchmarks.experiments import region_size_report
 
     accuracy = {"graft": [0.90, 0.92, 0.91], "graft-1%": [0.85, 0.86, 0.87], "graft-5%": [0.93, 0.94, 0.95],
                 "naive": [0.50, 0.55, 0.52], "ewc": [0.91, 0.90, 0.93]}
@@ -143,7 +143,7 @@ def test_region_size_section_and_more_results(tmp_path, monkeypatch):
     write_json(folder / "region_size.json", {
         "run": {"command_line": "python -m cl_graft.benchmarks.experiments.region_size --out x",
                 "git_revision": "abc1234", "device_name": "Test CPU (2 cores)"},
-        "summary": region_size.summary(runs),
+        "summary": region_size_report.summary(runs),
         "failed": [{"benchmark": "digits", "strategy": "gem", "seed": s, "error": "SolverNotFound: no quadprog"}
                    for s in range(3)]})
     monkeypatch.chdir(tmp_path)                          # reproduction() reads benchmarks/results under it
@@ -175,16 +175,16 @@ def test_region_size_section_and_more_results(tmp_path, monkeypatch):
 def test_region_size_table_counts_tasks_below_target_and_at_chance():
     """The region_size page counts, per strategy, the tasks below their size target and those left at chance
     (the capacity warnings); runs made before the chance check have no count ("-"), not a made-up 0."""
-    from cl_graft.benchmarks.experiments import region_size
+    from cl_graft.benchmarks.experiments import region_size_report
 
     runs = [{**_size_run("perm", "graft", s, 0.8), "below_target": ["3"] * s, "at_chance": ["49"] * (s == 2)}
             for s in range(3)]
     runs += [_size_run("perm", "graft-1%", s, 0.7) for s in range(3)]
-    summ = region_size.summary(runs)
+    summ = region_size_report.summary(runs)
     assert summ["perm"]["strategies"]["graft"]["below_target"] == 3
     assert summ["perm"]["strategies"]["graft"]["at_chance"] == 1
     assert summ["perm"]["strategies"]["graft-1%"]["at_chance"] is None
-    text = region_size.render(runs, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
+    text = region_size_report.render(runs, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
     rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| graft")}
     assert rows["| graft"].endswith("| 60.0% | 3 | 1 |") and rows["| graft-1%"].endswith("| 60.0% | 0 | - |")
 
