@@ -63,11 +63,9 @@ def experience_finder(finder: RegionFinder, experience, *, free: Region, done: i
     experience comes from, Avalanche's ``origin_stream``); ``done`` tasks were learned before it."""
     if not isinstance(finder, SizedFinder):
         return finder
-    size = finder.size
-    if size.expected_tasks is None:
-        stream = getattr(experience, "origin_stream", None)
-        length = len(stream) if stream is not None else 0
-        size = replace(size, expected_tasks=max(length, done + 1))
+    size, stream = finder.size, getattr(experience, "origin_stream", None)
+    if size.expected_tasks is None and stream is not None and len(stream):
+        size = replace(size, expected_tasks=len(stream))                   # cap() counts this task at least
     return replace(finder, max_elements=size.cap(free.size, done))
 
 
