@@ -185,9 +185,10 @@ def tiny_splits():
 
 
 def cli(env, *args):
-    """``cl-graft run`` on the ``env`` fixture's model and data folder, smoke preset, quiet."""
+    """``cl-graft run`` on the ``env`` fixture's model and data folder, smoke preset (its console: no progress
+    line off a terminal, one result line per task, the summary table)."""
     return CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--data-dir", str(env / "data"),
-                                     "--preset", "smoke", "--quiet", *args])
+                                     "--preset", "smoke", *args])
 
 
 # ----------------------------------------------------------------------------- the two-task conflicting stream

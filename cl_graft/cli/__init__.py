@@ -18,6 +18,7 @@ import sys
 import warnings
 
 import click
+from tqdm.auto import tqdm
 
 from .. import distributed
 from ..errors import DataWarning, UserError
@@ -87,8 +88,11 @@ def _silenced():
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    if issubclass(category, DataWarning):
-        click.echo(f"warning: {message}", err=True)
+    """cl-graft's own warnings (bad data, a task short of its region target) as one line, above any live
+    progress line; other libraries' warnings as Python shows them."""
+    if issubclass(category, DataWarning) or category.__module__.startswith("cl_graft."):
+        with tqdm.external_write_mode(file=sys.stderr):
+            click.echo(f"warning: {message}", err=True)
     else:
         _default_show(message, category, filename, lineno, file, line)
 

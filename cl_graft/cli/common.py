@@ -43,6 +43,16 @@ def common_options(f):
     return f
 
 
+def console_options(f):
+    """``--quiet`` and ``--verbose`` (passed on as ``quiet`` and ``verbose``): what
+    :meth:`cl_graft.console.Console.from_flags` makes the command's console print."""
+    f = click.option("--verbose", is_flag=True,
+                     help="Also the libraries' own logs: Avalanche's InteractiveLogger and every inner progress "
+                          "bar.")(f)
+    return click.option("--quiet", is_flag=True,
+                        help="Print nothing but errors and warnings (no progress line, no result lines).")(f)
+
+
 def field_option(fld: dataclasses.Field, kind, *, name: str | None = None, help: str | None = None,
                  default=dataclasses.MISSING, shown: str | None = None):
     """A click option for a dataclass field: ``--<name>`` (default: the field's name, dashed), the field's type

@@ -8,7 +8,19 @@ from __future__ import annotations
 import click
 
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
-from .common import common_options, data_identity, data_source, field_option
+from .common import common_options, console_options, data_identity, data_source, field_option
+
+EPILOG = """\b
+Output: a live progress line on a terminal (strategy, task i/T, phase: train / size search / localize / prune /
+eval, with steps or rows, elapsed time and ETA), one line per task as it ends, then the summary table.
+Machines read the files instead: <out>/<strategy>/result.json as each strategy ends, results.json,
+results.csv and matrices.csv at the end.
+
+\b
+stored (bytes kept beside the pre-trained model to serve every task): graft, graft-paper, packnet: each
+task's region (an int32 index and a value per weight) and its head; naive, ewc, lwf, joint: the trained
+weights (every tensor fine-tuning moves); replay: those and the replay memory's token ids; single: one
+trained copy per task."""
 
 
 def settings_options(f):
@@ -22,7 +34,7 @@ def settings_options(f):
 
 def run_command() -> click.Command:
     """The ``run`` command, with the settings options of the strategies :data:`STRATEGIES` holds now."""
-    @click.command(name="run")
+    @click.command(name="run", epilog=EPILOG)
     @click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2.")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
                   help=f"Comma-separated: {', '.join(STRATEGIES)}.")
@@ -41,7 +53,7 @@ def run_command() -> click.Command:
                        "input).")
     @click.option("--resume", is_flag=True,
                   help="Continue an interrupted run in --out (every setting and the data must be the same).")
-    @click.option("--quiet", is_flag=True, help="No Avalanche progress bars.")
+    @console_options
     @common_options
     def run(**options):
         """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
@@ -71,23 +83,25 @@ def _given_settings(options: dict, names: list[str]) -> dict:
     return given
 
 
-def _run(*, stream, strategies, steps, k, tune, settings_from, task_inference, resume, quiet, model, head,
+def _run(*, stream, strategies, steps, k, tune, settings_from, task_inference, resume, quiet, verbose, model, head,
          fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
     import torch
 
     from .. import distributed
     from ..benchmarks import load_rows
     from ..benchmarks.streams import Stream, parse_stream
+    from ..console import Console
     from ..errors import UserError
     from ..outdir import claim_out_dir
     from ..provenance import finish_record, run_record
     from ..strategies.comparison.config import continual_setup
     from ..strategies.comparison.registry import GraftSettings, parse_strategies, strategy_settings
-    from ..strategies.comparison.report import strategy_table, summary_table, write_results
+    from ..strategies.comparison.report import strategy_notes, strategy_table, summary_table, write_results
     from ..strategies.comparison.runner import run_continual
     from ..strategies.comparison.tuning import chosen_settings, split_dev
     from ..training.models import build_classifier, resolve_device
 
+    console = Console.from_flags(quiet=quiet, verbose=verbose)
     device = resolve_device(device)
     tasks = parse_stream(stream, data_dir)
     names = parse_strategies(strategies)
@@ -114,15 +128,23 @@ def _run(*, stream, strategies, steps, k, tune, settings_from, task_inference, r
     for i, s in enumerate(splits):
         clf.add_task(s.spec, seed=seed + i)
     record = run_record(**settings, device=str(device), data=data_source(data_dir))
+    def on_result(result) -> None:
+        if console.verbose:
+            console.echo("\n" + strategy_table(result) + "\n")
+        for line in strategy_notes(result):
+            console.echo(f"{result.name:<14}{line}")
+
     with claim_out_dir(out, "run", settings=settings, overwrite=overwrite, resume=resume,
-                       keep_on_error=True) as run_dir:
+                       keep_on_error=True) as run_dir, console:
         the_stream = Stream.make(splits, clf)
         tune_stream = Stream.make(tune_splits, clf) if tune_splits is not None else None
         results = run_continual(clf, the_stream, own, cfg, out=run_dir.path, tune_stream=tune_stream,
-                                chosen=chosen, resume=resume, task_inference=task_inference, progress=not quiet,
-                                on_result=lambda r: click.echo("\n" + strategy_table(r)))
+                                chosen=chosen, resume=resume, task_inference=task_inference, console=console,
+                                on_result=on_result)
+        console.phase("writing results and figures")
         write_results(run_dir.path, results, record=finish_record(record))
-        click.echo("\n" + summary_table(results) + f"\n\nresults -> {run_dir.path}")
+        console.close()
+        console.echo("\n" + summary_table(results) + f"\n\nresults -> {run_dir.path}")
         run_dir.finish(record)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,21 +18,22 @@ from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 
 from ..graft.sizing import size_line
+from .progress import human_bytes
+from .registry import STRATEGIES
 from .runner import StrategyResult
 
+STORED = {
+    "regions": "each task's region (an int32 index and a value per weight) and its head",
+    "memory": "the trained weights (every tensor fine-tuning moves) and the replay memory's token ids",
+    "models": "one trained copy of the weights per task",
+    "model": "the trained weights (every tensor fine-tuning moves, heads included)",
+}
+"""What the ``stored`` bytes of :attr:`.runner.StrategyResult.bytes` hold, by the kind of strategy."""
 RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
 
 
 def _pct(x: float) -> str:
     return "   -  " if x is None or not math.isfinite(x) else f"{100 * x:6.1f}"
-
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def strategy_table(res: StrategyResult) -> str:
@@ -47,17 +49,27 @@ def strategy_table(res: StrategyResult) -> str:
     agnostic = res.info.get("task_inference")
     if agnostic:
         lines += [f"{'no task labels':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["accuracy"]),
-                  f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"]),
-                  (f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "
-                  f"task-aware {_pct(s['average']).strip()}; eval {agnostic['seconds']:.0f}s")]
+                  f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"])]
     lines += [size_line(r["task"], r) for r in res.info.get("sizing", [])]
+    return "\n".join(lines + strategy_notes(res))
+
+
+def strategy_notes(res: StrategyResult) -> list[str]:
+    """One line each for what a result adds to its accuracies: the scores without task labels
+    (``--task-inference``) and the settings tuning chose (``--tune``, ``--settings-from``)."""
+    lines = []
+    agnostic = res.info.get("task_inference")
+    if agnostic:
+        lines.append(f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "
+                     f"task-aware {_pct(res.summary()['average']).strip()}; task identified "
+                     f"{_pct(np.mean(agnostic['task_id'])).strip()}%; eval {agnostic['seconds']:.0f}s")
     tuning = res.info.get("tuning")
     if tuning and "from" in tuning:
         lines.append(f"settings chosen on dev by {tuning['from']}: {tuning['chosen']}")
     elif tuning:
         tried = ", ".join(f"{p} {_pct(v).strip()}" for p, v in zip(tuning["grid"], tuning["dev_average"]))
         lines.append(f"tuned on dev: {tuning['chosen']} (dev average: {tried})")
-    return "\n".join(lines)
+    return lines
 
 
 def summary_table(results: dict[str, StrategyResult]) -> str:
@@ -67,7 +79,7 @@ def summary_table(results: dict[str, StrategyResult]) -> str:
     single = results["single"].summary()["average"] if "single" in results else None
     naive = results["naive"].seconds if "naive" in results else None
     head = (f"{'strategy':<12}" + "".join(f"{t:>9}" for t in tasks)
-            + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored':>11}{'wall s':>8}{'cpu s':>8}")
+            + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored*':>11}{'wall s':>8}{'cpu s':>8}")
     head += f"{'%single':>9}" if single else ""
     head += f"{'×naive':>8}" if naive else ""
     lines = [head]
@@ -79,7 +91,27 @@ def summary_table(results: dict[str, StrategyResult]) -> str:
         line += f"{_pct(s['average'] / single):>9}" if single else ""
         line += f"{res.seconds / naive:>8.2f}" if naive else ""
         lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(lines + [stored_note(results)])
+
+
+def _stored_kind(name: str, res: StrategyResult) -> str:
+    """Which :data:`STORED` text describes the bytes of a result (from what its storage reported)."""
+    if "region_sizes" in res.info:
+        return "regions"
+    if "memory_rows" in res.info:
+        return "memory"
+    entry = STRATEGIES.get(name)
+    return "models" if entry is not None and entry.fit == "separate" else "model"
+
+
+def stored_note(results: dict[str, StrategyResult]) -> str:
+    """The summary table's footnote: what each strategy's ``stored`` bytes are (:data:`STORED`)."""
+    kinds: dict[str, list[str]] = {}
+    for name, res in results.items():
+        kinds.setdefault(_stored_kind(name, res), []).append(name)
+    parts = [f"{', '.join(names)}: {STORED[kind]}" for kind, names in kinds.items()]
+    return textwrap.fill("* stored: what a strategy keeps beside the pre-trained model to serve every task; "
+                         + "; ".join(parts) + ".", width=110, subsequent_indent="  ")
 
 
 def _write_csv(path: str, rows: list[list]) -> None:

@@ -8,6 +8,7 @@ each is built, walks the stream and is stored, are the entries of :data:`.regist
 """
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from cl_graft import distributed
+from cl_graft.console import Console
 from cl_graft.errors import UserError
 from cl_graft.files import write_json
 from cl_graft.schema import ListOf, Obj, read_checked
@@ -29,6 +31,7 @@ from ..graft.owner_map import OwnerMap
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
 from .config import ContinualConfig
 from .metrics import summarize
+from .progress import Report
 from .registry import STRATEGIES, BuildContext, owner_plugin
 from .settings import Settings, apply_point
 from .tuning import tune
@@ -77,14 +80,14 @@ class StrategyResult:
         return cls(**{k: d[k] for k in ("name", "tasks", "matrix", "seconds", "bytes", "info")})
 
 
-def _evaluator(progress: bool):
+def _evaluator(verbose: bool):
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.logging import InteractiveLogger
     from avalanche.training.plugins import EvaluationPlugin
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                           # "no loggers" when progress is off
-        loggers = [InteractiveLogger()] if progress and distributed.is_main() else []   # Avalanche: rank 0 logs
+        warnings.simplefilter("ignore")                           # "no loggers" when not verbose
+        loggers = [InteractiveLogger()] if verbose and distributed.is_main() else []   # Avalanche: rank 0 logs
         return EvaluationPlugin(accuracy_metrics(experience=True), loggers=loggers)
 
 
@@ -98,21 +101,25 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
 
 
 def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, settings: Settings, steps: int, *,
-           stream: Stream, owners: OwnerMap | None, progress: bool):
-    """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``).
+           stream: Stream, owners: OwnerMap | None, report: Report | None):
+    """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``) and, with
+    ``report``, the plugin that moves the console's progress line (Avalanche's own log when it is verbose).
 
     Under torchrun (Avalanche's distributed mode) the model is wrapped in ``DistributedDataParallel``, each rank
     takes ``batch_size / world size`` rows of every mini-batch, and a strategy with a plugin that does not
     declare ``supports_distributed`` is refused.
     """
+    verbose = report is not None and report.console.verbose
     optimizer = recipe_optimizer(adapter, cfg.recipe)                    # sets requires_grad: before wrapping
     template = {"model": distributed.wrap(adapter, unused=True), "optimizer": optimizer,
                 "device": next(adapter.parameters()).device, "criterion": torch.nn.CrossEntropyLoss(),
                 "train_mb_size": distributed.check_batch(cfg.recipe.batch_size), "train_epochs": steps,
-                "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(progress)}
+                "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(verbose)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard(), WholeEval()]
+    if report is not None:
+        plugins.append(report.plugin(stream.tasks, steps, joint=STRATEGIES[name].fit == "joint"))
     strategy = STRATEGIES[name].build(BuildContext(adapter, cfg, settings, template, plugins, stream, owners,
-                                                   progress))
+                                                   verbose))
     unsupported = [type(p).__name__ for p in strategy.plugins if not getattr(p, "supports_distributed", False)]
     if distributed.world_size() > 1 and unsupported:
         raise UserError(f"strategy {name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
@@ -129,7 +136,7 @@ def _train(strategy, experience, seed: int) -> None:
 
 def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: ContinualConfig,
                  settings: Settings | None = None, *, state_dir: Path | None = None,
-                 task_inference: str | None = None, progress: bool = True) -> StrategyResult:
+                 task_inference: str | None = None, report: Report | None = None) -> StrategyResult:
     """Runs one strategy on ``stream`` from a copy of ``base`` (never modified).
 
     Args:
@@ -143,14 +150,17 @@ def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: Continual
         task_inference: ``"entropy"``, ``"max-softmax"`` or ``"features"``: after the stream, evaluate the test
             stream again with task labels withheld (strategies that keep an owner map: graft, graft-paper,
             packnet); the result goes to ``info["task_inference"]`` (not counted in ``seconds``).
-        progress: Avalanche's interactive logger (progress bars and metrics).
+        report: where progress and a result line per task go (:class:`.progress.Report`; its console's
+            ``verbose`` adds Avalanche's interactive logger); None: nothing is shown.
     """
     t0, c0 = time.perf_counter(), time.process_time()
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
     bm, tasks = stream.benchmark, stream.tasks
     n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
-    build = {"stream": stream, "progress": progress}
+    build = {"stream": stream, "report": report}
+    if report is not None:
+        report.console.phase(f"{report.label} · set-up")          # graft-paper fine-tunes every task here
     if entry.fit == "separate":
         row = []
         for i, exp in enumerate(bm.train_stream):
@@ -158,6 +168,9 @@ def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: Continual
             strategy = _build(name, adapter, cfg, settings, steps, owners=None, **build)
             _train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
+            if report is not None:
+                report.task_line(i, tasks, row, (i + 1) * entry.storage(strategy, adapter)[0], {},
+                                 time.perf_counter() - t0)
         size = n * entry.storage(strategy, adapter)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
                               {"cpu_seconds": round(time.process_time() - c0, 1)})
@@ -171,6 +184,9 @@ def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: Continual
     if entry.fit == "joint":
         _train(strategy, bm.train_stream, 1000 * seed)
         rows = [_row(strategy.eval(bm.test_stream), n)]
+        if report is not None:
+            report.stream_line(tasks, rows[0], entry.storage(strategy, adapter)[0],
+                               time.perf_counter() - t0)
     else:
         if owners is not None and len(owners.tasks) == len(rows) + 1:  # saved skills, not their eval row
             rows.append(_row(strategy.eval(bm.test_stream), n))
@@ -179,6 +195,9 @@ def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: Continual
                 continue
             _train(strategy, exp, 1000 * seed + i)
             rows.append(_row(strategy.eval(bm.test_stream), n))
+            if report is not None:
+                stored, info = entry.storage(strategy, adapter)
+                report.task_line(i, tasks, rows[-1], stored, info, before + time.perf_counter() - t0)
             if resumable:
                 seconds = before + time.perf_counter() - t0
                 _save_progress(state_dir, owner_plugin(strategy).owners, tasks, cfg, settings, rows, seconds)
@@ -229,7 +248,7 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
 
 def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str, Settings], cfg: ContinualConfig, *,
                   out: Path, tune_stream: Stream | None = None, chosen: dict[str, dict] | None = None,
-                  resume: bool = False, task_inference: str | None = None, progress: bool = True,
+                  resume: bool = False, task_inference: str | None = None, console: Console | None = None,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` (name → its settings, :func:`.registry.strategy_settings`) in order; each writes
     ``out/<name>/result.json`` when done.
@@ -241,10 +260,13 @@ def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str,
     recorded the same way; a strategy with ``settings_of`` runs with the point chosen for that strategy when it
     ran earlier in ``strategies``. With ``resume``, finished strategies are read back and resumable ones
     (``graft``) continue from their last saved experience (``out/<name>/state``); other unfinished strategies
-    start over. ``on_result`` is called with each result as it is ready.
+    start over. ``on_result`` is called with each result as it is ready. With ``console``, a live progress line
+    and a result line per task (:mod:`.progress`; the tuning runs move the line and print nothing).
     """
-    def dev_average(name: str, settings: Settings) -> float:
-        return run_strategy(name, base, tune_stream, cfg, settings, progress=progress).summary()["average"]
+    def dev_average(name: str, settings: Settings, point: int) -> float:
+        report = Report(console, f"{name} · tune {point}/{len(STRATEGIES[name].grid)}", lines=False) \
+            if console is not None else None
+        return run_strategy(name, base, tune_stream, cfg, settings, report=report).summary()["average"]
 
     results = {}
     for name, settings in strategies.items():
@@ -256,13 +278,15 @@ def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str,
             (out / name).mkdir(parents=True, exist_ok=True)
             tuning = {}
             if tune_stream is not None:
-                settings, tuning = tune(name, settings, lambda s, name=name: dev_average(name, s))
+                settings, tuning = tune(name, settings, lambda s, name=name, points=itertools.count(1):
+                                        dev_average(name, s, next(points)))
             elif chosen and name in chosen:
                 settings, tuning = apply_point(settings, chosen[name]["chosen"]), chosen[name]
             source = results.get(STRATEGIES[name].settings_of)
             if source is not None and source.info.get("tuning"):
                 settings = apply_point(settings, source.info["tuning"]["chosen"])
-            results[name] = run_strategy(name, base, stream, cfg, settings, progress=progress, state_dir=state,
+            report = Report(console, name) if console is not None else None
+            results[name] = run_strategy(name, base, stream, cfg, settings, report=report, state_dir=state,
                                          task_inference=task_inference)
             if tuning:
                 results[name].info["tuning"] = tuning

@@ -18,11 +18,11 @@ def all_run(env):
     out = env / "all"
     result = cli(env, "--stream", "alpha,beta", "--strategies", ALL, "--out", str(out))
     assert result.exit_code == 0, result.output
-    return out, result.output
+    return out, result.output, result.stdout
 
 
 def test_every_strategy_runs_and_writes_results(all_run):
-    out, output = all_run
+    out, output, _ = all_run
     data = json.loads((out / "results.json").read_text())
     assert data["tasks"] == ["alpha", "beta"] and list(data["strategies"]) == ALL.split(",")
     for name, res in data["strategies"].items():
@@ -33,8 +33,33 @@ def test_every_strategy_runs_and_writes_results(all_run):
     assert (out / "results.csv").read_text().count("\n") == 1 + len(ALL.split(","))
     for png in ("matrix_graft.png", "curve_alpha.png", "final.png"):
         assert (out / "figures" / png).stat().st_size > 0
-    assert "== graft ==" in output and "average" in output and "%single" in output
+    assert "average" in output and "%single" in output and "* stored: " in output
     assert (out / "graft" / "state" / "skills" / "skills.json").is_file()
+
+
+def test_the_console_is_one_line_per_task_and_the_table(all_run):
+    """No Avalanche log, no progress bars off a terminal: a result line per task (per strategy), the table."""
+    _, output, stdout = all_run
+    assert "Start of training phase" not in output and "Top1_Acc_Exp" not in output and "it/s]" not in stdout
+    lines = stdout.splitlines()
+    for name in ALL.split(","):
+        mine = [line for line in lines if line.startswith(f"{name} ") and " task" in line]
+        want = ["tasks 1-2 at once"] if name == "joint" else ["task 1/2 alpha", "task 2/2 beta"]
+        assert len(mine) == len(want) and all(w in line for w, line in zip(want, mine)), (name, mine)
+        assert all("stored " in line for line in mine)
+        assert all(("region " in line) == name.startswith(("graft", "packnet")) for line in mine), mine
+    assert len(stdout) < 1000 + 300 * len(ALL.split(","))
+
+
+def test_verbose_shows_avalanches_log_and_quiet_prints_nothing(env, tmp_path):
+    loud = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--verbose", "--out", str(tmp_path / "v"))
+    assert loud.exit_code == 0, loud.output
+    assert "Start of training phase" in loud.output and "Top1_Acc_Exp" in loud.output and "== naive ==" in loud.output
+    silent = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--quiet", "--out", str(tmp_path / "q"))
+    assert silent.exit_code == 0 and silent.stdout == "", silent.stdout
+    assert (tmp_path / "q" / "results.json").is_file()
+    both = cli(env, "--stream", "alpha,beta", "--quiet", "--verbose", "--out", str(tmp_path / "b"))
+    assert both.exit_code == 2 and "exclude each other" in both.output and not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("args,message", [
@@ -53,7 +78,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(env, tmp_path, args, me
 
 
 def test_existing_results_are_not_overwritten(env, all_run):
-    out, _ = all_run
+    out = all_run[0]
     before = (out / "results.json").read_bytes()
     result = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--out", str(out))
     assert result.exit_code == 2 and "already holds" in result.output
@@ -62,7 +87,7 @@ def test_existing_results_are_not_overwritten(env, all_run):
 
 @pytest.mark.parametrize("change,word", [(["--stream", "beta,alpha"], "stream"), (["--seed", "1"], "seed")])
 def test_resume_refuses_another_run(env, all_run, change, word):
-    out, _ = all_run
+    out = all_run[0]
     before = sorted(p.name for p in out.iterdir())
     args = ["--stream", "alpha,beta", *change] if change[0] != "--stream" else change
     result = cli(env, *args, "--strategies", ALL, "--resume", "--out", str(out))

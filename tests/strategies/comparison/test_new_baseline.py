@@ -80,8 +80,7 @@ def test_the_runner_runs_a_new_entry_with_its_settings(registered, tmp_path):
     data, cfg = continual_setup("smoke", seed=0)
     settings = strategy_settings("scaled", data, seed=0, given={"loss_scale": 0.25, "ewc_lambda": 3.0})
     assert settings == ScaledSettings(loss_scale=0.25)                 # other strategies' keys are not its own
-    results = run_continual(model, Stream.make(splits, model), {"scaled": settings}, cfg, out=tmp_path,
-                            progress=False)
+    results = run_continual(model, Stream.make(splits, model), {"scaled": settings}, cfg, out=tmp_path)
     res = results["scaled"]
     assert res.info["loss_scale"] == 0.25 and len(res.matrix) == 2 and res.bytes == model_bytes(model)
     assert json.loads((tmp_path / "scaled" / "result.json").read_text())["info"]["loss_scale"] == 0.25

@@ -27,7 +27,7 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     monkeypatch.setitem(STRATEGIES, "mine", entry)
     assert parse_strategies("graft,mine") == ["graft", "mine"]
     cfg = continual_setup("smoke", seed=0)[1]
-    result = run_strategy("mine", build_model(), Stream.make(stream_rows(), build_model()), cfg, progress=False)
+    result = run_strategy("mine", build_model(), Stream.make(stream_rows(), build_model()), cfg)
     assert built == [cfg.recipe.steps] and len(result.matrix) == len(TASKS)
     assert result.bytes == 123 and result.info["x"] == 1
 
@@ -36,7 +36,7 @@ def test_storage_matched_replay_holds_grafts_bytes():
     model, stream = build_model(), Stream.make(stream_rows(), build_model())
     data, cfg = continual_setup("smoke", seed=0)
     settings = strategy_settings("replay-matched", data, seed=0)
-    result = run_strategy("replay-matched", model, stream, cfg, settings, progress=False)
+    result = run_strategy("replay-matched", model, stream, cfg, settings)
     params = dict(model.named_parameters())
     numel = sum(p.numel() for n, p in params.items() if ".layer." in n)
     heads = sum(p.numel() for n, p in params.items() if n.startswith("heads."))

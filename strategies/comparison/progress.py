@@ -1,0 +1,105 @@
+"""What ``cl-graft run`` shows while a strategy runs: Avalanche's callbacks on the command's live progress line
+(:class:`~cl_graft.console.Console`), and one result line per task as it ends.
+
+The progress line reads ``graft · task 2/3 agnews · train`` (steps done of the experience's optimizer steps, with
+an ETA), then ``… · size search`` or ``… · localize`` (graft's region search after training, timed) or ``… · prune``
+(PackNet), then ``… · eval`` (test rows done of the stream's). A task's result line gives its test accuracy just
+after training it, the average over the tasks seen so far, its region's share of the graftable weights (strategies
+that keep regions) and what the strategy stores by then (:attr:`.runner.StrategyResult.bytes`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from avalanche.core import SupervisedPlugin
+
+from cl_graft.console import Console
+
+from ..graft.plugin import GraftPlugin
+from ..graft.sizing import SizedFinder
+from ..plugins.packnet import PackNetPlugin
+
+
+@dataclass(frozen=True)
+class Report:
+    """Where one strategy run reports: the command's console, the run's label on the progress line (``graft``,
+    ``graft · tune 2/3``) and whether it prints a result line per task (not while tuning)."""
+
+    console: Console
+    label: str
+    lines: bool = True
+
+    def plugin(self, tasks: list[str], steps: int, *, joint: bool = False) -> ConsolePlugin:
+        """The Avalanche plugin that moves the progress line (``steps``: optimizer steps of one ``train``;
+        ``joint``: that ``train`` is on the whole stream)."""
+        return ConsolePlugin(self.console, self.label, tasks, steps, joint=joint)
+
+    def task_line(self, i: int, tasks: list[str], row: list[float], stored: int, info: dict,
+                  seconds: float) -> None:
+        """The result line of task ``i`` (``row``: every task's accuracy just after it; ``stored``: bytes;
+        ``info``: the strategy's storage extras, with ``region_density`` for strategies that keep regions)."""
+        if not self.lines:
+            return
+        seen = row[: i + 1]
+        region = info.get("region_density") or []
+        parts = [f"{self.label:<14}task {i + 1}/{len(tasks)} {tasks[i]:<12}", f"acc {100 * row[i]:5.1f}",
+                 f"avg {100 * sum(seen) / len(seen):5.1f}"]
+        parts += [f"region {100 * region[i]:.2f}%"] if len(region) > i else []
+        parts += [f"stored {human_bytes(stored)}", f"{seconds:.0f}s"]
+        self.console.echo("  ".join(parts))
+
+    def stream_line(self, tasks: list[str], row: list[float], stored: int, seconds: float) -> None:
+        """The one result line of a strategy trained on the whole stream at once (``joint``)."""
+        if self.lines:
+            self.console.echo(f"{self.label:<14}tasks 1-{len(tasks)} at once  avg {100 * sum(row) / len(row):5.1f}  "
+                              f"stored {human_bytes(stored)}  {seconds:.0f}s")
+
+
+class ConsolePlugin(SupervisedPlugin, supports_distributed=True):
+    """Moves the console's progress line on Avalanche's callbacks (training steps, the search after training,
+    evaluation rows); prints nothing itself."""
+
+    def __init__(self, console: Console, label: str, tasks: list[str], steps: int, *, joint: bool = False) -> None:
+        super().__init__()
+        self.console, self.label, self.tasks, self.steps, self.joint = console, label, tasks, steps, joint
+        self.where, self.done = "", 0
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        i, n = strategy.experience.current_experience, len(self.tasks)
+        self.where = f"tasks 1-{n} at once" if self.joint else f"task {i + 1}/{n} {self.tasks[i]}"
+        self.done = 0
+        self.console.phase(f"{self.label} · {self.where} · train", self.steps)
+
+    def after_training_iteration(self, strategy, **kwargs) -> None:
+        self.done += 1
+        self.console.advance()
+        after = _after_training(strategy) if self.done == self.steps else None
+        if after:
+            self.console.phase(f"{self.label} · {self.where} · {after}")
+
+    def before_eval(self, strategy, **kwargs) -> None:
+        rows = sum(len(e.dataset) for e in strategy.current_eval_stream)
+        self.console.phase(f"{self.label} · {self.where + ' · ' if self.where else ''}eval", rows, "rows")
+
+    def after_eval_iteration(self, strategy, **kwargs) -> None:
+        self.console.advance(len(strategy.mb_y))
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes in B, KB, MB or GB (powers of 1024)."""
+    for unit in ("B", "KB", "MB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _after_training(strategy) -> str | None:
+    """What the strategy does between its last training step and evaluation, if it takes time: graft's region
+    search (``size search`` when each task's size is chosen, else ``localize``) or PackNet's pruning."""
+    for p in strategy.plugins:
+        if isinstance(p, PackNetPlugin):
+            return "prune"
+        if isinstance(p, GraftPlugin) and p.mode == "stream":
+            return "size search" if isinstance(p.finder, SizedFinder) else "localize"
+    return None
