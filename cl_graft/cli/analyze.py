@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UserError
-from .common import common_options, data_identity, data_source, pre_and_finetuned
+from .common import common_options, console_options, data_identity, data_source, pre_and_finetuned
 from .localize import parse_sparsities
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
@@ -34,13 +34,15 @@ def parse_alphas(text: str) -> list[float]:
 @click.option("--retrain-sparsity", type=float, default=None, help="Region size for graft re-training (default: middle).")
 @click.option("--alphas", default="0,0.25,0.5,0.75,1", show_default=True, help="WiSE mixing weights in [0, 1].")
 @click.option("--wise-sparsity", type=float, default=None, help="Region size for WiSE-graft (default: middle).")
+@console_options
 @common_options
 def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_sparsity, alphas, wise_sparsity,
-            model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
+            quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Calibration, OOD and WiSE analyses of FT vs grafted models on TASK. SECTIONS: any of calibration, ood,
     wise (default: all). Writes results.json, table.md, reliability.png, wise.png and config.json under --out."""
 
     from ..analyze.calibration import OOD_PAIRS, check_ood_pair
+    from ..console import Console
     from ..analyze.experiment import AnalyzePlan, analyze_task
     from ..analyze.report import draw_figures, format_analysis
     from ..artifacts import save_classifier
@@ -53,6 +55,8 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     from ..training.finetune import finetune_
     from ..training.models import clone_model, resolve_device
 
+    console = Console.from_flags(quiet=quiet, verbose=verbose)
+    progress = console.live or console.verbose                     # tqdm bars on a terminal, or with --verbose
     device = resolve_device(device)
     sections = tuple(sections) or ("calibration", "ood", "wise")
     levels = parse_sparsities(sparsities)
@@ -83,14 +87,14 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
         out = run_dir.path
         if ft is None:
             ft = clone_model(pre)
-            finetune_(ft, splits.train, splits.dev, cfg.finetune)
+            finetune_(ft, splits.train, splits.dev, cfg.finetune, progress=progress)
             save_classifier(ft, out / FINETUNED_DIR)
-        result = analyze_task(pre, ft, splits, ood_sets, cfg.finetune, plan)
+        result = analyze_task(pre, ft, splits, ood_sets, cfg.finetune, plan, progress=progress)
         draw_figures(result, out, task=task)
         table = format_analysis(result, task=task, metric=splits.spec.metric)
         write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test),
                                         "ood_n": {k: len(v) for k, v in ood_sets.items()}, **result, "config": record})
         write_text(out / TABLE_FILE, table + "\n")
         run_dir.finish(record)
-    click.echo(table)
-    click.echo(f"-> {out}")
+    console.echo(table)
+    console.echo(f"-> {out}")

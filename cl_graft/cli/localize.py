@@ -9,7 +9,7 @@ import click
 from ..errors import UserError
 from ..localize.experiment import TRAINED_BASELINES
 from ..regions.methods import REGION_METHODS
-from .common import check_finetune_folder, common_options, data_identity, data_source, field_option
+from .common import check_finetune_folder, common_options, console_options, data_identity, data_source, field_option
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -59,9 +59,10 @@ def localize_config_options(f):
 @click.option("--region", "regions", multiple=True, type=click.Path(file_okay=False),
               help="A saved region folder to score as well (repeatable).")
 @localize_config_options
+@console_options
 @common_options
-def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fresh_head, preset, data_dir, seed,
-             device, out, overwrite, **settings):
+def localize(task, finetuned, sparsities, methods, ood, regions, quiet, verbose, model, head, fresh_head, preset,
+             data_dir, seed, device, out, overwrite, **settings):
     """Localize TASK's skill in a fine-tuned model: regions, grafted accuracy/ECE/agreement/OOD, anatomy PNGs.
 
     Writes results.json, table.md, config.json and regions/<method>-<sparsity>/ (region + anatomy.png) under
@@ -70,6 +71,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     import torch
 
     from .. import distributed
+    from ..console import Console
     from ..artifacts import load_classifier, save_classifier
     from ..benchmarks import cap, get_task, load_rows, load_task
     from ..files import write_json, write_text
@@ -85,6 +87,8 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
     from ..training.finetune import finetune_
     from ..training.models import build_classifier, resolve_device
 
+    console = Console.from_flags(quiet=quiet, verbose=verbose)
+    progress = console.live or console.verbose                     # tqdm bars on a terminal, or with --verbose
     device = resolve_device(device)
     levels = parse_sparsities(sparsities)
     cfgs = [LocalizeConfig(sparsity=s, seed=seed, **settings) for s in levels]
@@ -125,16 +129,16 @@ def localize(task, finetuned, sparsities, methods, ood, regions, model, head, fr
             torch.manual_seed(seed)
             ft = build_classifier(source, head=head, max_length=cfg.max_length, device=device, fresh_head=fresh_head)
             ft.add_task(splits.spec, seed=seed)
-            finetune_(ft, splits.train, splits.dev, cfg.finetune)
+            finetune_(ft, splits.train, splits.dev, cfg.finetune, progress=progress)
             save_classifier(ft, run_dir.path / FINETUNED_DIR)
         rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task, methods=names,
                               sparsities=levels, cfg=cfgs[0], out=run_dir.path, ood=ood_sets, given=given,
-                              recipe=cfg.finetune)
+                              recipe=cfg.finetune, progress=progress)
         table = format_table(rows, task=task)
         write_json(run_dir.path / RESULTS_FILE, {"task": task, "n_test": len(splits.test), "numel": numel,
                                                  "rows": rows, "ood_n": {k: len(v) for k, v in ood_sets.items()},
                                                  "config": record})
         write_text(run_dir.path / TABLE_FILE, table + "\n")
         run_dir.finish(record)
-    click.echo(table)
-    click.echo(f"-> {run_dir.path}")
+    console.echo(table)
+    console.echo(f"-> {run_dir.path}")

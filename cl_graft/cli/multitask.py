@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..errors import UserError
-from .common import common_options, data_identity, data_source
+from .common import common_options, console_options, data_identity, data_source
 
 
 def parse_tasks(text: str) -> list[str]:
@@ -44,9 +44,10 @@ def parse_groups(text: str | None) -> dict[str, tuple[str, ...]] | None:
               help="Also fine-tune each task alone, for comparison with the multi-task model.")
 @click.option("--sparsity", type=float, default=None, help="Region budget per task, a fraction of the "
               "graftable parameters (default: the preset's).")
+@console_options
 @common_options
-def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, data_dir, seed, device, out,
-              overwrite):
+def multitask(tasks, groups, single, sparsity, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device,
+              out, overwrite):
     """Train one model on TASKS, localize each task's skill in it and map overlap, transfer and composition.
 
     Writes skillmap.json, regions/<task>/ and figures/*.png under --out (redraw with `cl-graft plot`).
@@ -56,6 +57,7 @@ def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, 
     import torch
 
     from .. import distributed
+    from ..console import Console
     from ..benchmarks import get_task, load_rows
     from ..outdir import claim_out_dir
     from ..provenance import run_record
@@ -63,6 +65,8 @@ def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, 
     from ..skillmaps.report import summary
     from ..training.models import build_classifier, resolve_device
 
+    console = Console.from_flags(quiet=quiet, verbose=verbose)
+    progress = console.live or console.verbose                     # tqdm bars on a terminal, or with --verbose
     device = resolve_device(device)
     names = parse_tasks(tasks)
     for t in names:                                                   # every name known before any data loads
@@ -82,7 +86,7 @@ def multitask(tasks, groups, single, sparsity, model, head, fresh_head, preset, 
                 "skillmap": cfg.to_json()}
     record = run_record(**settings, device=str(device), data=data_source(data_dir))
     with claim_out_dir(out, "multitask", settings=settings, overwrite=overwrite) as run_dir:
-        sm = run_skillmap(clf, splits, cfg, out=run_dir.path, info=record)
+        sm = run_skillmap(clf, splits, cfg, out=run_dir.path, info=record, progress=progress)
         run_dir.finish(record)
-    click.echo(summary(sm))
-    click.echo(f"{sm.info['seconds']['total']:.0f}s -> {run_dir.path}")
+    console.echo(summary(sm))
+    console.echo(f"{sm.info['seconds']['total']:.0f}s -> {run_dir.path}")

@@ -6,7 +6,7 @@ import time
 import click
 
 from ..errors import UserError
-from .common import common_options, data_identity, data_source, pre_and_finetuned
+from .common import common_options, console_options, data_identity, data_source, pre_and_finetuned
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -35,14 +35,16 @@ def parse_ints(text: str, what: str) -> list[int]:
               help="Also graft a learned region as large as each top-k layer set.")
 @click.option("--stability/--no-stability", default=True, show_default=True,
               help="Also FIM ranks in the middle of full FT, not only start and end (costs half a fine-tuning run).")
+@console_options
 @common_options
 def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_batch, anatomy_sparsity, graft,
-             stability, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
+             stability, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Surgical fine-tuning of TASK (Lodha et al. 2023): FIM layer ranking, top-k layers vs full FT vs random
     layers vs grafting, ranking stability. Writes results.json, table.md, fim_layers.png, fim_groups.png and
     config.json under --out (and the fine-tuned model when --finetuned is not given)."""
 
     from .. import distributed
+    from ..console import Console
     from ..artifacts import save_classifier
     from ..benchmarks import load_rows
     from ..files import write_json, write_text
@@ -56,6 +58,8 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     from ..training.finetune import finetune_
     from ..training.models import clone_model, resolve_device
 
+    console = Console.from_flags(quiet=quiet, verbose=verbose)
+    progress = console.live or console.verbose                     # tqdm bars on a terminal, or with --verbose
     device = resolve_device(device)
     top = parse_ints(top_layers, "top-layers")
     rand = top if random_layers is None else parse_ints(random_layers, "random-layers")
@@ -85,21 +89,21 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     with claim_out_dir(out, "surgical", settings=settings, overwrite=overwrite) as run_dir:
         out = run_dir.path
         t0 = time.perf_counter()
-        fim_start = layer_fisher(pre, sample, batch_size=fisher_batch, progress=True)
+        fim_start = layer_fisher(pre, sample, batch_size=fisher_batch, progress=progress)
         fim_seconds = time.perf_counter() - t0
         if ft is None:
             ft, t0 = clone_model(pre), time.perf_counter()
-            finetune_(ft, splits.train, splits.dev, cfg.finetune)
+            finetune_(ft, splits.train, splits.dev, cfg.finetune, progress=progress)
             ft_seconds = time.perf_counter() - t0
             save_classifier(ft, out / FINETUNED_DIR)
         plan = SurgicalPlan(top=top, random=rand, graft=graft, stability=stability,
                             anatomy_sparsity=anatomy_sparsity, fisher_batch=fisher_batch, seed=seed)
-        result = surgical_table(pre, ft, ft_seconds, fim_start, splits, sample, cfg.finetune, plan)
+        result = surgical_table(pre, ft, ft_seconds, fim_start, splits, sample, cfg.finetune, plan, progress=progress)
         draw_figures(result, out, task=task)
         table = format_surgical(result, task=task)
         write_json(out / RESULTS_FILE, {"task": task, "n_test": len(splits.test),
                                         "fim_seconds": round(fim_seconds, 1), **result, "config": record})
         write_text(out / TABLE_FILE, table + "\n")
         run_dir.finish(record)
-    click.echo(table)
-    click.echo(f"-> {out}")
+    console.echo(table)
+    console.echo(f"-> {out}")

@@ -60,6 +60,7 @@ def test_end_to_end_writes_table_regions_and_png(setup):
         assert (out / "regions" / row["name"] / "anatomy.png").stat().st_size > 1000
     assert results["rows"][0]["agreement"] == 1.0 and (out / "finetuned" / "model.safetensors").exists()
     assert "| graft-0.01 |" in output and "OOD toyood" in output
+    assert "finetune toy" not in output and "localize toy" not in output   # no progress bars off a terminal
     assert (out / "table.md").read_text().startswith("toy:")
     assert json.loads((out / "config.json").read_text())["localize"]["steps"] == 2
 
@@ -67,8 +68,8 @@ def test_end_to_end_writes_table_regions_and_png(setup):
 def test_finetuned_model_and_saved_region(setup):
     root, base, out, _ = setup
     res = _run(["--task", "toy", "--finetuned", str(out / "finetuned"), "--sparsity", "0.02", "--methods", "lottery",
-                "--region", str(out / "regions" / "graft-0.01"), *base, "--out", str(root / "run2")])
-    assert res.exit_code == 0, res.output
+                "--region", str(out / "regions" / "graft-0.01"), *base, "--quiet", "--out", str(root / "run2")])
+    assert res.exit_code == 0 and res.stdout == "", res.output                       # --quiet: errors only
     rows = json.loads((root / "run2" / "results.json").read_text())["rows"]
     assert [r["name"] for r in rows] == ["FT", "given-0-graft-0.01", "lottery-0.02"]
     assert rows[1]["size"] == Region.load(out / "regions" / "graft-0.01").size
