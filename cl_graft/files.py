@@ -6,9 +6,9 @@ are read, never pickle. Imports nothing of cl-graft but :mod:`.errors` and :mod:
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -38,29 +38,29 @@ def _umask() -> int:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Runs ``write(tmp)`` on a temporary file beside ``path``, then moves it over ``path``; returns ``path``.
+    """Runs ``write(tmp)`` on a file in a temporary folder beside ``path``, then moves it over ``path``; returns
+    ``path``.
 
-    The file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600.
-    The file is noted as written (:mod:`.written`); a failed write (a full disk) is a one-line
-    :class:`UserError` naming ``path``, and leaves nothing.
+    The temporary folder (``.<name>.<random>.tmp``) also holds whatever temporary files the writer makes itself
+    (the safetensors library writes its own ``.tmpXXXXXX`` beside its target), so an interrupted write, even a
+    SIGKILL, leaves only names :func:`~.written.is_temporary` knows. The file gets the mode a plain
+    ``open(path, "w")`` would give (0666 less the umask), not mkstemp's 0600. The file is noted as written
+    (:mod:`.written`); a failed write (a full disk) is a one-line :class:`UserError` naming ``path``, and leaves
+    nothing.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    folder = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    tmp = folder / path.name
     try:
-        write(tmp)
+        write(str(tmp))
         os.chmod(tmp, 0o666 & ~_umask())                   # after: a writer may replace the file (safetensors does)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except (OSError, SafetensorError) as e:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
         raise write_failed(path, e) from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     note(path)
     return path
 
@@ -79,12 +79,17 @@ def read_json(path: str | os.PathLike) -> Any:
     """The JSON value in ``path``.
 
     Raises:
-        UserError: a missing file, bytes that are not UTF-8, or invalid JSON (``path:line``).
+        UserError: a missing or unreadable file (a folder in its place), bytes that are not UTF-8, or invalid
+            JSON (``path:line``).
     """
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder, not a JSON file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not valid UTF-8") from None
     except json.JSONDecodeError as e:
@@ -96,19 +101,26 @@ def write_safetensors(path: str | os.PathLike, tensors: Mapping[str, Tensor]) ->
     return atomic_write(path, lambda tmp: save_file(dict(tensors), tmp, metadata={"format": "pt"}))
 
 
-def read_safetensors(path: str | os.PathLike) -> dict[str, Tensor]:
-    """``name → tensor`` from a safetensors file, on the CPU.
+def read_safetensors(path: str | os.PathLike, *, finite: bool = True) -> dict[str, Tensor]:
+    """``name → tensor`` from a safetensors file, on the CPU; with ``finite`` (the default) every floating-point
+    tensor must hold finite values only.
 
     Raises:
-        UserError: a missing or unreadable (truncated, not safetensors) file.
+        UserError: a missing or unreadable (truncated, not safetensors) file, or a tensor holding NaN or an
+            infinity (naming it).
     """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: missing")
     try:
-        return load_file(path)
+        tensors = load_file(path)
     except (SafetensorError, OSError, ValueError) as e:
         raise UserError(f"{path}: unreadable safetensors ({str(e).splitlines()[0]})") from None
+    if finite:
+        bad = next((n for n, t in tensors.items() if t.is_floating_point() and not bool(t.isfinite().all())), None)
+        if bad is not None:
+            raise UserError(f"{path}: tensor {bad!r} holds NaN or infinite values")
+    return tensors
 
 
 def write_folder(directory: Path, config: Mapping[str, Any], files: Mapping[str, Mapping[str, Tensor]],

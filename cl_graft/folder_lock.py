@@ -1,4 +1,5 @@
-"""One writer per output folder: an OS lock (``flock``) on a lock file inside it, held while a command writes.
+"""One writer per output folder: an OS lock on a lock file inside it, held while a command writes: ``flock`` on
+POSIX systems, ``msvcrt.locking`` on Windows (both dropped by the OS when the holder exits).
 
 The lock file (:data:`LOCK_FILE`) names its holder (process id, command line, start time), so a second command
 on the same folder fails at once with one line saying who holds it. The operating system drops the lock when
@@ -7,7 +8,6 @@ the holder exits, however it exits (a crash, SIGKILL), so a stale lock file neve
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from datetime import datetime, timezone
@@ -16,6 +16,27 @@ from pathlib import Path
 from .errors import UserError
 
 LOCK_FILE = ".cl-graft.lock"
+
+if os.name == "nt":                                     # pragma: no cover (Windows)
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        """Takes an exclusive lock on the file open as ``fd`` without waiting; False when another holds it."""
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        """Takes an exclusive lock on the file open as ``fd`` without waiting; False when another holds it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
 
 class FolderLock:
@@ -42,9 +63,7 @@ class FolderLock:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as e:
                 raise UserError(f"{self.path.parent}: cannot write there ({e.strerror or e})") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _try_lock(fd):
                 os.close(fd)
                 raise UserError(f"{self.path.parent} is in use by {self._holder()}; wait for it to finish or "
                                 f"choose another folder") from None
@@ -58,12 +77,24 @@ class FolderLock:
         self._fd = fd
         return self
 
+    def busy(self) -> str | None:
+        """The holder (as :meth:`acquire`'s message names it) when another process holds the lock, else None;
+        takes nothing and writes nothing."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None                                  # no lock file: nobody holds it
+        try:
+            return None if _try_lock(fd) else self._holder()
+        finally:
+            os.close(fd)                                 # drops a lock this probe took
+
     def release(self) -> None:
         """Removes the lock file and drops the lock (idempotent)."""
         if self._fd is None:
             return
         if self._same_file(self._fd):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError, PermissionError):   # Windows: kept while open
                 self.path.unlink()
         os.close(self._fd)
         self._fd = None

@@ -59,6 +59,32 @@ def _inside(path: Path, names: list[str]) -> None:
         raise UserError(f"{path}: lists {bad[0]!r}, a file outside the folder; this is not a record cl-graft wrote")
 
 
+def _refuse_links(out: Path) -> None:
+    """Refuses a symbolic link under ``out`` to a folder, or to anything outside ``out``: a command would write
+    or delete through it, outside the folder or under a second name."""
+    root = out.resolve()
+    for folder, dirs, files in os.walk(out):
+        for name in dirs + files:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            target = path.resolve()
+            if target.is_dir() or (target != root and root not in target.parents):
+                where = "a folder" if target.is_dir() else "a file outside it"
+                raise UserError(f"--out {out}: {path.relative_to(out).as_posix()} is a symbolic link to {where} "
+                                f"({target}); cl-graft writes nothing through links, remove it or choose another "
+                                f"folder")
+
+
+def _refuse_nested_in_busy(out: Path) -> None:
+    """Refuses an ``out`` inside the output folder of a command that is running (it holds the folder's lock)."""
+    for folder in out.absolute().parents:
+        holder = FolderLock(folder, "").busy() if (folder / LOCK_FILE).is_file() else None
+        if holder is not None:
+            raise UserError(f"--out {out} is inside {folder}, the output folder of {holder}, which is running; "
+                            f"choose a folder outside it")
+
+
 def _dirs(folder: Path) -> set[Path]:
     return {Path(root) for root, _, _ in os.walk(folder)}
 
@@ -174,8 +200,8 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
             an exported transformers folder).
 
     Raises:
-        UserError: an empty or unwritable path, a file, a folder another command is writing, a folder holding
-            anything else, (``resume``) no earlier run or one with other settings, or (torchrun) ranks with
+        UserError: an empty or unwritable path, a file, a folder another command is writing (or one inside
+            it), a symbolic link under it to a folder or out of it, a folder holding anything else, (``resume``) no earlier run or one with other settings, or (torchrun) ranks with
             different settings or data.
     """
     if not str(out).strip():
@@ -187,6 +213,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
     distributed.barrier()                                   # rank 0 changes the folder after every rank copied it
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
+    _refuse_nested_in_busy(out)
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -209,6 +236,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
 def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resume: bool, keep_on_error: bool,
                   record_name: str, created: bool) -> OutDir:
     """:func:`claim_out_dir` once the folder exists and is locked."""
+    _refuse_links(out)
     owner_path = out / OWNER_FILE
     owner = read_json(owner_path) if owner_path.is_file() else None
     mine = isinstance(owner, dict) and owner.get("command") == command

@@ -9,30 +9,63 @@ heads of tasks not learned yet. :func:`save_run` writes both into one folder:
   default), ``pre.safetensors``: θ_pre itself;
 - ``model_rest.safetensors``: every other entry of the model's ``state_dict`` (with ``pre=False`` only buffers and
   heads: the non-graftable parameters then come from the caller's model at θ_pre, e.g. a pre-trained encoder);
-- ``graft_run.json`` (written last): the format, which files hold what, and the strategy's settings.
+- ``graft_run.json`` (written last): the format, which files hold what, the strategy's settings and the sha256
+  of every file of the save.
+
+A save follows the commands' rules for a folder: one saver at a time (:class:`~cl_graft.folder_lock.FolderLock`:
+a second fails at once, naming the first); the whole save is first written into a temporary folder inside
+``directory``, then moved into place, and only files an earlier save listed are replaced or removed (a file of the
+user's is kept, and one in the way of the save is refused); while files move, ``graft_run.json`` says the save is
+unfinished, so a crash leaves a folder that loads refuse and the next save cleans.
 
 :func:`load_run_` rebuilds the run in a model fresh from its constructor, in a new process: Avalanche's dynamic
 modules (``MultiHeadClassifier``, ``IncrementalClassifier``) first get their heads back by replaying the head
 adaptations the run recorded (:func:`~.adaptations.replay_adaptation_`: the task labels and classes of each experience the model
-was adapted to, kept in :attr:`OwnerMap.adaptations`), then every tensor is written from the files.
+was adapted to, kept in :attr:`OwnerMap.adaptations`), then every tensor is written from the files. Every file is
+checked first: its sha256 against ``graft_run.json``, every field against its schema, and the skills' files against
+each other (:func:`~.saved_checks.load_skills`); a mismatch is one line naming the file and the field.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from cl_graft.errors import UserError
 from cl_graft.files import read_json, read_safetensors, write_json, write_safetensors
+from cl_graft.folder_lock import LOCK_FILE, FolderLock
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.schema import ListOf, MapOf, Nullable, Obj, check_json
+from cl_graft.written import is_temporary, note
 
 from .adaptations import replay_adaptation_
-from .owner_map import OwnerMap
+from .finders import LocalizeFinder
+from .owner_map import MAP_CONFIG, OwnerMap
+from .plugin import MODES, RECONSTRUCT
+from .routing import TASK_INFERENCE
+from .saved_checks import load_skills
+from .sizing import RegionSize
 
 RUN_FILE = "graft_run.json"
 REST_FILE = "model_rest.safetensors"
 FORMAT_VERSION = 1
+SETTINGS_SCHEMA = Obj({}, {"mode": str, "reconstruct": str, "task_inference": Nullable(str), "guard": bool,
+                           "finder": Nullable(Obj({"method": str, "config": dict})), "size": Nullable(dict)})
+RUN_SCHEMA = Obj({"format_version": int, "pre": bool, "rest": ListOf(str), "settings": SETTINGS_SCHEMA},
+                 {"files": MapOf(str)})
+UNFINISHED_SCHEMA = Obj({"format_version": int, "unfinished": ListOf(str)})
+_LEGACY = re.compile(r"^(skills\.json|pre\.safetensors|features\.safetensors|model_rest\.safetensors|"
+                     r"task-\d+/patch_config\.json|task-\d+/patch\.safetensors)$")
+"""The files of a save made before saves listed theirs."""
 
 
 def save_run(directory: str | os.PathLike, owners: OwnerMap, model: nn.Module, *, heads: list[str],
@@ -46,25 +79,94 @@ def save_run(directory: str | os.PathLike, owners: OwnerMap, model: nn.Module, *
         pre: also write θ_pre (graftable tensors and every other parameter); False for a base model the
             loader supplies itself (its non-graftable parameters must then still be at θ_pre).
         settings: JSON-serialisable strategy settings to record.
+
+    Raises:
+        UserError: another process is saving into ``directory``, a file there that no earlier save wrote is in
+            the way, or a write failed (a full disk; the earlier save is then unfinished and loads refuse it).
     """
     directory = Path(directory)
-    owners.save(directory, pre=pre)
     params = {n for n, _ in model.named_parameters()}
     keep = set(heads) if not pre else params
     rest = {n: t.detach().cpu().contiguous() for n, t in model.state_dict().items()
             if n not in owners.pre and (n not in params or n in keep)}
-    write_safetensors(directory / REST_FILE, rest)
-    write_json(directory / RUN_FILE, {"format_version": FORMAT_VERSION, "pre": pre, "rest": sorted(rest),
-                                      "settings": settings or {}})
+    record = {"format_version": FORMAT_VERSION, "pre": pre, "rest": sorted(rest), "settings": settings or {}}
+    try:
+        json.dumps(record)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"the strategy's settings are not JSON-serialisable ({e}); nothing saved") from None
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = FolderLock(directory, f"GraftStrategy.save (pid {os.getpid()})").acquire()
+    try:
+        _remove(directory, {f for f in _tree(directory) if any(is_temporary(p) for p in Path(f).parts)})
+        earlier = _earlier_save(directory)
+        stage = Path(tempfile.mkdtemp(dir=directory, prefix=f".{RUN_FILE}.", suffix=".tmp"))
+        try:
+            owners.save(stage, pre=pre)
+            write_safetensors(stage / REST_FILE, rest)
+            new = _tree(stage)
+            in_the_way = sorted((_tree(directory) - earlier) & (new | {RUN_FILE}))
+            if in_the_way:
+                raise UserError(f"{directory / in_the_way[0]}: no earlier save wrote it, and a save replaces only "
+                                f"its own files; save into a new or empty folder")
+            hashes = {f: _sha256(stage / f) for f in sorted(new)}
+            write_json(directory / RUN_FILE, {"format_version": FORMAT_VERSION, "unfinished": sorted(earlier | new)})
+            for f in sorted(new):
+                (directory / f).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(stage / f, directory / f)
+                note(directory / f)
+            _remove(directory, earlier - new - {RUN_FILE})
+            write_json(directory / RUN_FILE, {**record, "files": hashes})
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    finally:
+        lock.release()
     return directory
+
+
+def read_run(directory: str | os.PathLike) -> dict:
+    """The checked ``graft_run.json`` of a finished save in ``directory``.
+
+    Raises:
+        UserError: a missing file, an unfinished save, or a field of the wrong kind (naming it).
+    """
+    path = Path(directory) / RUN_FILE
+    cfg = read_json(path)
+    if isinstance(cfg, dict) and "unfinished" in cfg:
+        raise UserError(f"{path}: a save into this folder did not finish; save the run again")
+    check_json(path, cfg, RUN_SCHEMA)
+    if cfg["format_version"] != FORMAT_VERSION:
+        raise UserError(f"{path}: not a grafting run of format {FORMAT_VERSION}")
+    _inside(path, list(cfg.get("files", {})))
+    return cfg
 
 
 def read_settings(directory: str | os.PathLike) -> dict:
     """The settings :func:`save_run` recorded in ``directory``."""
-    cfg = read_json(Path(directory) / RUN_FILE)
-    if not isinstance(cfg, dict) or cfg.get("format_version") != FORMAT_VERSION:
-        raise UserError(f"{Path(directory) / RUN_FILE}: not a grafting run of format {FORMAT_VERSION}")
-    return dict(cfg.get("settings") or {})
+    return dict(read_run(directory)["settings"])
+
+
+def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
+    """The :class:`~.strategy.GraftStrategy` arguments a save recorded: ``mode``, ``reconstruct``,
+    ``task_inference``, ``guard`` and, when recorded, ``finder`` (a :class:`~.finders.LocalizeFinder`) and
+    ``size`` (a :class:`~.sizing.RegionSize`).
+
+    Raises:
+        UserError: a recorded value that is not valid, naming ``graft_run.json`` and the field.
+    """
+    path = Path(directory) / RUN_FILE
+    saved = read_settings(directory)
+    allowed = {"mode": MODES, "reconstruct": RECONSTRUCT, "task_inference": (None, *TASK_INFERENCE)}
+    for key, values in allowed.items():
+        if key in saved and saved[key] not in values:
+            raise UserError(f"{path}: field 'settings.{key}' must be one of {list(values)}, got {saved[key]!r}")
+    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard") if k in saved}
+    finder, size = saved.get("finder"), saved.get("size")
+    if finder:
+        args["finder"] = _built(path, "settings.finder", lambda: LocalizeFinder(
+            finder["method"], LocalizeConfig.from_json(finder["config"])))
+    if size:
+        args["size"] = _built(path, "settings.size", lambda: RegionSize(**size))
+    return args
 
 
 @torch.no_grad()
@@ -73,14 +175,24 @@ def load_run_(directory: str | os.PathLike, model: nn.Module) -> OwnerMap:
     with ``pre=False``: at θ_pre) and returns its owner map.
 
     Raises:
-        UserError: a missing or malformed folder, or a model whose tensors do not match the saved ones.
+        UserError: a missing, malformed or inconsistent folder (one line naming the file and the field), or a
+            model whose tensors do not match the saved ones.
     """
     directory = Path(directory)
-    read_settings(directory)
-    pre = bool(read_json(directory / RUN_FILE).get("pre"))
-    owners = OwnerMap.load(directory, model)
+    cfg = read_run(directory)
+    for f, sha in cfg.get("files", {}).items():
+        if not (directory / f).is_file() or _sha256(directory / f) != sha:
+            raise UserError(f"{directory / f}: {'missing' if not (directory / f).is_file() else 'differs from'} "
+                            f"the save {RUN_FILE} records (field 'files.{f}'); edited, moved, or saved over")
+    pre = cfg["pre"]
+    skills = read_json(directory / MAP_CONFIG)
+    if isinstance(skills, dict) and skills.get("pre", pre) != pre:
+        raise UserError(f"{directory / MAP_CONFIG}: field 'pre' is {skills.get('pre')}, {RUN_FILE} says {pre}")
+    owners = load_skills(directory, model)
     replay_adaptation_(model, owners.adaptations)
     rest = read_safetensors(directory / REST_FILE)
+    if sorted(rest) != sorted(cfg["rest"]):
+        raise UserError(f"{directory / REST_FILE}: holds other tensors than {RUN_FILE}'s field 'rest' lists")
     state = model.state_dict()
     for name, tensor in rest.items():
         if name not in state or state[name].shape != tensor.shape:
@@ -94,3 +206,64 @@ def load_run_(directory: str | os.PathLike, model: nn.Module) -> OwnerMap:
         raise UserError(f"{directory}: the model has state {missing[0]!r} the run did not save")
     owners.apply_(model)
     return owners
+
+
+# ----- the folder --------------------------------------------------------------------------------------------
+def _tree(folder: Path) -> set[str]:
+    """Every file under ``folder`` but the lock file, as POSIX paths relative to it."""
+    found = set()
+    for root, _, files in os.walk(folder):
+        found |= {(Path(root).relative_to(folder) / f).as_posix() for f in files}
+    return found - {LOCK_FILE}
+
+
+def _earlier_save(directory: Path) -> set[str]:
+    """The files an earlier save wrote into ``directory`` (its record's list, with the record); empty for none."""
+    path = directory / RUN_FILE
+    if not path.exists():
+        return set()
+    cfg = read_json(path)
+    if isinstance(cfg, dict) and "unfinished" in cfg:
+        names = check_json(path, cfg, UNFINISHED_SCHEMA)["unfinished"]
+    else:
+        cfg = check_json(path, cfg, RUN_SCHEMA)
+        names = list(cfg["files"]) if "files" in cfg else [f for f in _tree(directory) if _LEGACY.match(f)]
+    _inside(path, names)
+    return set(names) | {RUN_FILE}
+
+
+def _inside(path: Path, names: list[str]) -> None:
+    """Refuses a listed file outside the folder (an edited record must not make a save delete it)."""
+    bad = [n for n in names if Path(n).is_absolute() or ".." in Path(n).parts]
+    if bad:
+        raise UserError(f"{path}: lists {bad[0]!r}, a file outside the folder; this is not a record cl-graft wrote")
+
+
+def _remove(directory: Path, names: set[str]) -> None:
+    """Deletes ``names`` (relative paths) under ``directory``, then the sub-folders this left empty."""
+    for name in sorted(names, key=lambda n: -len(Path(n).parts)):
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        for parent in path.parents:
+            if parent == directory or directory not in parent.parents or not parent.is_dir() or any(parent.iterdir()):
+                break
+            parent.rmdir()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _built(path: Path, field: str, build: Callable[[], Any]) -> Any:
+    """``build()``, its errors one line naming ``path`` and ``field``."""
+    try:
+        return build()
+    except (TypeError, ValueError, UserError) as e:
+        raise UserError(f"{path}: field {field!r} is not valid ({str(e).splitlines()[0] if str(e) else e})") from None

@@ -31,14 +31,13 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 
-from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.region import Region
 
 from .experience_undo import check_experiences
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .plugin import GraftPlugin
-from .saved_run import load_run_, read_settings, save_run
+from .saved_run import load_run_, save_run, saved_arguments
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, HeadNames, graft_target
 
@@ -174,16 +173,12 @@ Attributes:
         Raises:
             UserError: a missing or malformed folder, or a model that does not match the run.
         """
-        saved = read_settings(directory)
+        saved = saved_arguments(directory)
         root = graft_target(model, graftable=kwargs.get("graftable"), heads=kwargs.get("heads")).root
         owners = load_run_(directory, root)
         for key in ("mode", "reconstruct", "task_inference", "guard"):
             if key in saved:
                 kwargs.setdefault(key, saved[key])
         if "finder" not in kwargs and "size" not in kwargs:
-            if saved.get("finder"):
-                kwargs["finder"] = LocalizeFinder(saved["finder"]["method"],
-                                                  LocalizeConfig.from_json(saved["finder"]["config"]))
-            if saved.get("size"):
-                kwargs["size"] = RegionSize(**saved["size"])
+            kwargs.update({k: saved[k] for k in ("finder", "size") if k in saved})
         return cls(model=model, optimizer=optimizer, owners=owners, **kwargs)
