@@ -11,20 +11,28 @@ RECORD = "cl_graft_export.json"
 """The export's run record (``config.json`` is the transformers model's own)."""
 
 
-def _run_record(skills: Path) -> dict:
-    """The ``config.json`` of the ``cl-graft run`` whose skills folder this is (``<run>/<strategy>/state/skills``)."""
+def _run_record(skills: Path) -> tuple[dict, Path, bool]:
+    """The settings of the ``cl-graft run`` whose skills folder this is (``<run>/<strategy>/state/skills``): its
+    ``config.json``, or for an unfinished run the settings it recorded when it started; with the run's folder and
+    whether the run finished."""
     from ..artifacts import RUN_CONFIG
     from ..files import read_json
+    from ..outdir import OWNER_FILE
     from ..schema import ListOf, Obj, check_json
 
     if not (skills / "skills.json").is_file():
         raise UserError(f"--skills {skills}: not a skills folder (skills.json missing)")
+    schema = Obj({"stream": ListOf(str), "seed": int, "model": str, "head": str, "preset": str})
     for folder in skills.resolve().parents:
         if (folder / RUN_CONFIG).is_file():
             record = read_json(folder / RUN_CONFIG)
             if isinstance(record, dict) and record.get("command") == "run":
-                return check_json(folder / RUN_CONFIG, record, Obj({
-                    "stream": ListOf(str), "seed": int, "model": str, "head": str, "preset": str}))
+                return check_json(folder / RUN_CONFIG, record, schema), folder, True
+        if (folder / OWNER_FILE).is_file():
+            owner = read_json(folder / OWNER_FILE)
+            if isinstance(owner, dict) and owner.get("command") == "run":
+                started = check_json(folder / OWNER_FILE, owner, Obj({"settings": schema}))["settings"]
+                return started, folder, False
     raise UserError(f"--skills {skills}: no cl-graft run config.json above it")
 
 
@@ -47,19 +55,28 @@ def export(skills, task, out, data_dir, overwrite):
     from ..presets import get_preset
     from ..provenance import run_record
     from ..strategies.graft.export import export_task
-    from ..strategies.graft.owner_map import OwnerMap
+    from ..strategies.graft.saved_checks import load_skills
     from ..training.models import build_classifier
 
     skills = Path(skills)
-    record = _run_record(skills)
-    if task not in record.get("stream", []):
-        raise UserError(f"task {task!r} is not in the run's stream ({','.join(record.get('stream', []))})")
+    record, run, finished = _run_record(skills)
+    if task not in record["stream"]:
+        raise UserError(f"task {task!r} is not in the run's stream ({','.join(record['stream'])})")
     torch.manual_seed(record["seed"])
     clf = build_classifier(record["model"], head=record["head"],
                            max_length=get_preset(record["preset"], seed=record["seed"]).max_length)
     for i, name in enumerate(record["stream"]):
         clf.add_task(get_task(name, data_dir), seed=record["seed"] + i)
-    owners = OwnerMap.load(skills, clf)
+    owners = load_skills(skills, clf)
+    if owners.tasks != record["stream"][:len(owners.tasks)]:
+        raise UserError(f"{skills / 'skills.json'}: field 'tasks' ({','.join(owners.tasks)}) is not the start of "
+                        f"the run's stream ({','.join(record['stream'])})")
+    if task not in owners.tasks:
+        learned = ", ".join(owners.tasks) or "none yet"
+        if finished:
+            raise UserError(f"--skills {skills} holds no skill for task {task!r} (it holds {learned})")
+        raise UserError(f"task {task!r} is not learned in the unfinished run in {run}; resume it with `cl-graft run "
+                        f"... --out {run} --resume` or export a finished task ({learned})")
     settings = {"command": "export", "skills": str(skills.resolve()), "task": task}
     with claim_out_dir(out, "export", settings=settings, overwrite=overwrite, record_name=RECORD) as run_dir:
         export_task(owners, clf, task, run_dir.path)
