@@ -126,7 +126,7 @@ def plot_reliability(panels: Mapping[str, Mapping[str, Sequence]], path: str | P
 
     Args:
         panels: ``{model: {"edges": (B+1,), "accuracy": (B,), "confidence": (B,), "count": (B,), "ece": float}}``
-            as from :func:`cl_graft.calibration.reliability`; empty bins (None) are left out.
+            as from :func:`cl_graft.analyze.calibration.reliability`; empty bins (None) are left out.
     """
     plt = _plt()
     fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 2.9), dpi=120, squeeze=False)

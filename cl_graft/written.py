@@ -2,8 +2,12 @@
 files and a run record lists only them (a file the user puts into ``--out`` meanwhile is never touched).
 
 An output folder (:mod:`.outdir`) opens a :class:`Ledger` for the command's duration; writers call :func:`note`
-with each file they finished (:func:`~cl_graft.regions.io.atomic_write` does). Temporary files of interrupted
+with each file they finished (:func:`~cl_graft.files.atomic_write` does). Temporary files of interrupted
 writes (:func:`is_temporary`) are never a result: they are removed on the next claim and never listed.
+
+The open ledgers are the command's context, not module state: a :class:`contextvars.ContextVar` holds them as an
+immutable tuple, set when a ledger opens and reset when it closes, so two commands run in two contexts (threads,
+asyncio tasks, tests) never see each other's ledgers and nothing outlives the command.
 """
 from __future__ import annotations
 
@@ -13,11 +17,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from .errors import UserError
 
-_open: list[Ledger] = []
+_OPEN: ContextVar[tuple[Ledger, ...]] = ContextVar("cl_graft_open_ledgers", default=())
 _TEMPORARY = re.compile(r"^\..+\.tmp$")
 
 
@@ -34,12 +39,11 @@ class Ledger:
         self.paths: set[Path] = set()
 
     def __enter__(self) -> Ledger:  # noqa: PYI034 (typing.Self needs Python 3.11)
-        _open.append(self)
+        _OPEN.set((*_OPEN.get(), self))
         return self
 
     def __exit__(self, *exc) -> None:
-        if self in _open:
-            _open.remove(self)
+        _OPEN.set(tuple(ledger for ledger in _OPEN.get() if ledger is not self))
 
     def relative(self) -> set[str]:
         """The written files that still exist, relative to the folder (POSIX)."""
@@ -47,9 +51,9 @@ class Ledger:
 
 
 def note(path: str | os.PathLike) -> None:
-    """Records that cl-graft wrote ``path`` (in every open ledger whose folder holds it)."""
+    """Records that cl-graft wrote ``path`` (in every ledger open in this context whose folder holds it)."""
     path = Path(path).absolute()
-    for ledger in _open:
+    for ledger in _OPEN.get():
         if ledger.folder in path.parents:
             ledger.paths.add(path)
 

@@ -24,6 +24,22 @@ from cl_graft.training.models import TextClassifier, build_classifier
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """The repository's root folder (this file is ``tests/helpers.py``)."""
+PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
+"""The installed packages: ``cl_graft`` and the two folders mapped into it."""
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of :data:`PACKAGES` as installed: dotted name → file (``pkg`` for ``pkg/__init__.py``)."""
+    import importlib.util
+
+    out: dict[str, Path] = {}
+    for package in PACKAGES:
+        root = Path(next(iter(importlib.util.find_spec(package).submodule_search_locations)))
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if "__pycache__" not in parts:
+                out[".".join((package, *parts[:-1]) if parts[-1] == "__init__" else (package, *parts))] = path
+    return out
 
 # ----------------------------------------------------------------------------- tiny models
 

@@ -253,7 +253,7 @@ def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str,
     """Runs ``strategies`` (name → its settings, :func:`.registry.strategy_settings`) in order; each writes
     ``out/<name>/result.json`` when done.
 
-    With ``tune_stream`` (train and dev rows only, :func:`.tuning.dev_stream`), each strategy first tries its grid
+    With ``tune_stream`` (train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries its grid
     on it (:func:`.tuning.tune`) and runs on ``stream`` with the point of the best final average dev accuracy;
     the search is recorded in ``result.info["tuning"]``. With ``chosen`` (:func:`.tuning.chosen_settings`:
     strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point an earlier tuning chose instead,

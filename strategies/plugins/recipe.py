@@ -75,7 +75,7 @@ class ClipGrad(SupervisedPlugin, supports_distributed=True):
 
 class FiniteGuard(SupervisedPlugin, supports_distributed=True):
     """Stops training with a one-line error when the loss (every iteration), a weight or the outputs on the last
-    mini-batch (after each experience) are NaN or infinite: :func:`cl_graft.finetune.check_finite` on the
+    mini-batch (after each experience) are NaN or infinite: :func:`cl_graft.training.finetune.check_finite` on the
     Avalanche path."""
 
     def __init__(self) -> None:

@@ -103,7 +103,7 @@ def test_guard_stops_avalanche_strategies():
     cfg = continual_setup("smoke", seed=0, steps=20)[1]
     cfg = replace(cfg, recipe=replace(cfg.recipe, lr=1e9))
     with pytest.raises(UserError, match=r"experience 0 (step \d+: the loss|: .* NaN)"):
-        run_strategy("naive", build_model(), Stream.make(stream_rows(), build_model()), cfg, progress=False)
+        run_strategy("naive", build_model(), Stream.make(stream_rows(), build_model()), cfg)
 
 
 # ----- 2. files that are not the command's own are never deleted or replaced ----------------------------------
