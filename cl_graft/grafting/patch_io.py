@@ -14,6 +14,7 @@ checkpoint. Files are written atomically (tensors first, JSON last), and only sa
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -36,7 +37,11 @@ FORMAT_VERSION = 1
 def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
                 shapes: Mapping[str, tuple[int, ...]], indices: Mapping[str, Tensor], values: Mapping[str, Tensor],
                 extra: Mapping[str, Tensor]) -> Path:
-    """Saves a patch: ``indices``/``values`` are name → ``(k_n,)`` tensors, ``extra`` name → whole tensor."""
+    """Saves a patch: ``indices``/``values`` are name → ``(k_n,)`` tensors, ``extra`` name → whole tensor.
+
+    A folder that already holds this very patch (the same config: checksum, meta, shapes) is left as it is, so a
+    task's files are written once however often a run saves its progress (the tensors are verified on load).
+    """
     directory = Path(directory)
     tensors = {}
     for n in shapes:
@@ -50,7 +55,24 @@ def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
         "names": list(shapes), "shapes": {n: list(s) for n, s in shapes.items()}, "counts": counts,
         "size": sum(counts.values()), "numel": numel, "extra": list(extra), "sha256": fingerprint(tensors),
     }
+    if _holds(directory, config):
+        return directory
     return write_folder(directory, config, {PATCH_TENSORS: tensors}, PATCH_CONFIG)
+
+
+def _holds(directory: Path, config: Mapping[str, Any]) -> bool:
+    """Whether ``directory`` already holds the patch of ``config`` (its config equal but for the cl-graft version
+    that wrote it, and its tensor file present)."""
+    path = directory / PATCH_CONFIG
+    if not path.is_file() or not (directory / PATCH_TENSORS).is_file():
+        return False
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    unversioned = {k: v for k, v in config.items() if k != "cl_graft_version"}
+    return isinstance(saved, dict) and {k: v for k, v in saved.items() if k != "cl_graft_version"} == \
+        json.loads(json.dumps(unversioned))
 
 
 def read_patch(directory: str | os.PathLike):

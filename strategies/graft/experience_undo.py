@@ -13,8 +13,6 @@ import copy
 import torch
 from torch import nn
 
-from cl_graft.errors import UserError
-
 from .owner_map import OwnerMap
 
 
@@ -41,15 +39,3 @@ class ExperienceUndo:
             for o in owners.owner.values():
                 o[o == code] = 0
 
-
-def check_experiences(experiences) -> None:
-    """Refuses an experience with no examples (Avalanche fails on it with a bare ``IndexError``).
-
-    Raises:
-        UserError: naming the experience (its index in the stream and its task labels).
-    """
-    for exp in [experiences] if hasattr(experiences, "dataset") else experiences:
-        if len(exp.dataset) == 0:
-            labels = list(getattr(exp, "task_labels", []))
-            raise UserError(f"experience {getattr(exp, 'current_experience', '?')} (task labels {labels}) has no "
-                            f"examples; nothing to train")

@@ -31,9 +31,11 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 
+from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 
-from .experience_undo import check_experiences
+from .experience_checks import (check_experiences, check_held_out, check_labels, experience_name,
+                                failed_experience)
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .plugin import GraftPlugin
@@ -106,6 +108,7 @@ Attributes:
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
                  size: RegionSize | float | None = None, **base_kwargs) -> None:
+        self._held_out_checked = None                   # the experience whose valid_stream rows were checked
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  valid_stream=valid_stream, graftable=graftable, heads=heads,
                                  task_inference=task_inference, owners=owners, guard=guard, size=size)
@@ -119,13 +122,32 @@ Attributes:
 
     def train(self, experiences, eval_streams=None, **kwargs):
         """As ``SupervisedTemplate.train``; an experience without examples is refused first, and one that fails is
-        undone (model, optimizer and owner map as before it) before the error goes on."""
+        undone (model, optimizer and owner map as before it) before the error goes on (a :class:`UserError` as
+        one line naming the experience, see :func:`~.experience_checks.failed_experience`)."""
         check_experiences(experiences)
         try:
             return super().train(experiences, eval_streams, **kwargs)
+        except UserError as e:
+            self.graft.undo_failed_experience_()
+            raise failed_experience(e, self.experience) from None
         except BaseException:
             self.graft.undo_failed_experience_()
             raise
+
+    def criterion(self):
+        """The loss. In training, each mini-batch's labels must be classes of the model's output, and at an
+        experience's first mini-batch, before any update, so must its task's ``valid_stream`` rows, whose inputs
+        must be finite (:mod:`.experience_checks`)."""
+        if self.is_training:
+            classes, where = self.mb_output.shape[-1], experience_name(self.experience)
+            check_labels(self.mb_y, classes, where)
+            if self._held_out_checked is not self.experience:
+                self._held_out_checked = self.experience
+                labels = list(getattr(self.experience, "task_labels", []))
+                if len(labels) == 1 and int(labels[0]) in self.graft.valid:
+                    check_held_out(self.graft.valid[int(labels[0])], classes,
+                                   f"{where}: its valid_stream experience")
+        return super().criterion()
 
     def forward(self):
         """The model's output; in evaluation, the graft plugin's routed output when it routes the batch."""
