@@ -18,18 +18,18 @@ import torch
 from click.testing import CliRunner
 
 from cl_graft.cli import main
+from cl_graft.layers import PACKAGES
 from cl_graft.task import TaskRows, TaskSpec
 from cl_graft.training.finetune import FinetuneConfig
 from cl_graft.training.models import TextClassifier, build_classifier
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """The repository's root folder (this file is ``tests/helpers.py``)."""
-PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
-"""The installed packages: ``cl_graft`` and the two folders mapped into it."""
 
 
 def package_modules() -> dict[str, Path]:
-    """Every module of :data:`PACKAGES` as installed: dotted name → file (``pkg`` for ``pkg/__init__.py``)."""
+    """Every module of the installed packages (:data:`cl_graft.layers.PACKAGES`): dotted name → file (``pkg`` for
+    ``pkg/__init__.py``)."""
     import importlib.util
 
     out: dict[str, Path] = {}

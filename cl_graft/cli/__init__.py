@@ -1,6 +1,9 @@
 """The ``cl-graft`` command line: the one place that wires the core, ``benchmarks`` and ``strategies``.
 
-Each command lives in its own module and imports heavy things (torch models, Avalanche) only when run.
+A command is one module of this package, found when the command line runs (:func:`command_modules`): module
+``cl_graft/cli/<name>.py`` defines the click command ``<name>`` (and ``AVALANCHE = True`` when the command uses
+Avalanche); nothing else lists it. Modules without such a command (``common``) are helpers. Each command imports
+heavy things (torch models, Avalanche) only when run.
 A :class:`~cl_graft.errors.UserError` (or an ``OSError``: an unwritable folder, a full disk) becomes a one-line
 ``error: ...`` on stderr and exit code 2; a :class:`~cl_graft.errors.DataWarning` a one-line ``warning: ...``.
 
@@ -13,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import pkgutil
 import shlex
 import sys
 import warnings
+from types import ModuleType
 
 import click
 from tqdm.auto import tqdm
@@ -24,16 +29,38 @@ from .. import distributed
 from ..errors import DataWarning, UserError
 from ..provenance import COMMAND_LINE
 
-AVALANCHE_COMMANDS = ("run", "export")
-"""Commands that use Avalanche: it is imported before the process group exists, because importing it later on
-a rank other than 0 fails (a logger built at import time refuses non-main processes)."""
+def command_modules() -> dict[str, ModuleType]:
+    """Command name → its module: every module of this package that defines a click command of its own name.
+
+    A module's ``AVALANCHE = True`` says the command uses Avalanche: under torchrun it is imported before the
+    process group exists, because importing it later on a rank other than 0 fails (a logger built at import time
+    refuses non-main processes)."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if isinstance(getattr(module, info.name, None), click.Command):
+            found[info.name] = module
+    return found
 
 
 class _Group(click.Group):
+    """The ``cl-graft`` group: its commands are those of :func:`command_modules` (and any added with
+    ``add_command``, which take precedence); errors become one line and exit code 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *command_modules()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        module = command_modules().get(cmd_name)
+        return getattr(module, cmd_name) if module is not None else None
+
     def main(self, args=None, prog_name=None, **extra):
         """Records the full command line (for run records) while the command runs."""
         argv = sys.argv[1:] if args is None else list(args)
-        self._argv = argv
         token = COMMAND_LINE.set(shlex.join(["cl-graft", *argv]))
         try:
             return super().main(args, prog_name, **extra)
@@ -42,13 +69,15 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         main_rank = True
+        argv = shlex.split(COMMAND_LINE.get() or "")[1:]
         try:
             with warnings.catch_warnings(), contextlib.ExitStack() as stack:
                 warnings.showwarning = _show_warning
                 if ctx.params.get("require_distributed") or distributed.launched():
-                    if any(a in AVALANCHE_COMMANDS for a in getattr(self, "_argv", [])):
+                    modules = command_modules()
+                    if any(getattr(modules.get(a), "AVALANCHE", False) for a in argv):
                         importlib.import_module("avalanche.training")
-                    distributed.init(_device_arg(getattr(self, "_argv", [])))
+                    distributed.init(_device_arg(argv))
                     stack.callback(distributed.shutdown)
                     main_rank = distributed.is_main()
                     if not main_rank:
@@ -105,18 +134,3 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def main(require_distributed: bool) -> None:
     """Find where a fine-tuned language model keeps each task's skill, and learn tasks without forgetting."""
 
-
-def _register() -> None:
-    from . import analyze, export, finetune, localize, multitask, plot, run, surgical
-
-    main.add_command(analyze.analyze)
-    main.add_command(export.export)
-    main.add_command(finetune.finetune)
-    main.add_command(localize.localize)
-    main.add_command(multitask.multitask)
-    main.add_command(plot.plot)
-    main.add_command(run.run)
-    main.add_command(surgical.surgical)
-
-
-_register()

@@ -7,6 +7,9 @@ import click
 
 from ..errors import UserError
 
+AVALANCHE = True
+"""This command uses Avalanche (:func:`cl_graft.cli.command_modules`)."""
+
 RECORD = "cl_graft_export.json"
 """The export's run record (``config.json`` is the transformers model's own)."""
 

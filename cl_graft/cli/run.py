@@ -10,6 +10,9 @@ import click
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
 from .common import common_options, console_options, data_identity, data_source, field_option
 
+AVALANCHE = True
+"""This command uses Avalanche (:func:`cl_graft.cli.command_modules`)."""
+
 EPILOG = """\b
 Output: a live progress line on a terminal (strategy, task i/T, phase: train / size search / localize / prune /
 eval, with steps or rows, elapsed time and ETA), one line per task as it ends, then the summary table.
@@ -56,8 +59,8 @@ def run_command() -> click.Command:
     @console_options
     @common_options
     def run(**options):
-        """Train the strategies on the stream; print accuracy matrices, forgetting, BWT, storage and wall time;
-        write results.json/csv, matrices.csv and figures/ under --out."""
+        """Train the strategies on the stream; print a line per task as it ends, then accuracy, forgetting, BWT,
+        storage and wall time per strategy; write results.json/csv, matrices.csv and figures/ under --out."""
         _run(**options)
 
     return run

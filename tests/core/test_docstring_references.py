@@ -16,7 +16,9 @@ import re
 
 import pytest
 
-from helpers import PACKAGES, package_modules
+from cl_graft.layers import PACKAGES
+
+from helpers import package_modules
 
 ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc|obj):`(?:[^`<]*<)?~?([\w.]+)(?:\(\))?>?`")
 LITERAL = re.compile(r"``(cl_graft(?:\.\w+)+)``")

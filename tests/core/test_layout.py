@@ -1,5 +1,6 @@
 """The package's one dependency order: every import of every module of the installed ``cl_graft`` (with
-``cl_graft.strategies`` and ``cl_graft.benchmarks``) is read with ``ast`` and checked against :data:`LAYERS`.
+``cl_graft.strategies`` and ``cl_graft.benchmarks``) is read with ``ast`` and checked against ``LAYERS`` of
+:mod:`cl_graft.layers`, the one place that declares the order.
 
 A module may import its own room and the rooms of lower layers; rooms of one layer do not import each other;
 nothing imports upwards, nothing imports the CLI but the CLI, nobody imports another module's private
@@ -9,39 +10,13 @@ functions count as much as those at the top: a lazy import running upwards is st
 from __future__ import annotations
 
 import ast
-import importlib.util
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
-from helpers import REPO_ROOT
+from cl_graft.layers import AVALANCHE_GLUE, LAYERS
 
-PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
-
-LAYERS: list[dict[str, tuple[str, ...]]] = [  # bottom first; room → its modules (and their submodules)
-    {"files": ("cl_graft.errors", "cl_graft.files", "cl_graft.written", "cl_graft.schema", "cl_graft.folder_lock")},
-    {"basics": ("cl_graft.ops", "cl_graft.metrics", "cl_graft.task", "cl_graft.distributed", "cl_graft.console")},
-    {"training": ("cl_graft.training",), "provenance": ("cl_graft.provenance",)},
-    {"regions": ("cl_graft.regions",)},
-    {"grafting": ("cl_graft.grafting",), "presets": ("cl_graft.presets",),
-     "artifacts": ("cl_graft.artifacts",)},
-    {"facade": ("cl_graft.__init__",)},             # `import cl_graft`: the public names of the layers below
-    {"plotting": ("cl_graft.plotting",), "outdir": ("cl_graft.outdir",),
-     "benchmarks": ("cl_graft.benchmarks.__init__", "cl_graft.benchmarks.data", "cl_graft.benchmarks.tasks",
-                    "cl_graft.benchmarks.streams")},
-    # the command drivers (experiment.py, tables and figures in report.py) and the Avalanche glue's base
-    {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),
-     "skillmaps": ("cl_graft.skillmaps",),
-     "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
-    {"strategies.graft": ("cl_graft.strategies.graft",)},          # the graft method
-    {"strategies.plugins": ("cl_graft.strategies.plugins",)},      # other plugins (PackNet, training recipe)
-    {"strategies.comparison": ("cl_graft.strategies.comparison",)},  # the harness behind `cl-graft run`
-    {"experiments": ("cl_graft.benchmarks.experiments",)},
-    {"cli": ("cl_graft.cli",)},
-]
-AVALANCHE_GLUE = ("cl_graft.strategies", "cl_graft.benchmarks")
-"""The only packages whose modules import Avalanche; the core and the CLI reach it only through them."""
+from helpers import REPO_ROOT, package_modules
 
 
 def _room_of(module: str) -> tuple[int, str]:
@@ -62,21 +37,7 @@ def _room_of(module: str) -> tuple[int, str]:
     return best[1], best[2]
 
 
-def _modules() -> dict[str, Path]:
-    """Every module of the installed packages: dotted name → file (``pkg`` for ``pkg/__init__.py``)."""
-    out: dict[str, Path] = {}
-    for package in PACKAGES:
-        spec = importlib.util.find_spec(package)
-        root = Path(next(iter(spec.submodule_search_locations)))
-        for path in sorted(root.rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            if "__pycache__" in parts:
-                continue
-            out[".".join((package, *parts[:-1]) if parts[-1] == "__init__" else (package, *parts))] = path
-    return out
-
-
-MODULES = _modules()
+MODULES = package_modules()
 
 
 def _imports(module: str, source: str, *, is_package: bool) -> list[tuple[int, str, str | None]]:
@@ -108,13 +69,6 @@ def test_every_module_is_found_and_declared():
             "cl_graft.benchmarks.data"} <= set(MODULES)
     for module in MODULES:
         _room_of(module)
-
-
-def test_every_package_is_in_the_wheel():
-    """pyproject.toml names every package folder, so a new room is installed, not only found in a checkout."""
-    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    packages = {m for m, path in MODULES.items() if path.name == "__init__.py"}
-    assert packages == set(config["tool"]["setuptools"]["packages"])
 
 
 def test_no_import_runs_up_or_sideways():

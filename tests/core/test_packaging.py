@@ -1,11 +1,11 @@
-"""The built wheel maps strategies/ and benchmarks/ to cl_graft.strategies / cl_graft.benchmarks; CI runs the
-README's test command."""
+"""The built wheel maps strategies/ and benchmarks/ to cl_graft.strategies / cl_graft.benchmarks and holds every
+package the checkout has (setup.py derives the list); CI runs the README's test command."""
 import re
 import subprocess
 import sys
 import zipfile
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, package_modules
 
 ROOT = REPO_ROOT
 
@@ -19,6 +19,10 @@ def test_wheel_contains_mapped_subpackages(tmp_path):
             "cl_graft/strategies/graft/plugin.py", "cl_graft/strategies/plugins/packnet.py",
             "cl_graft/strategies/comparison/registry.py"} <= names
     assert not any(n.startswith(("strategies/", "benchmarks/", "tests/")) for n in names)
+    folders = {m.replace(".", "/") + "/__init__.py" for m, path in package_modules().items() if path.name == "__init__.py"}
+    assert folders <= names, f"setup.py's derived package list misses {sorted(folders - names)}"
+    modules = {m.replace(".", "/") + ".py" for m, path in package_modules().items() if path.name != "__init__.py"}
+    assert modules <= names                                  # every module of every package, e.g. cli/run.py
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "cl-graft = cl_graft.cli:main" in entry
 
