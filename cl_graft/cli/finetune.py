@@ -43,13 +43,13 @@ def finetune(task, k, steps, optimizer, lr, quiet, verbose, model, head, fresh_h
     cfg = get_preset(preset, seed=seed, k=k, steps=steps, optimizer=optimizer, lr=lr)
     distributed.check_batch(cfg.finetune.batch_size)
     splits = load_rows(task, data_dir, cfg, seed=seed)
-    torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device, fresh_head=fresh_head)
-    clf.add_task(splits.spec, seed=seed)
     settings = {"command": "finetune", "task": task, "model": model, "head": head, "fresh_head": fresh_head,
                 "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k, "eval_cap": cfg.eval_cap,
                 "data_sha256": data_identity([task], data_dir), "finetune": cfg.finetune.to_json()}
-    with claim_out_dir(out, "finetune", settings=settings, overwrite=overwrite) as run_dir:
+    with claim_out_dir(out, "finetune", settings=settings, overwrite=overwrite) as run_dir:   # before the model loads
+        torch.manual_seed(seed)
+        clf = build_classifier(model, head=head, max_length=cfg.max_length, device=device, fresh_head=fresh_head)
+        clf.add_task(splits.spec, seed=seed)
         t0 = time.perf_counter()
         result = finetune_(clf, splits.train, splits.dev, cfg.finetune, progress=progress)
         train_s = time.perf_counter() - t0
