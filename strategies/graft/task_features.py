@@ -213,7 +213,8 @@ def load_stats(directory: str | os.PathLike, counts: Sequence[int | None]) -> li
     """Reads what :func:`save_stats` wrote, for the counts recorded in the map's JSON.
 
     Raises:
-        UserError: the file is missing, unreadable or lacks a task's tensors.
+        UserError: the file is missing, unreadable, lacks a task's tensors, or holds NaN, an infinity or a
+            matrix that is no covariance.
     """
     if not any(c is not None for c in counts):
         return [None] * len(counts)
@@ -227,5 +228,7 @@ def load_stats(directory: str | os.PathLike, counts: Sequence[int | None]) -> li
         mean, cov = tensors.get(f"{k}.mean"), tensors.get(f"{k}.cov")
         if mean is None or cov is None or mean.dim() != 1 or cov.shape != (mean.shape[0], mean.shape[0]):
             raise UserError(f"{path}: statistics of task {k} are missing or malformed")
+        if c < 1 or not torch.allclose(cov, cov.T) or bool((cov.diagonal() < 0).any()):
+            raise UserError(f"{path}: statistics of task {k} are not a covariance of {c} rows (tensor '{k}.cov')")
         out.append(FeatureStats(mean, cov, int(c)))
     return out
