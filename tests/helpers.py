@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 from click.testing import CliRunner
+from torch import nn
+from torch.utils.data import TensorDataset
 
 from cl_graft.cli import main
 from cl_graft.layers import PACKAGES
@@ -253,6 +255,92 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 def acc(result: dict, j: int) -> float:
     return result[f"Top1_Acc_Exp/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"]
+
+
+# ----------------------------------------------------------------------------- the blob stream (Avalanche's own loops)
+
+DIM, CLASSES, TASKS = 16, 6, 3
+
+
+def points(n: int, seed: int) -> TensorDataset:
+    """Six Gaussian blobs in 16 dims (class c around a fixed random centre), with ``targets`` for Avalanche."""
+    centres = torch.randn(CLASSES, DIM, generator=torch.Generator().manual_seed(0)) * 2
+    y = torch.arange(CLASSES).repeat(n // CLASSES)
+    ds = TensorDataset(centres[y] + torch.randn(len(y), DIM, generator=torch.Generator().manual_seed(seed)), y)
+    ds.targets = y.tolist()
+    return ds
+
+
+def benchmark():
+    """Three tasks of two classes each (Avalanche's nc_benchmark, task labels 0, 1, 2)."""
+    from avalanche.benchmarks import nc_benchmark
+
+    return nc_benchmark(points(96, 1), points(48, 2), n_experiences=TASKS, task_labels=True, seed=0,
+                        fixed_class_order=list(range(CLASSES)))
+
+
+def mlp(seed: int = 0):
+    """Avalanche's multi-head ``MTSimpleMLP`` for the blobs, seeded."""
+    from avalanche.models import MTSimpleMLP
+
+    torch.manual_seed(seed)
+    return MTSimpleMLP(input_size=DIM, hidden_size=32)
+
+
+def optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+
+
+def settings() -> dict:
+    """The strategy settings every blob-stream run shares."""
+    from cl_graft.strategies import LocalizeConfig, LocalizeFinder
+
+    return {"train_mb_size": 16, "train_epochs": 2, "eval_mb_size": 16,
+            "finder": LocalizeFinder("graft", LocalizeConfig(sparsity=0.2, steps=3, select_rows=48))}
+
+
+def blob_strategy(model=None, probe=None, **kw):
+    """A ``GraftStrategy`` on the blobs (:func:`settings`), evaluating accuracy, forgetting and task inference."""
+    from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from cl_graft.strategies import GraftStrategy, TaskInferenceAccuracy
+
+    model = model or mlp()
+    evaluator = kw.pop("evaluator", None) or EvaluationPlugin(
+        accuracy_metrics(experience=True, stream=True), forgetting_metrics(experience=True, stream=True),
+        TaskInferenceAccuracy(), loggers=[])
+    plugins = [*kw.pop("plugins", []), *([probe] if probe else [])]
+    return GraftStrategy(model=model, optimizer=optimizer(model), evaluator=evaluator, plugins=plugins,
+                         **{**settings(), **kw})
+
+
+def exp_key(j: int, metric: str = "Top1_Acc_Exp") -> str:
+    """The name of Avalanche's metric ``metric`` for test experience ``j``."""
+    return f"{metric}/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"
+
+
+def standard_blob_run(bm, probe):
+    """The standard Avalanche loop on the blobs: train on each experience, then evaluate the whole test stream
+    (with the periodic evaluation Avalanche's forward transfer metric asks for) and its seen part; returns the
+    strategy, the whole-stream metrics and the seen-part metrics after each experience."""
+    from avalanche.evaluation import metrics as m
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from cl_graft.strategies import TaskInferenceAccuracy
+
+    evaluator = EvaluationPlugin(
+        m.accuracy_metrics(experience=True, stream=True), m.forgetting_metrics(experience=True, stream=True),
+        m.forward_transfer_metrics(experience=True, stream=True), m.accuracy_matrix_metrics(),
+        TaskInferenceAccuracy(), loggers=[])
+    strategy = blob_strategy(probe=probe, eval_every=0, evaluator=evaluator)
+    full, sliced = [], []
+    for i, exp in enumerate(bm.train_stream):
+        torch.manual_seed(100 + i)
+        strategy.train(exp, eval_streams=[bm.test_stream])
+        full.append(strategy.eval(bm.test_stream))
+        sliced.append(strategy.eval(bm.test_stream[:i + 1]))
+    return strategy, full, sliced
 
 
 def _avalanche_plugins() -> dict[str, type]:
