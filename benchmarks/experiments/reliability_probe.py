@@ -29,6 +29,7 @@ from cl_graft.provenance import run_record
 
 from .probe_harness import FT, LOC, RUN, USER_FILES, Case, cli, snapshot
 from .reliability_round2 import RoundTwo
+from .reliability_round3 import RoundThree
 
 class Probe:
     def __init__(self, root: Path, data: Path) -> None:
@@ -186,7 +187,7 @@ class Probe:
                                   [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
         plot_folder = self.user_folder("user-plot")
         cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
-        return cases + RoundTwo(self).cases()
+        return cases + RoundTwo(self).cases() + RoundThree(self).cases()
 
     def broken_model(self, how: str) -> None:
         folder = self.root / f"ft-{how}"
@@ -246,13 +247,15 @@ def first_error(stderr: str) -> str:
               show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="path without suffix: writes OUT.json and OUT.md")
-def main(data_dir, out) -> None:
+@click.option("--round", "only", type=click.Choice(["all", "3"]), default="all", show_default=True,
+              help="every case, or the third round's alone")
+def main(data_dir, out, only) -> None:
     if data_dir is None or not (data_dir / "sst2").is_dir():
         raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="cl-graft-probe-") as tmp:
         probe = Probe(Path(tmp), data_dir.resolve())
-        for case in probe.cases():
+        for case in probe.cases() if only == "all" else RoundThree(probe).cases():
             case.setup()
             if hasattr(case.check, "before"):
                 case.check.before()
@@ -274,7 +277,7 @@ def main(data_dir, out) -> None:
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = run_record(command="benchmarks.reliability_probe", device="cpu")
+    record = run_record(command="benchmarks.reliability_probe", device="cpu", round=only)
     out.with_suffix(".json").write_text(json.dumps({"run": record, "cases": rows, "failed": failed}, indent=2) + "\n")
     minutes = sum(row["seconds"] for row in rows) / 60
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
