@@ -72,3 +72,37 @@ def env(tmp_path_factory):
         write_task(root / "data" / name, ["negative", "positive"],
                    {"train": sentiment_rows(96, 1 + flip, flip), "test": sentiment_rows(40, 3 + flip, flip)})
     return root
+
+
+@pytest.fixture(scope="module")
+def blob_bm():
+    """The blob stream's benchmark (:func:`helpers.benchmark`): three tasks of two Gaussian blobs each."""
+    from helpers import benchmark
+
+    return benchmark()
+
+
+@pytest.fixture(scope="module")
+def blob_run(blob_bm, eval_outputs):
+    """The standard Avalanche loop on the blob stream: train on each experience, then evaluate the whole test
+    stream (with the periodic evaluation Avalanche's forward transfer metric asks for) and its seen part. Returns
+    the strategy, its output probe and the whole-stream and seen-part metrics after each experience."""
+    from avalanche.evaluation import metrics as m
+    from avalanche.training.plugins import EvaluationPlugin
+    from cl_graft.strategies import TaskInferenceAccuracy
+
+    from helpers import blob_strategy
+
+    evaluator = EvaluationPlugin(
+        m.accuracy_metrics(experience=True, stream=True), m.forgetting_metrics(experience=True, stream=True),
+        m.forward_transfer_metrics(experience=True, stream=True), m.accuracy_matrix_metrics(),
+        TaskInferenceAccuracy(), loggers=[])
+    probe = eval_outputs()
+    strategy = blob_strategy(probe=probe, eval_every=0, evaluator=evaluator)
+    full, sliced = [], []
+    for i, exp in enumerate(blob_bm.train_stream):
+        torch.manual_seed(100 + i)
+        strategy.train(exp, eval_streams=[blob_bm.test_stream])
+        full.append(strategy.eval(blob_bm.test_stream))
+        sliced.append(strategy.eval(blob_bm.test_stream[:i + 1]))
+    return strategy, probe, full, sliced

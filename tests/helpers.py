@@ -154,20 +154,33 @@ def sentiment_rows(n: int, seed: int, flip: bool) -> list[dict]:
     return out
 
 
+def alternating_sentiment_rows(rng: random.Random, count: int, *, fillers: int = 4,
+                               neutral: list[str] = NEUTRAL) -> list[dict]:
+    """``count`` rows of ``fillers`` neutral words and one sentiment word at a random place, labels alternating
+    0, 1, ... (1 = positive), drawn from ``rng``. ``test_region_methods`` passes five fillers and its own neutral
+    words (one more, "question"): one generator, each test's data as it was."""
+    out = []
+    for i in range(count):
+        words = [rng.choice(neutral) for _ in range(fillers)]
+        words.insert(rng.randrange(fillers + 1), rng.choice(POS if i % 2 else NEG))
+        out.append({"text": " ".join(words), "label": i % 2})
+    return out
+
+
 def write_sentiment_task(root, name: str, n: int, seed: int) -> None:
-    """``n`` train and 40 test rows: four neutral words and one sentiment word (label 1 = positive)."""
+    """``n`` train and 40 test rows (:func:`alternating_sentiment_rows`, one seeded draw)."""
     rng = random.Random(seed)
+    train = alternating_sentiment_rows(rng, n)
+    write_task(root / name, ["negative", "positive"], {"train": train, "test": alternating_sentiment_rows(rng, 40)})
 
-    def rows(count: int) -> list[dict]:
-        out = []
-        for i in range(count):
-            words = [rng.choice(NEUTRAL) for _ in range(4)]
-            words.insert(rng.randrange(5), rng.choice(POS if i % 2 else NEG))
-            out.append({"text": " ".join(words), "label": i % 2})
-        return out
 
-    train = rows(n)
-    write_task(root / name, ["negative", "positive"], {"train": train, "test": rows(40)})
+def command_setup(root: Path, tasks: list[str]) -> tuple[Path, list[str]]:
+    """For a command's tests: a saved tiny BERT (``root/tiny``) and sentiment tasks (``write_sentiment_task``, 80
+    train rows, seeds 0, 1, ...) in ``root/data``; returns ``root`` and the model, data and smoke-preset options."""
+    save_tiny_model(root / "tiny")
+    for i, name in enumerate(tasks):
+        write_sentiment_task(root / "data", name, 80, i)
+    return root, ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]
 
 
 def toy_tasks() -> dict[str, list[dict]]:
@@ -318,29 +331,6 @@ def blob_strategy(model=None, probe=None, **kw):
 def exp_key(j: int, metric: str = "Top1_Acc_Exp") -> str:
     """The name of Avalanche's metric ``metric`` for test experience ``j``."""
     return f"{metric}/eval_phase/test_stream/Task{j:03d}/Exp{j:03d}"
-
-
-def standard_blob_run(bm, probe):
-    """The standard Avalanche loop on the blobs: train on each experience, then evaluate the whole test stream
-    (with the periodic evaluation Avalanche's forward transfer metric asks for) and its seen part; returns the
-    strategy, the whole-stream metrics and the seen-part metrics after each experience."""
-    from avalanche.evaluation import metrics as m
-    from avalanche.training.plugins import EvaluationPlugin
-
-    from cl_graft.strategies import TaskInferenceAccuracy
-
-    evaluator = EvaluationPlugin(
-        m.accuracy_metrics(experience=True, stream=True), m.forgetting_metrics(experience=True, stream=True),
-        m.forward_transfer_metrics(experience=True, stream=True), m.accuracy_matrix_metrics(),
-        TaskInferenceAccuracy(), loggers=[])
-    strategy = blob_strategy(probe=probe, eval_every=0, evaluator=evaluator)
-    full, sliced = [], []
-    for i, exp in enumerate(bm.train_stream):
-        torch.manual_seed(100 + i)
-        strategy.train(exp, eval_streams=[bm.test_stream])
-        full.append(strategy.eval(bm.test_stream))
-        sliced.append(strategy.eval(bm.test_stream[:i + 1]))
-    return strategy, full, sliced
 
 
 def _avalanche_plugins() -> dict[str, type]:

@@ -20,7 +20,7 @@ from cl_graft.errors import UserError
 from cl_graft.metrics import ece, softmax
 from cl_graft.task import TaskSpec, ood_rows
 
-from helpers import SENTIMENT, save_tiny_model, tiny_bert, write_sentiment_task
+from helpers import SENTIMENT, command_setup, tiny_bert
 
 
 def test_reliability_bins_by_hand():
@@ -77,12 +77,7 @@ def test_refit_head_keeps_body_and_fits_the_features(toy_rows):
 
 @pytest.fixture(scope="module")
 def cli_setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("analyze")
-    save_tiny_model(root / "tiny")
-    for i, name in enumerate(("sst2", "yelp", "imdb")):
-        write_sentiment_task(root / "data", name, 80, i)
-    base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]
-    return root, base
+    return command_setup(tmp_path_factory.mktemp("analyze"), ["sst2", "yelp", "imdb"])
 
 
 def _run(args):

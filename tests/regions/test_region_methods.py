@@ -16,22 +16,15 @@ from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.models import clone_model
 
-from helpers import SENTIMENT, tiny_bert
+from helpers import SENTIMENT, alternating_sentiment_rows, tiny_bert
 
-POS, NEG = ["great", "good", "wonderful", "fun"], ["terrible", "bad", "dull", "boring"]
 NEUTRAL = ["it", "was", "and", "a", "movie", "the", "film", "is", "plot", "news", "world", "question", "this"]
 PLANTED = 300
 
 
 def _rows(n: int, seed: int) -> list[dict]:
     """Five neutral words and one sentiment word at a random place; labels alternate."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        words = [rng.choice(NEUTRAL) for _ in range(5)]
-        words.insert(rng.randrange(6), rng.choice(POS if i % 2 else NEG))
-        out.append({"text": " ".join(words), "label": i % 2})
-    return out
+    return alternating_sentiment_rows(random.Random(seed), n, fillers=5, neutral=NEUTRAL)
 
 
 def _state(model) -> dict[str, torch.Tensor]:

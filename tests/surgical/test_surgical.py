@@ -25,7 +25,7 @@ from cl_graft.surgical.finetune import (
 )
 from cl_graft.training.finetune import FinetuneConfig
 
-from helpers import SENTIMENT, save_tiny_model, tiny_bert, write_sentiment_task
+from helpers import SENTIMENT, command_setup, tiny_bert
 
 ROWS = [{"text": t, "label": i % 2} for i, t in enumerate(
     ["it was great fun", "bad and boring plot terrible", "a good movie", "the film is wonderful and great fun",
@@ -142,11 +142,7 @@ def test_fim_layers_region_fills_top_layers_first(toy_rows):
 
 @pytest.fixture(scope="module")
 def cli_setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("surg")
-    save_tiny_model(root / "tiny")
-    write_sentiment_task(root / "data", "toy", 80, 0)
-    base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), "--preset", "smoke"]
-    return root, base
+    return command_setup(tmp_path_factory.mktemp("surg"), ["toy"])
 
 
 def _run(args):

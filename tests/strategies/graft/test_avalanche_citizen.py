@@ -29,25 +29,11 @@ from helpers import (
     mlp,
     optimizer,
     points,
-    standard_blob_run,
 )
 
 
-@pytest.fixture(scope="module")
-def bm():
-    return benchmark()
-
-
-@pytest.fixture(scope="module")
-def standard(bm, eval_outputs):
-    """The standard Avalanche loop on the blobs (:func:`helpers.standard_blob_run`), with an output probe."""
-    probe = eval_outputs()
-    strategy, full, sliced = standard_blob_run(bm, probe)
-    return strategy, probe, full, sliced
-
-
-def test_standard_loop_gives_the_sliced_numbers_and_avalanche_metrics(bm, standard):
-    _, _, full, sliced = standard
+def test_standard_loop_gives_the_sliced_numbers_and_avalanche_metrics(blob_bm, blob_run):
+    _, _, full, sliced = blob_run
     for i in range(TASKS):
         for j in range(i + 1):
             assert full[i][exp_key(j)] == sliced[i][exp_key(j)]
@@ -61,35 +47,35 @@ def test_standard_loop_gives_the_sliced_numbers_and_avalanche_metrics(bm, standa
     assert all(float(matrix[i, j]) == full[i][exp_key(j)] for i in range(TASKS) for j in range(TASKS))
 
 
-def test_a_task_not_trained_yet_is_scored_like_naive(bm, eval_outputs):
+def test_a_task_not_trained_yet_is_scored_like_naive(blob_bm, eval_outputs):
     """Before any training the logits are Naive's; later an untrained task runs on the model as it is."""
     probe, naive_probe = eval_outputs(), eval_outputs()
     strategy = blob_strategy(probe=probe)
     model = mlp()
     naive = Naive(model=model, optimizer=optimizer(model), eval_mb_size=16, evaluator=EvaluationPlugin(loggers=[]),
                   plugins=[naive_probe])
-    strategy.eval(bm.test_stream)
-    naive.eval(bm.test_stream)
+    strategy.eval(blob_bm.test_stream)
+    naive.eval(blob_bm.test_stream)
     for j in range(TASKS):
         assert all(torch.equal(a, b) for a, b in zip(probe.out[j], naive_probe.out[j], strict=True))
     torch.manual_seed(100)
-    strategy.train(bm.train_stream[0])
-    strategy.eval(bm.test_stream)
-    x = torch.stack([bm.test_stream[2].dataset[i][0] for i in range(16)])
+    strategy.train(blob_bm.train_stream[0])
+    strategy.eval(blob_bm.test_stream)
+    x = torch.stack([blob_bm.test_stream[2].dataset[i][0] for i in range(16)])
     strategy.model.eval()
     with torch.no_grad():
         assert torch.equal(probe.out[2][0], avalanche_forward(strategy.model, x, torch.full((16,), 2)))
 
 
-def test_eval_every_and_early_stopping_score_the_tasks_as_they_are(bm, eval_outputs):
+def test_eval_every_and_early_stopping_score_the_tasks_as_they_are(blob_bm, eval_outputs):
     """Periodic evaluation while task 1 trains: task 0 gives exactly its grafted model's logits (θ_pre back on
     the free elements task 1 is changing), task 1 its current training state; early stopping runs."""
     probe = eval_outputs()
     strategy = blob_strategy(probe=probe, eval_every=1, peval_mode="iteration", train_epochs=4,
                      plugins=[EarlyStoppingPlugin(patience=3, val_stream_name="test_stream", peval_mode="iteration")])
     torch.manual_seed(100)
-    strategy.train(bm.train_stream[0], eval_streams=[bm.test_stream[:2]])
-    strategy.eval(bm.test_stream[:1])                      # the last periodic eval came before the region search
+    strategy.train(blob_bm.train_stream[0], eval_streams=[blob_bm.test_stream[:2]])
+    strategy.eval(blob_bm.test_stream[:1])                      # the last periodic eval came before the region search
     after_first = [t.clone() for t in probe.out[0]]
     seen = []
 
@@ -100,24 +86,24 @@ def test_eval_every_and_early_stopping_score_the_tasks_as_they_are(bm, eval_outp
 
     strategy.plugins.append(Watch())
     torch.manual_seed(101)
-    strategy.train(bm.train_stream[1], eval_streams=[bm.test_stream[:2]])
+    strategy.train(blob_bm.train_stream[1], eval_streams=[blob_bm.test_stream[:2]])
     assert len(seen) >= 4                                     # before training, then every iteration until it stops
     assert strategy.clock.train_exp_iterations < 8                           # early stopping stopped it
     for outs in seen:
         assert all(torch.equal(a, b) for a, b in zip(outs, after_first, strict=True))
-    metrics = strategy.eval(bm.test_stream[:2])
+    metrics = strategy.eval(blob_bm.test_stream[:2])
     assert metrics[exp_key(1)] >= 0.9 and metrics["StreamForgetting/eval_phase/test_stream"] == 0
 
 
-def test_unlabelled_test_data_on_a_multi_head_model(bm, standard):
+def test_unlabelled_test_data_on_a_multi_head_model(blob_bm, blob_run):
     """Test data without task labels (Avalanche's benchmark_from_datasets, no task labels, no classes timeline)
     is routed; the logits equal task inference on the labelled stream; task inference is logged only then."""
     from avalanche.benchmarks.scenarios import benchmark_from_datasets
     from avalanche.benchmarks.utils import as_classification_dataset
 
-    strategy, probe, _, _ = standard
+    strategy, probe, _, _ = blob_run
     plain = []
-    for exp in bm.test_stream:                                 # the same rows, without task labels
+    for exp in blob_bm.test_stream:                                 # the same rows, without task labels
         rows = [exp.dataset[i] for i in range(len(exp.dataset))]
         ds = TensorDataset(torch.stack([r[0] for r in rows]), torch.tensor([int(r[1]) for r in rows]))
         ds.targets = ds.tensors[1].tolist()
@@ -129,7 +115,7 @@ def test_unlabelled_test_data_on_a_multi_head_model(bm, standard):
     assert metrics["Top1_Acc_Stream/eval_phase/test_stream"] >= 0.5
     strategy.graft.task_inference = "entropy"
     try:
-        inferred = strategy.eval(bm.test_stream)
+        inferred = strategy.eval(blob_bm.test_stream)
     finally:
         strategy.graft.task_inference = None
     for j in range(TASKS):
@@ -137,7 +123,7 @@ def test_unlabelled_test_data_on_a_multi_head_model(bm, standard):
     stream_key = "TaskInference_Acc_Stream/eval_phase/test_stream"
     assert 0 <= inferred[stream_key] <= 1
     logged = len(strategy.evaluator.get_all_metrics()[stream_key][1])
-    strategy.eval(bm.test_stream)                                            # task-aware: nothing inferred
+    strategy.eval(blob_bm.test_stream)                                            # task-aware: nothing inferred
     assert len(strategy.evaluator.get_all_metrics()[stream_key][1]) == logged
 
 
@@ -153,18 +139,18 @@ def test_newer_benchmark_api_with_a_validation_stream():
     from avalanche.benchmarks.utils import as_classification_dataset
 
     data = {"train": as_classification_dataset(points(96, 1)), "test": as_classification_dataset(points(48, 2))}
-    bm = class_incremental_benchmark(data, num_experiences=TASKS, class_order=list(range(CLASSES)))
-    bm = task_incremental_benchmark(benchmark_with_validation_stream(
-        bm, split_strategy=partial(split_validation_class_balanced, 0.25)))
+    blob_bm = class_incremental_benchmark(data, num_experiences=TASKS, class_order=list(range(CLASSES)))
+    blob_bm = task_incremental_benchmark(benchmark_with_validation_stream(
+        blob_bm, split_strategy=partial(split_validation_class_balanced, 0.25)))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(DIM, 32), nn.ReLU(), nn.Linear(32, CLASSES))
-    strategy = blob_strategy(model, valid_stream=bm.valid_stream)
+    strategy = blob_strategy(model, valid_stream=blob_bm.valid_stream)
     assert sorted(strategy.graft.valid) == list(range(TASKS))
     results = []
-    for i, exp in enumerate(bm.train_stream):
+    for i, exp in enumerate(blob_bm.train_stream):
         torch.manual_seed(100 + i)
         strategy.train(exp)
-        results.append(strategy.eval(bm.test_stream))
+        results.append(strategy.eval(blob_bm.test_stream))
     for j in range(TASKS):
         assert results[-1][exp_key(j)] == results[j][exp_key(j)] >= 0.9
     assert strategy.graft.owners.tasks == ["0", "1", "2"]

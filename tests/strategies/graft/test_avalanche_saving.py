@@ -32,7 +32,6 @@ from helpers import (
     optimizer,
     points,
     settings,
-    standard_blob_run,
 )
 
 FINDER = settings()["finder"]
@@ -41,19 +40,6 @@ SETUP = "\n".join([
     f"DIM, CLASSES, TASKS = {DIM}, {CLASSES}, {TASKS}",
     *(inspect.getsource(f) for f in (points, benchmark, mlp, optimizer, settings))])
 """The same data, model and settings in the subprocesses below: the helpers' own source."""
-
-
-@pytest.fixture(scope="module")
-def bm():
-    return benchmark()
-
-
-@pytest.fixture(scope="module")
-def standard(bm, eval_outputs):
-    """The standard Avalanche loop on the blobs (:func:`helpers.standard_blob_run`), with an output probe."""
-    probe = eval_outputs()
-    strategy, full, sliced = standard_blob_run(bm, probe)
-    return strategy, probe, full, sliced
 
 
 LOAD = SETUP + textwrap.dedent("""
@@ -85,9 +71,9 @@ def _python(script: str, *args, cwd=None) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_save_and_load_in_a_new_process_from_the_constructor(bm, standard, tmp_path):
-    strategy, probe, _, _ = standard
-    strategy.eval(bm.test_stream)
+def test_save_and_load_in_a_new_process_from_the_constructor(blob_bm, blob_run, tmp_path):
+    strategy, probe, _, _ = blob_run
+    strategy.eval(blob_bm.test_stream)
     want = {f"{j}.{i}": t for j, outs in probe.out.items() for i, t in enumerate(outs)}
     strategy.save(tmp_path / "run")
     files = sorted(p.name for p in (tmp_path / "run").iterdir())
@@ -98,24 +84,24 @@ def test_save_and_load_in_a_new_process_from_the_constructor(bm, standard, tmp_p
     assert sorted(got) == sorted(want) and all(torch.equal(got[k], want[k]) for k in want)
 
 
-def test_owner_map_alone_rebuilds_a_multi_head_model_from_its_constructor(bm, standard, tmp_path, eval_outputs):
+def test_owner_map_alone_rebuilds_a_multi_head_model_from_its_constructor(blob_bm, blob_run, tmp_path, eval_outputs):
     """OwnerMap.save(pre=True) / OwnerMap.load + apply_: the heads come back by replaying Avalanche's adaptation."""
     from cl_graft.strategies import OwnerMap
 
-    strategy, probe, _, _ = standard
-    strategy.eval(bm.test_stream)
+    strategy, probe, _, _ = blob_run
+    strategy.eval(blob_bm.test_stream)
     strategy.graft.owners.save(tmp_path / "skills", pre=True)
     model = mlp(seed=77)
     owners = OwnerMap.load(tmp_path / "skills", model)
     owners.apply_(model)
     again = eval_outputs()
-    blob_strategy(model, probe=again, owners=owners).eval(bm.test_stream)
+    blob_strategy(model, probe=again, owners=owners).eval(blob_bm.test_stream)
     for j in range(TASKS):
         assert all(torch.equal(a, b) for a, b in zip(probe.out[j], again.out[j], strict=True))
 
 
-def test_load_keeps_task_metadata_and_refuses_another_model(standard, tmp_path):
-    strategy, _, _, _ = standard
+def test_load_keeps_task_metadata_and_refuses_another_model(blob_run, tmp_path):
+    strategy, _, _, _ = blob_run
     owners = strategy.graft.owners
     owners.task_meta["1"] = {"sparsity": 0.2, "kept": 0.99}
     try:
@@ -132,7 +118,7 @@ def test_load_keeps_task_metadata_and_refuses_another_model(standard, tmp_path):
         GraftStrategy.load(tmp_path / "run", model=other, optimizer=optimizer(other))
 
 
-def test_save_without_pre_and_a_single_head_cnn(bm, tmp_path, eval_outputs):
+def test_save_without_pre_and_a_single_head_cnn(blob_bm, tmp_path, eval_outputs):
     """pre=False writes no θ_pre: the loader brings the model at θ_pre (here: the same seed); BatchNorm buffers
     and the head come back from the files."""
 
@@ -143,32 +129,32 @@ def test_save_without_pre_and_a_single_head_cnn(bm, tmp_path, eval_outputs):
 
     probe = eval_outputs()
     strategy = blob_strategy(cnn(0), probe=probe)
-    for i, exp in enumerate(bm.train_stream[:2]):
+    for i, exp in enumerate(blob_bm.train_stream[:2]):
         torch.manual_seed(100 + i)
         strategy.train(exp)
-    strategy.eval(bm.test_stream[:2])
+    strategy.eval(blob_bm.test_stream[:2])
     want = {j: [t.clone() for t in probe.out[j]] for j in (0, 1)}
     strategy.save(tmp_path / "run", pre=False)
     assert not (tmp_path / "run" / "pre.safetensors").exists()
     model, again = cnn(0), eval_outputs()
     loaded = GraftStrategy.load(tmp_path / "run", model=model, optimizer=optimizer(model), eval_mb_size=16,
                                 evaluator=EvaluationPlugin(loggers=[]), plugins=[again])
-    loaded.eval(bm.test_stream[:2])
+    loaded.eval(blob_bm.test_stream[:2])
     for j in (0, 1):
         assert all(torch.equal(a, b) for a, b in zip(want[j], again.out[j], strict=True))
     with pytest.raises(UserError, match="θ_pre differs"):
         GraftStrategy.load(tmp_path / "run", model=cnn(1), optimizer=optimizer(cnn(1)))
 
 
-def test_export_task_writes_one_head_and_loads_in_one_call(bm, standard, tmp_path):
-    strategy, probe, _, _ = standard
-    strategy.eval(bm.test_stream)
+def test_export_task_writes_one_head_and_loads_in_one_call(blob_bm, blob_run, tmp_path):
+    strategy, probe, _, _ = blob_run
+    strategy.eval(blob_bm.test_stream)
     export_task(strategy.graft.owners, strategy.model, "1", tmp_path / "task1")
     saved = load_file(str(tmp_path / "task1" / "model.safetensors"))
     heads = {n.split(".")[2] for n in saved if n.startswith("classifier.classifiers.") and "active_units" not in n}
     assert heads == {"1"}                                              # head parameters: task 1's only
     model = load_task_model(tmp_path / "task1", model=mlp(seed=9))
-    x = torch.stack([bm.test_stream[1].dataset[i][0] for i in range(16)])
+    x = torch.stack([blob_bm.test_stream[1].dataset[i][0] for i in range(16)])
     with torch.no_grad():
         assert torch.equal(model(x, torch.ones(16, dtype=torch.long)), probe.out[1][0])
     with pytest.raises(UserError, match="pass model="):
@@ -183,15 +169,15 @@ CHECKPOINT = SETUP + textwrap.dedent("""
     from cl_graft.strategies import GraftStrategy
 
     mode, stop = sys.argv[1], int(sys.argv[2])
-    bm = benchmark()
+    blob_bm = benchmark()
     model = mlp()
     strategy = GraftStrategy(model=model, optimizer=optimizer(model), evaluator=EvaluationPlugin(loggers=[]),
                              **settings())
     strategy, start = maybe_load_checkpoint(strategy, "checkpoint.pkl")
-    for i, exp in enumerate(bm.train_stream[start:], start):
+    for i, exp in enumerate(blob_bm.train_stream[start:], start):
         torch.manual_seed(100 + i)                               # one seed per experience
         strategy.train(exp)
-        strategy.eval(bm.test_stream)
+        strategy.eval(blob_bm.test_stream)
         save_checkpoint(strategy, "checkpoint.pkl", exclude=["optimizer"])   # Avalanche cannot pickle it
         if i == stop:
             sys.exit(0)                                          # killed after experience i
@@ -215,7 +201,7 @@ def test_avalanche_checkpoint_kill_and_resume_is_bit_identical(tmp_path):
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)
 
 
-def test_avalanche_cannot_pickle_the_optimizer_naive_neither(bm, tmp_path):
+def test_avalanche_cannot_pickle_the_optimizer_naive_neither(blob_bm, tmp_path):
     """Why the checkpoint above excludes the optimizer: Avalanche's save_checkpoint fails on the optimizer
     (dill) for Naive as well as for GraftStrategy (Avalanche 0.6.0 with torch 2.14)."""
     from avalanche.checkpointing import save_checkpoint
