@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import UserError
-from ..training.evaluate import evaluate
+from ..training.evaluate import evaluate, predict_logits
 from ..training.finetune import batches
 
 SPLITS = ("train", "dev")
@@ -51,6 +51,9 @@ class RegionData(Protocol):
     def labels(self, split: str, *, limit: int, seed: int) -> Tensor:
         """The true classes of the same examples as :meth:`correct`, ``(n,)`` long (the chance level of a
         task is the share of its most frequent class)."""
+
+    def probabilities(self, model: nn.Module, split: str, *, limit: int, seed: int) -> Tensor:
+        """The model's class probabilities on the same examples as :meth:`correct`, ``(n, C)`` float."""
 
 
 class TextRegionData:
@@ -100,6 +103,11 @@ class TextRegionData:
     def labels(self, split: str, *, limit: int, seed: int) -> Tensor:
         rows = selection(self.rows if split == "train" else self.dev, split, limit=limit, seed=seed)
         return torch.tensor([r["label"] for r in rows], dtype=torch.long)
+
+    def probabilities(self, model, split: str, *, limit: int, seed: int) -> Tensor:
+        rows = selection(self.rows if split == "train" else self.dev, split, limit=limit, seed=seed)
+        logits = torch.from_numpy(predict_logits(model, rows, self.task)) if rows else torch.zeros(0, 1)
+        return torch.softmax(logits.double(), dim=-1)
 
 
 def selection(items: list, split: str, *, limit: int, seed: int) -> list:

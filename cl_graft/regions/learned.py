@@ -67,7 +67,8 @@ def _scale_step_(u: Tensor, budget: int, cfg: LocalizeConfig, sample: Tensor | N
     top = top[top > 0]
     if top.numel() == 0:
         return u.zero_()
-    return u.mul_(cfg.lr / top.min()).clamp_(-cfg.lr, cfg.lr)              # m-th largest |u| (or least nonzero)
+    # u / |u|_(m) · lr, dividing first: lr / |u|_(m) overflows to inf for a subnormal |u|_(m), and 0 · inf is NaN
+    return u.div_(top.min()).mul_(cfg.lr).clamp_(-cfg.lr, cfg.lr)          # m-th largest |u| (or least nonzero)
 
 
 def _assign(out: Tensor, op, *args: Tensor) -> None:

@@ -16,6 +16,7 @@ this table, so a new baseline is one entry here plus its class. Avalanche is imp
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from cl_graft.training.finetune import trainable_names
 from cl_graft.training.models import TextClassifier
 
 from ..graft.owner_map import OwnerMap
+from ..graft.sizing import RegionSize
 from .config import ContinualConfig
 from .settings import NoSettings, SettingOption, Settings, apply_point, has_setting, setting_options
 
@@ -54,30 +56,49 @@ class RegionServing(Settings):
             raise UserError(f"reconstruct must be experience, minibatch or all, got {self.reconstruct!r}")
 
 
+def parse_size(value) -> RegionSize | float:
+    """A region size setting: a :class:`~..graft.sizing.RegionSize` (``"auto"``: its defaults) or a fixed share
+    in (0, 1] (a number or its text).
+
+    Raises:
+        UserError: anything else.
+    """
+    if isinstance(value, RegionSize):
+        return value
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return RegionSize()
+    try:
+        share = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        share = math.nan
+    if not 0 < share <= 1:
+        raise UserError(f"region size must be auto or a share in (0, 1], got {value!r}")
+    return share
+
+
 @dataclass(frozen=True)
 class GraftSettings(RegionServing):
     """``graft``'s and ``graft-paper``'s (and the region size ``replay-matched`` matches)."""
 
     method: str = field(default="graft", metadata={
         "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
+    size: RegionSize | float = field(default_factory=RegionSize, metadata={
+        "name": "region_size", "help": "Each task's region size: auto (the smallest its dev rows vouch for, "
+        "cl_graft.strategies.graft.sizing) or a fixed share of the graftable parameters, e.g. 0.01.",
+        "options": {"tolerance": "With --region-size auto: accuracy (a share) a task's graft may lose against its "
+                                 "trained model on dev rows.",
+                    "confidence": "With --region-size auto: the level of that statement.",
+                    "expected_tasks": "With --region-size auto: the stream length to plan capacity for (default: "
+                                      "the stream's).",
+                    "reserve": "With --region-size auto: tasks' shares kept free after the last expected task."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
-        "help": "region finding after each experience", "preset": True,
-        "options": {"sparsity": "Fixed per-task region budget, a fraction of the graftable parameters (default: "
-                                "each task's size chosen on its dev rows: the smallest sure to keep 99% of its "
-                                "trained accuracy)."}})
-    auto_size: bool = field(default=True, metadata={
-        "help": "Choose each task's region size on dev rows (cl_graft.strategies.graft.sizing); False: "
-                "localize.sparsity. A given localize.sparsity turns it off.", "option": False})
+        "help": "region finding after each experience", "preset": True, "options": {}})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
-
-    @classmethod
-    def implied(cls, point: Mapping[str, Any]) -> dict[str, Any]:
-        """A fixed ``localize.sparsity`` (an option, a grid point) means a fixed size: ``auto_size`` off."""
-        return {"auto_size": False, **point} if "localize.sparsity" in point else dict(point)
+        object.__setattr__(self, "size", parse_size(self.size))
 
     @classmethod
     def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:
@@ -129,7 +150,7 @@ class ReplaySettings(Settings):
         return cls(replay_mem=preset.continual.replay_mem)
 
 
-SPARSITY_GRID = ({"localize.sparsity": 0.01}, {"localize.sparsity": 0.03}, {"localize.sparsity": 0.1})
+SIZE_GRID = ({"size": "auto"}, {"size": 0.01}, {"size": 0.1})
 KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None})
 
 
@@ -209,12 +230,14 @@ def model_bytes(clf: TextClassifier) -> int:
 
 # ----- builders ------------------------------------------------------------------------------------
 def _finder(ctx: BuildContext):
-    """The region finder of ``graft``/``graft-paper``: sized per task (:mod:`.sizing`) unless a sparsity is fixed."""
+    """The region finder of ``graft``/``graft-paper``: sized per task (:mod:`.sizing`) unless the size is fixed."""
     from ..graft.finders import LocalizeFinder
     from ..graft.sizing import SizedFinder
 
-    finder = LocalizeFinder(ctx.settings.method, ctx.settings.localize, progress=ctx.progress)
-    return SizedFinder(finder) if ctx.settings.auto_size else finder
+    size, localize = ctx.settings.size, ctx.settings.localize
+    if isinstance(size, RegionSize):
+        return SizedFinder(LocalizeFinder(ctx.settings.method, localize, progress=ctx.progress), size)
+    return LocalizeFinder(ctx.settings.method, replace(localize, sparsity=size), progress=ctx.progress)
 
 
 def _graft(ctx: BuildContext):
@@ -274,7 +297,9 @@ def graft_bytes_estimate(ctx: BuildContext) -> int:
     params = dict(clf.named_parameters())
     names = graftable_names(params.items())
     numel = sum(params[n].numel() for n in names)
-    per_task = resolve_budget(ctx.settings.localize, numel) * (4 + params[names[0]].element_size())
+    size, localize = ctx.settings.size, ctx.settings.localize
+    localize = localize if isinstance(size, RegionSize) else replace(localize, sparsity=size)
+    per_task = resolve_budget(localize, numel) * (4 + params[names[0]].element_size())
     tasks = ctx.stream.tasks
     heads = sum(params[n].numel() * params[n].element_size() for t in tasks for n in clf.task_head_names(t))
     return len(tasks) * per_task + heads
@@ -324,9 +349,9 @@ def _replay_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
 
 STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (
     StrategyEntry("graft", "GraftStrategy, stream mode: train outside earlier regions, keep the learned region",
-                  _graft, _region_storage, GraftSettings, resumable=True, grid=SPARSITY_GRID),
+                  _graft, _region_storage, GraftSettings, resumable=True, grid=SIZE_GRID),
     StrategyEntry("graft-paper", "GraftStrategy, paper mode: regions from independent fine-tuning of each task",
-                  _graft_paper, _region_storage, GraftSettings, grid=SPARSITY_GRID),
+                  _graft_paper, _region_storage, GraftSettings, grid=SIZE_GRID),
     StrategyEntry("packnet", "PackNet on the transformer: keep the largest free weights per task, release the "
                   "rest to θ_pre", _packnet("pre"), _region_storage, PackNetSettings, grid=KEEP_GRID),
     StrategyEntry("packnet-zero", "PackNet as published: released weights set to zero", _packnet("zero"),

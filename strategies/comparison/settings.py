@@ -2,9 +2,10 @@
 
 A settings class subclasses :class:`Settings` and is a frozen dataclass whose fields carry ``metadata["help"]``.
 Its fields are changed by *keys*: the field's name, or ``"outer.inner"`` for a field of a nested dataclass (e.g.
-``"localize.sparsity"``). Keys are the names of record: ``cl-graft run`` options (``--ewc-lambda``, ``--sparsity``
+``"size.tolerance"``). Keys are the names of record: ``cl-graft run`` options (``--ewc-lambda``; ``--tolerance``
 for an inner field a nested field lists in its ``metadata["options"]``, inner name → help or None for the
-inner field's own), grid points (:mod:`.tuning`) and the
+inner field's own; a nested field with a ``metadata["name"]`` is also an option itself, given as text:
+``--region-size``), grid points (:mod:`.tuning`) and the
 ``info["tuning"]["chosen"]`` of results files, so one option name means one setting across the registry.
 A field whose default the preset sizes says so with ``metadata["preset"]`` and the class overrides
 :meth:`Settings.from_preset`; a field with ``metadata["option"] = False`` gets no command-line option.
@@ -65,9 +66,9 @@ class SettingOption:
 
     @property
     def name(self) -> str:
-        """The option's name without dashes: the key's last part (``ewc_lambda``; ``localize.sparsity`` →
-        ``sparsity``)."""
-        return self.key.rpartition(".")[2]
+        """The option's name without dashes: the field's ``metadata["name"]`` for a field that has one (``size``
+        → ``region_size``), else the key's last part (``ewc_lambda``; ``size.tolerance`` → ``tolerance``)."""
+        return (None if "." in self.key else self.field.metadata.get("name")) or self.key.rpartition(".")[2]
 
 
 def _plain(kind) -> type:
@@ -87,6 +88,8 @@ def setting_options(cls: type[Settings]) -> list[SettingOption]:
         kind = _plain(hints[fld.name])
         preset = bool(fld.metadata.get("preset"))
         if dataclasses.is_dataclass(kind):
+            if fld.metadata.get("name"):                                # the field itself, given as text
+                out.append(SettingOption(fld.name, fld, str, preset, fld.metadata.get("help", "")))
             inner_hints, inner = typing.get_type_hints(kind), {f.name: f for f in dataclasses.fields(kind)}
             out += [SettingOption(f"{fld.name}.{n}", inner[n], _plain(inner_hints[n]), preset,
                                   text or inner[n].metadata.get("help", ""))
@@ -118,6 +121,8 @@ def apply_point(settings: Settings, point: Mapping[str, Any]) -> Settings:
         if not has_setting(settings, key):
             raise UserError(f"setting {key!r} is not a setting of {type(settings).__name__}")
         outer, _, inner = key.partition(".")
+        if inner and not dataclasses.is_dataclass(getattr(settings, outer)):
+            raise UserError(f"setting {key!r} does not apply to {outer} = {getattr(settings, outer)!r}")
         settings = replace(settings, **{outer: replace(getattr(settings, outer), **{inner: value}) if inner
                                         else value})
     return settings

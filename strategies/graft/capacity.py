@@ -2,13 +2,14 @@
 
 The plugin's region finder comes from its ``finder`` and ``size`` arguments (:func:`plugin_finder`); before an
 experience trains, :func:`check_budget` refuses a budget the free elements cannot hold; after it trained, an
-automatic size gets this task's share of the free elements as its cap (:func:`experience_finder`) and the chosen
+automatic size gets this task's allowance of every tensor's free elements (:func:`experience_finder`) and the chosen
 size is recorded, logged, and warned about or refused (:func:`record_size_`, ``RegionSize.on_full``). The sizing
 rules themselves live in :mod:`.sizing`.
 """
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 from dataclasses import replace
 
@@ -34,7 +35,7 @@ def plugin_finder(finder: RegionFinder | None, size: RegionSize | float | None) 
         return finder if finder is not None else SizedFinder()
     if finder is not None:
         raise UserError("give a fixed size either as size= or in the finder's LocalizeConfig, not both")
-    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= 1:
+    if isinstance(size, bool) or not isinstance(size, numbers.Real) or not 0 < size <= 1:
         raise UserError(f"size must be a RegionSize, a share in (0, 1] or None, got {size!r}")
     return LocalizeFinder(config=LocalizeConfig(sparsity=float(size)))
 
@@ -57,16 +58,16 @@ def check_budget(finder: RegionFinder, owners: OwnerMap, free: Region) -> None:
                         f"lower the sparsity")
 
 
-def experience_finder(finder: RegionFinder, experience, *, free: Region, done: int) -> RegionFinder:
-    """The finder of this experience: an automatic size gets its cap, this task's share of the free elements
-    (:meth:`~.sizing.RegionSize.cap`, planning for ``expected_tasks`` or else the length of the stream the
-    experience comes from, Avalanche's ``origin_stream``); ``done`` tasks were learned before it."""
+def experience_finder(finder: RegionFinder, experience, *, done: int) -> RegionFinder:
+    """The finder of this experience: an automatic size gets its allowance, the share of each tensor's free
+    elements this task may take (:meth:`~.sizing.RegionSize.allowance`, planning for ``expected_tasks``, else the
+    length of the stream the experience comes from, Avalanche's ``origin_stream``, else open-ended); ``done``
+    tasks were learned before it."""
     if not isinstance(finder, SizedFinder):
         return finder
-    size, stream = finder.size, getattr(experience, "origin_stream", None)
-    if size.expected_tasks is None and stream is not None and len(stream):
-        size = replace(size, expected_tasks=len(stream))                   # cap() counts this task at least
-    return replace(finder, max_elements=size.cap(free.size, done))
+    stream = getattr(experience, "origin_stream", None)
+    length = len(stream) if stream is not None else None
+    return replace(finder, allowance=finder.size.allowance(done, length))
 
 
 @torch.no_grad()
@@ -80,7 +81,7 @@ def record_size_(finder: RegionFinder, root: torch.nn.Module, owners: OwnerMap, 
     record["free"] = (free.size - region.size) / free.numel
     log.info(size_line(task, record))
     if not record.get("met", True):
-        message, advice = full_message(task, record), "expected_tasks=, a larger ladder or a smaller target"
+        message, advice = full_message(task, record), "expected_tasks=, a larger ladder or a larger tolerance"
     elif not record.get("above_chance", True):
         message, advice = chance_message(task, record), "more free elements (expected_tasks=) or more training"
     else:

@@ -73,6 +73,16 @@ class ExperienceData:
             out.append((logits.argmax(-1) == y).cpu())
         return torch.cat(out)
 
+    @torch.no_grad()
+    def probabilities(self, model: nn.Module, split: str, *, limit: int, seed: int) -> Tensor:
+        """Class probabilities on the same examples as :meth:`correct`, ``(n, C)`` float64 (``(0, 1)`` when none)."""
+        dataset, idx = self._selection(split, limit=limit, seed=seed)
+        out = []
+        for s in range(0, len(idx), EVAL_BATCH):
+            logits, _ = self._logits(model, collate(dataset, idx[s:s + EVAL_BATCH]))
+            out.append(torch.softmax(logits.double(), dim=-1).cpu())
+        return torch.cat(out) if out else torch.zeros(0, 1, dtype=torch.float64)
+
     def labels(self, split: str, *, limit: int, seed: int) -> Tensor:
         """The classes of the same examples as :meth:`correct`, ``(n,)`` long."""
         dataset, idx = self._selection(split, limit=limit, seed=seed)

@@ -99,9 +99,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             ``regions``.
         size (RegionSize, float or None, default None): how big each task's region is. None without a
             ``finder``: chosen per task (:class:`~.sizing.RegionSize`'s defaults: the smallest of 0.1% … 20% of
-            the graftable elements whose grafted model keeps 99% of the trained model's validation accuracy
-            with 95% confidence, else the task's share of the free elements; one setting for pre-trained and
-            from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize`
+            the graftable elements that held-out rows vouch loses at most 2 points of the trained model's accuracy
+            with 95% confidence, inside the task's allowance of every tensor's free elements; one setting for
+            pre-trained and from-scratch models, see :mod:`.sizing`); a :class:`~.sizing.RegionSize`
             sets those rules; a float is a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
         finder (RegionFinder, default ``LocalizeFinder()``: the learned region of the paper, method ``graft``,
             with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``size``): finds a task's
@@ -266,7 +266,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.mode == "paper":
             region = free & self._paper_region(task)
         else:
-            finder = experience_finder(self.finder, strategy.experience, free=free, done=len(self.owners.tasks))
+            finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
             region = self._localize(target, free, self._data(strategy, target, label, task), finder)
             record_size_(self.finder, target.root, self.owners, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))

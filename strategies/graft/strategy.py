@@ -57,10 +57,11 @@ _ARGS = """Args:
     mode (str, default ``"stream"``): ``"stream"`` trains each task on every free element and then finds its
         region with ``finder``; ``"paper"`` trains each task only inside its region from ``regions``.
     size (RegionSize, float or None, default None): each task's region size. None: chosen per task as the
-        smallest region (0.1% … 20% of the graftable elements) that keeps 99% of the trained model's validation
-        accuracy with 95% confidence (on ``valid_stream`` when given, else on 10% of the experience's training
-        examples held out from training), else the largest the task may take (its share of the free elements),
-        see :class:`~.sizing.RegionSize`; a float: a fixed share of the graftable elements.
+        smallest region (0.1% … 20% of the graftable elements) that held-out rows vouch loses at most 2 points
+        of the trained model's accuracy with 95% confidence (``valid_stream`` when given, else 10% of the
+        experience's training examples held out from training), else the largest the task may take (its
+        allowance of every tensor's free elements), see :class:`~.sizing.RegionSize`; a float: a fixed share of
+        the graftable elements.
     finder (RegionFinder, default ``LocalizeFinder()``): finds a task's region among the free elements after it
         trains; the default is the paper's learned region (method ``graft``) with ``LocalizeConfig()``'s defaults,
         sized by ``size``. ``LocalizeFinder("topk", LocalizeConfig(sparsity=0.01))`` etc. (both exported here);

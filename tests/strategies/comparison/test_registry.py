@@ -35,7 +35,7 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
 def test_storage_matched_replay_holds_grafts_bytes():
     model, stream = build_model(), Stream.make(stream_rows(), build_model())
     data, cfg = continual_setup("smoke", seed=0)
-    settings = strategy_settings("replay-matched", data, seed=0)
+    settings = strategy_settings("replay-matched", data, seed=0)   # auto size: the preset's sparsity estimates it
     result = run_strategy("replay-matched", model, stream, cfg, settings)
     params = dict(model.named_parameters())
     numel = sum(p.numel() for n, p in params.items() if ".layer." in n)

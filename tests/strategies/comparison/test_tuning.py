@@ -12,6 +12,7 @@ from helpers import SENTIMENT, cli
 
 avalanche = pytest.importorskip("avalanche")
 
+from cl_graft.strategies import RegionSize
 from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.registry import (
     GRID_SIZE,
@@ -39,16 +40,23 @@ def test_every_grid_has_the_same_budget_and_valid_settings():
 def test_apply_point_and_tune_pick_the_best_first_on_ties():
     data = continual_setup("smoke", seed=0)[0]
     graft = strategy_settings("graft", data, seed=0)
-    assert graft.auto_size                                           # the default: sized per task on dev rows
-    fixed = apply_point(graft, {"localize.sparsity": 0.1})
-    assert fixed.localize.sparsity == 0.1 and not fixed.auto_size    # a given sparsity is a fixed size
-    assert strategy_settings("graft", data, seed=0, given={"localize.sparsity": 0.02}).auto_size is False
+    assert graft.size == RegionSize()                                # the default: sized per task on dev rows
+    fixed = apply_point(graft, {"size": "0.1"})                      # --region-size 0.1
+    assert fixed.size == 0.1 and apply_point(graft, {"size": "auto"}).size == RegionSize()
+    assert strategy_settings("graft", data, seed=0, given={"size": 0.02}).size == 0.02
+    strict = apply_point(graft, {"size": "auto", "size.tolerance": 0.01})   # --region-size auto --tolerance 0.01
+    assert strict.size == RegionSize(tolerance=0.01)
+    with pytest.raises(UserError, match="does not apply to size = 0.1"):
+        apply_point(fixed, {"size.tolerance": 0.01})
+    for bad in ("0", "1.5", "abc", "nan", True):
+        with pytest.raises(UserError, match="region size must be auto or a share"):
+            apply_point(graft, {"size": bad})
     ewc = strategy_settings("ewc", data, seed=0)
     assert apply_point(ewc, {"ewc_lambda": 5.0}).ewc_lambda == 5.0 and ewc.ewc_lambda == 1e4
     with pytest.raises(UserError, match="not a setting"):
         apply_point(graft, {"localize.nope": 1})
     with pytest.raises(UserError, match="not a setting of EWCSettings"):
-        apply_point(ewc, {"localize.sparsity": 0.1})
+        apply_point(ewc, {"size": 0.1})
     scores = {1e2: 0.5, 1e3: 0.7, 1e4: 0.7}
     chosen, record = tune("ewc", ewc, lambda s: scores[s.ewc_lambda])
     assert chosen.ewc_lambda == 1e3 and record["chosen"] == {"ewc_lambda": 1e3}
@@ -142,15 +150,15 @@ def test_replay_matched_is_sized_by_the_region_size_chosen_for_graft(env, tmp_pa
     seen, real = [], runner.run_strategy
 
     def spy(name, base, stream, cfg, settings, **kw):
-        seen.append((name, settings.localize.sparsity))
+        seen.append((name, settings.size))
         return real(name, base, stream, cfg, settings, **kw)
 
     monkeypatch.setattr(runner, "run_strategy", spy)
     src = tmp_path / "src"
     src.mkdir()
     (src / "results.json").write_text(json.dumps({"run": {"seed": 0}, "strategies": {"graft": {"info": {"tuning": {
-        "chosen": {"localize.sparsity": 0.1}}}}}}))
-    assert strategy_settings("graft", continual_setup("smoke", seed=0)[0], seed=0).localize.sparsity != 0.1
+        "chosen": {"size": 0.1}}}}}}))
+    assert strategy_settings("graft", continual_setup("smoke", seed=0)[0], seed=0).size != 0.1
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,replay-matched", "--settings-from", str(src),
                  "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -27,10 +28,13 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.sizing import chance_level, kept_share, sizing_records, wilson_low
+from cl_graft.strategies.graft.evidence import Outputs, chance_level, loss_evidence, wilson_low, z_value
+from cl_graft.strategies.graft.sizing import allowed, sizing_records
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.problem import Problem
+from cl_graft.regions.region import Region
 
 DIM, CLASSES = 16, 4
 QUICK = LocalizeFinder("graft", LocalizeConfig(steps=2, select_rows=64))
@@ -56,37 +60,50 @@ def _planted() -> tuple[nn.Linear, nn.Linear]:
     return pre, ft
 
 
-def test_search_picks_the_smallest_rung_that_keeps_the_target():
+def test_search_goes_down_to_the_smallest_rung_the_rows_vouch_for():
     """θ_pre = 0; θ_ft puts weight 1 on the 10 signal inputs of class 1 (10 elements = 5% of the 200) and
-    tiny weights elsewhere: rungs of 1% and 2% (2 and 4 signal inputs) lose accuracy, 5% keeps all of it."""
+    tiny weights elsewhere: from the top rung down, 20%, 10% and 5% lose nothing on 400 held-out rows, 2% (4
+    signal inputs) loses accuracy, so the search stops there and keeps 5%."""
     pre, ft = _planted()
     data = ExperienceData(_sum_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_sum_task(400, 2))
     size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
     region = SizedFinder(QUICK, size)(pre, ft, data, names=["weight"], candidates=None)
     record = region.meta["sizing"]
-    assert [r["share"] for r in record["rungs"]] == [0.01, 0.02, 0.05]          # stops at the first that keeps
-    assert all(r["kept"] < 0.99 for r in record["rungs"][:2]) and record["rungs"][2]["kept"] >= 0.99
-    assert record["share"] == 0.05 and region.size == 10 and record["met"] and record["validation"] == "dev"
+    assert [r["share"] for r in record["rungs"]] == [0.2, 0.1, 0.05, 0.02]       # stops at the first not vouched
+    assert [r["vouched"] for r in record["rungs"]] == [True, True, True, False]
+    assert record["rungs"][3]["loss"] > 0.02 and record["rungs"][2]["loss"] <= 0.0
+    assert record["share"] == 0.05 and region.size == 10 and record["met"] and record["below_cap"]
+    assert record["validation"] == "dev" and record["rows"] == 400
     assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
 
 
-def test_kept_share_bound_needs_rows_or_agreement():
-    """The lower bound reaches the target only where the rows vouch for it: many rows without a disagreement
-    do, a handful do not (the pessimistic row), nor do many disagreements that happen to cancel out."""
-    z = 1.645
+def _outputs(right: torch.Tensor, confidence: float = 0.99) -> Outputs:
+    """Two-class outputs on ``len(right)`` rows of label 1: class 1 with ``confidence`` where ``right``."""
+    p1 = torch.where(right, torch.tensor(confidence), torch.tensor(1 - confidence)).double()
+    return Outputs(torch.stack([1 - p1, p1], 1), torch.ones(len(right), dtype=torch.long))
+
+
+def test_loss_bounds_need_rows_or_agreement():
+    """The bound reaches the tolerance only where the rows vouch for it: many rows without a disagreement do, a
+    handful do not (the pessimistic row), nor do many confident disagreements that happen to cancel out; a graft
+    that gains accuracy is vouched for by the labels, and one that differs only where the trained model is unsure
+    by the trained model's own probabilities."""
+    z = z_value(0.95)
     agree = torch.ones(400, dtype=torch.bool)
-    kept, low = kept_share(agree, agree, target=0.99, z=z)
-    assert kept == 1.0 and low >= 0.99
-    kept, low = kept_share(agree[:20], agree[:20], target=0.99, z=z)
-    assert kept == 1.0 and low < 0.99
+    assert loss_evidence(_outputs(agree), _outputs(agree), z=z)["bound"] <= 0.02
+    assert loss_evidence(_outputs(agree[:20]), _outputs(agree[:20]), z=z)["bound"] > 0.02
     ref = torch.arange(400) < 300                                               # 300 right
     swapped = ref.clone()
     swapped[:30], swapped[300:330] = False, True                                # 30 lost, 30 gained
-    kept, low = kept_share(swapped, ref, target=0.99, z=z)
-    assert kept == 1.0 and low < 0.99
-    kept, low = kept_share(swapped, ref, target=0.99, z=0.0)                    # confidence 0.5: the point
-    assert low < kept                                                           # estimate less one row
+    evidence = loss_evidence(_outputs(ref), _outputs(swapped), z=z)
+    assert evidence["loss"] == 0.0 and evidence["disagree"] == 0.15 and evidence["bound"] > 0.02
+    gains = ref.clone()
+    gains[300:360] = True                                                       # 60 gained, none lost
+    evidence = loss_evidence(_outputs(ref), _outputs(gains), z=z)
+    assert evidence["loss"] < 0 and evidence["hits_bound"] <= 0.02 < evidence["beliefs_bound"]
+    unsure = loss_evidence(_outputs(ref, 0.51), _outputs(swapped, 0.99), z=z)    # the same swaps, f unsure there
+    assert unsure["beliefs_bound"] <= 0.02 < unsure["hits_bound"]
 
 
 def test_chance_level_and_the_wilson_bound():
@@ -104,41 +121,64 @@ def test_chance_level_and_the_wilson_bound():
 
 def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
     """The constructed model of the test above with 20 held-out rows: the 5% rung keeps every row, but 20
-    rows cannot show it keeps 99%, so the search goes on to the largest rung the task may take (its cap)."""
+    rows cannot show it loses at most 2 points, so the task keeps the largest rung it may take (its cap)."""
     pre, ft = _planted()
     data = ExperienceData(_sum_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_sum_task(20, 2))
     size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
-    record = SizedFinder(QUICK, size, max_elements=30)(pre, ft, data, names=["weight"],
-                                                       candidates=None).meta["sizing"]
-    assert [r["share"] for r in record["rungs"]] == [0.01, 0.02, 0.05, 0.1, 0.15]   # the last one capped
-    assert record["rungs"][2]["kept"] == 1.0 and all(r["kept_low"] < 0.99 for r in record["rungs"])
-    assert record["elements"] == 30 and record["rows"] == 20 and record["met"]
-    strict = SizedFinder(QUICK, replace(size, confidence=0.5))(pre, ft, data, names=["weight"], candidates=None)
-    assert strict.meta["sizing"]["share"] == 0.2                                # 20/21 < 99% even at 0.5
+    record = SizedFinder(QUICK, size, allowance=0.15)(pre, ft, data, names=["weight"],
+                                                      candidates=None).meta["sizing"]
+    assert [r["share"] for r in record["rungs"]] == [0.15, 0.1]                  # the top one capped
+    assert record["rungs"][1]["loss"] == 0.0 and not record["rungs"][1]["vouched"]
+    assert record["elements"] == 30 and record["rows"] == 20 and record["met"] and not record["below_cap"]
+    lenient = SizedFinder(QUICK, replace(size, tolerance=0.2))(pre, ft, data, names=["weight"], candidates=None)
+    assert lenient.meta["sizing"]["share"] == 0.05                              # bound ≈ 14 points on 20 rows
 
 
-def test_cap_splits_the_free_elements_over_the_tasks_to_come_and_the_reserve():
-    """Task t of T may take free / (T − t + reserve): with one share in reserve the last task keeps half of
-    what is free (it trains in both halves); without, all of it; past the plan, half again."""
+def test_allowance_splits_every_tensors_free_elements_over_the_tasks_to_come():
+    """Task t of T may take 1 / (T − t + reserve) of the free elements: with one share in reserve the last
+    task keeps half of what is free (it trains in both halves); without, all of it; a task outside its stream,
+    or with no stream, plans for a stream twice as long as the tasks seen so far."""
     size = RegionSize(expected_tasks=4)
-    assert [size.cap(1000, t) for t in range(4)] == [200, 250, 333, 500]
-    assert [replace(size, reserve=0).cap(1000, t) for t in range(4)] == [250, 333, 500, 1000]
-    assert size.cap(1000, 6) == 500 and RegionSize().cap(1000, 0) == 500          # unplanned: this one is last
-    free, owned = 10_000, []
-    for t in range(4):                                                            # every task takes its cap
-        owned.append(size.cap(free, t))
-        free -= owned[-1]
-    assert free >= min(owned) - 1                                                 # one share is left at the end
+    assert [size.allowance(t) for t in range(4)] == [1 / 5, 1 / 4, 1 / 3, 1 / 2]
+    assert [replace(size, reserve=0).allowance(t) for t in range(4)] == [1 / 4, 1 / 3, 1 / 2, 1]
+    auto = RegionSize()
+    assert [auto.allowance(t, 20) for t in (0, 19)] == [1 / 21, 1 / 2]          # inside a 20-task stream
+    assert auto.allowance(0, None) == 1 / 3 and auto.allowance(29, None) == 1 / 32   # open-ended: doubling
+    assert auto.allowance(5, 1) == auto.allowance(5, None)                      # one stream per experience
+    free = 1.0
+    for t in range(30):                                                         # every task takes its allowance
+        free *= 1 - auto.allowance(t, 1)
+    assert free == pytest.approx(1 / 2 * 3 / 32)                                # the 31st still finds 4.7%
+
+
+def test_allowance_is_taken_from_every_tensor():
+    """The candidates of a task are ⌊allowance · free⌋ elements of each tensor (largest |Δ| first), so a tensor
+    nearly full keeps its last free elements for later tasks even when its |Δ| is the largest."""
+    pre, ft = nn.Linear(10, 10), nn.Linear(10, 10)
+    with torch.no_grad():
+        ft.weight.copy_(pre.weight + 0.01)
+        ft.bias.copy_(pre.bias + 5.0)                                            # the bias has the largest |Δ|
+    names = ["weight", "bias"]
+    free = Region({"weight": torch.ones(10, 10, dtype=torch.bool), "bias": torch.arange(10) < 4})
+    prob = Problem.build(pre, ft, LocalizeConfig(budget=1), names=names, candidates=free)
+    mask = allowed(prob, 0.5)
+    assert int(mask[:100].sum()) == 50 and int(mask[100:].sum()) == 2 and not bool(mask[104:].any())
 
 
 def test_size_settings_are_checked():
-    for bad in ({"target": 0}, {"ladder": (0.1, 0.01)}, {"on_full": "ignore"}, {"expected_tasks": 0},
-                {"holdout": 1.0}, {"confidence": 0.4}, {"confidence": 1.0}, {"reserve": -1}, {"reserve": 0.5}):
-        with pytest.raises(UserError):
+    for bad in ({"tolerance": -0.1}, {"tolerance": 1.0}, {"ladder": (0.1, 0.01)}, {"ladder": "0.1"},
+                {"on_full": "ignore"}, {"expected_tasks": 0}, {"expected_tasks": 2.5}, {"expected_tasks": True},
+                {"holdout": 1.0}, {"confidence": 0.4}, {"confidence": 1.0}, {"reserve": -1}, {"reserve": 0.5},
+                {"reserve": 10 ** 6}, {"rows": 1.5}, {"rows": float("nan")}, {"tolerance": float("nan")}):
+        with pytest.raises(UserError, match=next(iter(bad))):
             RegionSize(**bad)
+    assert RegionSize(tolerance=np.float32(0.05), rows=np.int64(100)).rows == 100
     with pytest.raises(UserError, match="not both"):
         GraftStrategy(model=nn.Linear(2, 2), optimizer=torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1),
                       finder=QUICK, size=0.05)
+    model = nn.Linear(2, 2)
+    fixed = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), size=np.float32(0.05))
+    assert fixed.graft.finder.config.sparsity == pytest.approx(0.05)
 
 
 # ----- in a stream ----------------------------------------------------------------------------------------
@@ -247,9 +287,10 @@ def test_default_size_is_recorded_and_nothing_is_forgotten(default_run):
     records = sizing_records(strategy.graft.owners)
     assert [r["task"] for r in records] == ["0", "1"]
     for r in records:
-        assert r["validation"] == "dev" and r["met"] and r["kept"] >= 0.99 and 0 < r["share"] <= r["cap_share"]
-    assert records[0]["cap_share"] == pytest.approx(1 / 3, abs=1e-3)     # 2 tasks + 1 share in reserve
-    assert records[1]["cap_share"] == pytest.approx(records[0]["free"] / 2, abs=1e-3)
+        assert r["validation"] == "dev" and r["met"] and r["loss"] <= 0.02 and 0 < r["share"] <= r["cap_share"]
+    assert [r["allowance"] for r in records] == [1 / 3, 1 / 2]          # 2 tasks + 1 share in reserve
+    assert records[0]["cap_share"] == pytest.approx(1 / 3, abs=0.01)     # ⌊1/3⌋ of each tensor
+    assert records[1]["cap_share"] == pytest.approx(records[0]["free"] / 2, abs=0.01)
     assert records[1]["free"] == pytest.approx(1 - records[0]["share"] - records[1]["share"])
     assert _acc(results[0], 0) == _acc(results[1], 0)                    # forgetting exactly 0
 
@@ -279,19 +320,19 @@ def _sizes(owners) -> list[dict]:
 
 def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
     """One element (the ladder's only rung) of a single-head MLP trained from scratch cannot hold a task: a
-    warning naming the task, the share reached and the free share; with ``on_full="error"`` a UserError that
+    warning naming the task, the accuracy it lost and the free share; with ``on_full="error"`` a UserError that
     records nothing and leaves no trained value of the task outside θ_pre."""
-    size = RegionSize(ladder=(1e-4,), target=1.0)
+    size = RegionSize(ladder=(1e-4,), tolerance=0.0)
     strategy = _strategy(_single_head(), size=size)
     torch.manual_seed(0)
-    with pytest.warns(CapacityWarning, match=r"task '0' reached .*% of its trained model's validation score "
-                                             r"\(target 100%\) with 0\.[0-9]+% .*; 100\.0% were free"):
+    with pytest.warns(CapacityWarning, match=r"task '0' lost [0-9.]+ points of its trained model's dev accuracy "
+                                             r"\(tolerance 0\) with 0\.[0-9]+% .*; 100\.0% were free"):
         strategy.train(bm.train_stream[0])
     owners = strategy.graft.owners
     record = sizing_records(owners)[0]
-    assert not record["met"] and record["kept"] < 1.0 and record["elements"] == 1
+    assert not record["met"] and record["loss"] > 0 and record["kept"] < 1.0 and record["elements"] == 1
     strategy.graft.finder = SizedFinder(strategy.graft.finder.finder, replace(size, on_full="error"))
-    with pytest.raises(UserError, match=r"task '1' reached .*; 99\.9% were free"):
+    with pytest.raises(UserError, match=r"task '1' lost .*; 99\.9% were free"):
         strategy.train(bm.train_stream[1])
     assert owners.tasks == ["0"]
     params = dict(strategy.model.named_parameters())
@@ -310,11 +351,11 @@ def _noise(n: int, seed: int) -> TensorDataset:
 
 def test_a_task_at_chance_warns_even_when_its_graft_keeps_its_trained_score():
     """Labels independent of the inputs: the trained model is at chance on the held-out rows and the grafted
-    model keeps that (target 50%), so the size is "met", yet the task is not silent: a warning that it is not
+    model keeps that (tolerance 50 points), so the size is "met", yet the task is not silent: a warning that it is not
     surely above chance, with its score, the chance level and the free share; ``on_full="error"`` stops."""
     noise = nc_benchmark(_noise(1600, 1), _noise(64, 2), n_experiences=2, task_labels=True, seed=0,
                          fixed_class_order=[0, 1, 2, 3])
-    size = RegionSize(target=0.5)
+    size = RegionSize(tolerance=0.5)
     strategy = _strategy(_mlp(), size=size)
     torch.manual_seed(0)
     with pytest.warns(CapacityWarning, match=r"task '0' scores [0-9.]+% on its 80 dev rows \(its trained model "

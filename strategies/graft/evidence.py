@@ -1,0 +1,113 @@
+"""Evidence that a grafted model loses at most a tolerance of its trained model's accuracy, from held-out rows.
+
+Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600) claim a tiny region keeps nearly all of a task's
+fine-tuned accuracy; :mod:`.sizing` chooses each task's region size by asking, rung by rung, whether the rows at
+hand can vouch for that. With f the trained model (θ_ft), g a grafted one and y the label of a held-out row x,
+the quantity to bound is the accuracy g loses, L = P(f(x) = y) − P(g(x) = y). Two estimates of L are read from
+the same rows; each gets a one-sided upper confidence bound and a rung is accepted when either bound is at most
+the tolerance τ (each bound at level α/2, so the union holds at level α: Bonferroni):
+
+- **Paired hits** (labelled): e_i = 1[f right] − 1[g right] ∈ {−1, 0, 1}; its mean is L without assumptions.
+  Rows where g is right and f wrong count in g's favour, so a graft that *gains* accuracy (a small region often
+  regularises) is accepted on few rows. Its noise is √(disagreement / n): a hundred rows cannot resolve a
+  loss of one point when the models disagree on several percent of them.
+- **The trained model's own beliefs** (label-free): s_i = p_f(f(x_i) | x_i) − p_f(g(x_i) | x_i) ∈ [0, 1], the
+  accuracy g loses *if f's probabilities are right*; 0 on every row where g answers as f does, and small where
+  they disagree on a row f itself is unsure of, which is where disagreements fall. Its rows are almost all 0, so
+  its bound is tight on the same rows. It assumes f is calibrated or overconfident on its own answers (then s_i
+  over-states the loss of that row; fine-tuned networks are overconfident, Guo et al. 2017, and grafting's paper
+  reports exactly that θ_ft is worse calibrated than its grafts), and held-out rows from the task's distribution.
+
+Each bound is a normal bound mean + z·sd/√n over the rows **plus one pessimistic row** (e = s = 1: f right and
+confident, g wrong), so that a handful of rows without a disagreement is not taken for certainty (as the rule of
+three would not): with 20 rows the pessimistic row alone costs ~5 points. Never test rows; no random numbers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """A model's class probabilities on the held-out rows and the rows' labels.
+
+    Attributes:
+        probs: ``(n, C)`` float, softmax outputs.
+        labels: ``(n,)`` long, the true classes.
+    """
+
+    probs: Tensor
+    labels: Tensor
+
+    @property
+    def answers(self) -> Tensor:
+        """``(n,)`` long, the predicted classes."""
+        return self.probs.argmax(-1)
+
+    @property
+    def hits(self) -> Tensor:
+        """``(n,)`` bool, right on each row."""
+        return self.answers == self.labels
+
+
+def z_value(confidence: float) -> float:
+    """The normal quantile of each of the two bounds: one-sided level 1 − (1 − confidence) / 2."""
+    return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+
+def upper_bound(losses: Tensor, z: float) -> float:
+    """mean + z·sd/√n of ``losses`` ``(n,)`` with one pessimistic row of 1 added."""
+    x = torch.cat([losses.double().reshape(-1), torch.ones(1, dtype=torch.float64)])        # (n + 1,)
+    return float(x.mean() + z * x.std(unbiased=True) / math.sqrt(len(x)))
+
+
+def beliefs(ref: Tensor, graft: Tensor) -> Tensor:
+    """s_i = p_f(f(x_i)) − p_f(g(x_i)) of class probabilities ``ref`` (f) and ``graft`` (g), both ``(n, C)``:
+    ``(n,)`` in [0, 1], 0 where the two answer alike."""
+    rows = torch.arange(len(ref))
+    return (ref[rows, ref.argmax(-1)] - ref[rows, graft.argmax(-1)]).clamp(min=0)
+
+
+def loss_evidence(ref: Outputs, graft: Outputs, *, z: float, ref_more: Tensor | None = None,
+                  graft_more: Tensor | None = None) -> dict:
+    """The two estimates of the accuracy ``graft`` loses against ``ref`` (the trained model) on the same
+    held-out rows; the label-free one also reads the probabilities ``ref_more`` / ``graft_more`` ``(m, C)`` of
+    both models on rows without labels used (a sample of the training inputs).
+
+    Returns:
+        ``loss`` (the paired point estimate acc(ref) − acc(graft)), ``hits_bound`` and ``beliefs_bound`` (their
+        upper bounds, see the module docstring), ``bound`` (the smaller of the two), ``disagree`` (share of the
+        held-out rows the two answer differently).
+    """
+    f, g = ref.hits.double(), graft.hits.double()
+    s = beliefs(ref.probs, graft.probs)
+    if ref_more is not None and len(ref_more):
+        s = torch.cat([s, beliefs(ref_more, graft_more)])
+    hits_bound, beliefs_bound = upper_bound(f - g, z), upper_bound(s, z)
+    n = max(1, len(f))
+    return {"loss": float((f - g).sum()) / n, "hits_bound": hits_bound, "beliefs_bound": beliefs_bound,
+            "bound": min(hits_bound, beliefs_bound), "disagree": float((ref.answers != graft.answers).sum()) / n,
+            "beliefs": float(s.mean()) if len(s) else 0.0}
+
+
+def chance_level(labels: Tensor) -> float:
+    """The accuracy of always answering the most frequent class of ``labels`` ``(n,)`` (0.0 for no rows)."""
+    return float(torch.bincount(labels).max()) / len(labels) if len(labels) else 0.0
+
+
+def wilson_low(hits: Tensor, z: float) -> float:
+    """The one-sided Wilson score lower bound of the accuracy ``hits.mean()`` of ``hits`` ``(n,)`` bool (z: its
+    normal quantile); 0.0 for no rows. Unlike mean − z·sd/√n it stays inside [0, 1] and does not take a handful
+    of rows all right for certainty."""
+    n = len(hits)
+    if n == 0:
+        return 0.0
+    p, z2 = float(hits.double().mean()), z * z
+    centre = p + z2 / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z2 / n))
