@@ -1,7 +1,7 @@
 """Reliability, round 3, on the command line: skills cross-checked by export, no write through a symbolic link out
 of --out, the safetensors library's temporary files cleaned, export never inside a running command's folder nor
 of an unfinished task, finetune's lock before its model. One test per defect of the round (issue 31); the API's
-are in tests/strategies/graft/test_reliability_round3.py."""
+are in tests/strategies/graft/test_graft_reliability_round3.py."""
 from __future__ import annotations
 
 import json
