@@ -58,7 +58,7 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
     from cl_graft.strategies.comparison.config import continual_setup
-    from cl_graft.strategies.graft.owner_map import OwnerMap
+    from cl_graft.strategies.graft.saved_checks import load_skills
     from cl_graft.strategies.graft.routing import TaskRouter
     from cl_graft.strategies.graft.targets import graft_target
 
@@ -74,7 +74,7 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     for i, s in enumerate(splits):
         clf.add_task(s.spec, seed=seed + i)
     bm = make_benchmark(splits, clf)
-    owners = OwnerMap.load(run / "graft" / "state" / "skills", clf)
+    owners = load_skills(run / "graft" / "state" / "skills", clf)
     owners.apply_(clf)
     adapter = TaskAdapter(clf, tasks).eval()
     router = TaskRouter(graft_target(adapter), owners)
