@@ -216,8 +216,10 @@ def run_one(benchmark: str, name: str, seed: int, *, epochs: int = EPOCHS, final
         out["localize_seconds"] = round(sum(graft.localize_seconds), 3)
         out["search_seconds"] = round(sum(r.get("search_seconds", 0.0) for r in records), 3)
         out["owned"] = np.cumsum([r["share"] for r in records]).tolist()
-        out["sizes"] = [{k: r.get(k) for k in ("task", "share", "kept", "met", "free", "cap_share", "score",
-                                               "reference", "chance", "above_chance")} for r in records]
+        out["sizes"] = [{k: r.get(k) for k in ("task", "share", "loss", "bound", "kept", "met", "free", "allowance",
+                                               "cap_share", "below_cap", "score", "reference", "chance",
+                                               "above_chance", "rungs")} for r in records]
+        out["below_cap"] = sum(bool(r.get("below_cap")) for r in records)
         out["below_target"] = [r["task"] for r in records if r.get("met") is False]
         out["at_chance"] = [r["task"] for r in records if r.get("above_chance") is False]
     return out

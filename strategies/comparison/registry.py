@@ -322,18 +322,19 @@ def owner_plugin(strategy):
 
 
 def _region_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
-    """Regions + heads of the owner map (graft, packnet)."""
+    """Regions + heads + feature statistics of the owner map (graft, packnet), in all and per task."""
     from ..graft.sizing import sizing_records
 
     plugin = owner_plugin(strategy)
     owners = plugin.owners
     sizes = [p.region.size for p in owners.patches]
     numel = sum(o.numel() for o in owners.owner.values())
-    return owners.bytes()["total"], {"region_sizes": sizes, "graftable": numel,
-                                     "region_density": [s / numel for s in sizes],
-                                     "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
-                                     "sizing": sizing_records(owners),
-                                     "localize_seconds": plugin.localize_seconds}
+    stored = owners.bytes()
+    return stored["total"], {"region_sizes": sizes, "graftable": numel, "bytes": stored,
+                             "task_bytes": owners.task_bytes(),
+                             "region_density": [s / numel for s in sizes],
+                             "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
+                             "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds}
 
 
 def _model_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:

@@ -50,8 +50,8 @@ class OwnerMap:
         tasks: task names in the order they were learned.
         patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
         pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
-        features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none);
-            not counted in :meth:`bytes` (d² + d floats per task: mean and covariance).
+        features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none;
+            d² + d floats per task, mean and covariance, counted in :meth:`bytes`).
         task_meta: task name → a JSON-serialisable dict of what the run records about the task (saved as is).
         adaptations: the Avalanche head adaptations the model went through, in order (see
             :mod:`.saved_run`; empty for models without dynamic modules).
@@ -111,15 +111,30 @@ class OwnerMap:
         values = {n: self.pre[n].reshape(-1)[m.reshape(-1)] for n, m in masks.items()}
         return SkillPatch(Region.adopt(masks, {"method": "rollback"}), values)
 
+    def task_bytes(self) -> list[dict[str, int]]:
+        """What each learned task adds to the run, in the order learned: its region (an int32 index and a value
+        per element, the sparse form the skills are saved in), its head tensors, its feature statistics
+        (float32 mean and covariance, ``d + d²``) and their ``total``."""
+        out = []
+        for task, patch in zip(self.tasks, self.patches):
+            region = patch.bytes(extra=False)
+            stats = self.features.get(task)
+            features = 4 * (stats.mean.numel() + stats.cov.numel()) if stats is not None else 0
+            out.append({"region": region, "head": patch.bytes() - region, "features": features,
+                        "total": patch.bytes() + features})
+        return out
+
     def bytes(self) -> dict[str, int]:
-        """Stored bytes beyond the base model: owned elements (the cheaper of int32 index + value per element
-        and one owner byte per element + value), task heads, and their sum."""
+        """Stored bytes beyond the base model: owned elements (the cheaper of int32 index + value per element,
+        the form saved, and one owner byte per graftable element + value), task heads, feature statistics, and
+        their sum."""
+        per_task = self.task_bytes()
         owned = sum(p.region.size for p in self.patches)
         numel = sum(o.numel() for o in self.owner.values())
-        values = sum(p.bytes(extra=False) for p in self.patches)          # index + value per element
+        values = sum(t["region"] for t in per_task)                          # index + value per element
         regions = min(values, numel + values - 4 * owned)                   # or: owner byte + value
-        heads = sum(p.bytes() for p in self.patches) - values
-        return {"regions": regions, "heads": heads, "total": regions + heads}
+        heads, features = sum(t["head"] for t in per_task), sum(t["features"] for t in per_task)
+        return {"regions": regions, "heads": heads, "features": features, "total": regions + heads + features}
 
     # ----- updates -------------------------------------------------------------------------------
     def add_(self, model: TextClassifier, task: str, region: Region, *,

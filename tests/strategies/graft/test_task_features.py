@@ -196,3 +196,19 @@ def test_rules_script_scores_feature_rules():
     assert res["features"]["task_agnostic"] == [0.5, 1.0] == res["features"]["avalanche"]
     assert res["entropy"]["task_id"] == [1.0, 0.0]                              # ties go to the first task
     assert "features" not in evaluate_rules(["a", "b"], logits, labels)
+
+
+def test_feature_statistics_count_in_each_tasks_bytes():
+    """Each task's bytes: its region (int32 index + value per element), its head and its d + d² float32
+    statistics; the run's total adds them up (the cheaper owner form for the regions)."""
+    _, owners, _ = two_task_router()
+    per_task = owners.task_bytes()
+    for task, patch, b in zip(owners.tasks, owners.patches, per_task):
+        d = owners.features[task].mean.numel()
+        assert b["features"] == 4 * (d + d * d) and b["region"] == patch.bytes(extra=False)
+        assert b["total"] == b["region"] + b["head"] + b["features"]
+    total = owners.bytes()
+    assert total["features"] == sum(b["features"] for b in per_task) > 0
+    assert total["total"] == total["regions"] + total["heads"] + total["features"]
+    del owners.features["1"]
+    assert owners.task_bytes()[1]["features"] == 0
