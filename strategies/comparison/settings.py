@@ -13,6 +13,7 @@ A field whose default the preset sizes says so with ``metadata["preset"]`` and t
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Mapping
@@ -38,7 +39,8 @@ class Settings:
         return dict(point)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The settings as JSON reads them back (tuples as lists), so a saved copy compares equal."""
+        return json.loads(json.dumps(asdict(self)))
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ class RegionSize:
         return sorted({min(max(1, budget_for(s, numel)), cap) for s in self.ladder})
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "ladder": list(self.ladder)}
 
 
 def _default_finder():
