@@ -272,14 +272,16 @@ def acc(result: dict, j: int) -> float:
 
 # ----------------------------------------------------------------------------- the blob stream (Avalanche's own loops)
 
-DIM, CLASSES, TASKS = 16, 6, 3
+BLOB_DIM, BLOB_CLASSES, BLOB_TASKS = 16, 6, 3
+"""The blob stream: input size, classes, tasks (two classes each)."""
 
 
 def points(n: int, seed: int) -> TensorDataset:
     """Six Gaussian blobs in 16 dims (class c around a fixed random centre), with ``targets`` for Avalanche."""
-    centres = torch.randn(CLASSES, DIM, generator=torch.Generator().manual_seed(0)) * 2
-    y = torch.arange(CLASSES).repeat(n // CLASSES)
-    ds = TensorDataset(centres[y] + torch.randn(len(y), DIM, generator=torch.Generator().manual_seed(seed)), y)
+    centres = torch.randn(BLOB_CLASSES, BLOB_DIM, generator=torch.Generator().manual_seed(0)) * 2
+    y = torch.arange(BLOB_CLASSES).repeat(n // BLOB_CLASSES)
+    noise = torch.randn(len(y), BLOB_DIM, generator=torch.Generator().manual_seed(seed))
+    ds = TensorDataset(centres[y] + noise, y)
     ds.targets = y.tolist()
     return ds
 
@@ -288,8 +290,8 @@ def benchmark():
     """Three tasks of two classes each (Avalanche's nc_benchmark, task labels 0, 1, 2)."""
     from avalanche.benchmarks import nc_benchmark
 
-    return nc_benchmark(points(96, 1), points(48, 2), n_experiences=TASKS, task_labels=True, seed=0,
-                        fixed_class_order=list(range(CLASSES)))
+    return nc_benchmark(points(96, 1), points(48, 2), n_experiences=BLOB_TASKS, task_labels=True, seed=0,
+                        fixed_class_order=list(range(BLOB_CLASSES)))
 
 
 def mlp(seed: int = 0):
@@ -297,7 +299,7 @@ def mlp(seed: int = 0):
     from avalanche.models import MTSimpleMLP
 
     torch.manual_seed(seed)
-    return MTSimpleMLP(input_size=DIM, hidden_size=32)
+    return MTSimpleMLP(input_size=BLOB_DIM, hidden_size=32)
 
 
 def optimizer(model: nn.Module) -> torch.optim.Optimizer:

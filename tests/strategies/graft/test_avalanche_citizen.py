@@ -20,9 +20,9 @@ from avalanche.training.plugins import EarlyStoppingPlugin, EvaluationPlugin
 from cl_graft.strategies import GraftPlugin, GraftStrategy
 
 from helpers import (
-    CLASSES,
-    DIM,
-    TASKS,
+    BLOB_CLASSES,
+    BLOB_DIM,
+    BLOB_TASKS,
     benchmark,
     blob_strategy,
     exp_key,
@@ -34,17 +34,17 @@ from helpers import (
 
 def test_standard_loop_gives_the_sliced_numbers_and_avalanche_metrics(blob_bm, blob_run):
     _, _, full, sliced = blob_run
-    for i in range(TASKS):
+    for i in range(BLOB_TASKS):
         for j in range(i + 1):
             assert full[i][exp_key(j)] == sliced[i][exp_key(j)]
             assert full[i][exp_key(j)] == full[j][exp_key(j)] >= 0.9                     # nothing forgotten
-        for j in range(i + 1, TASKS):
+        for j in range(i + 1, BLOB_TASKS):
             assert exp_key(j) in full[i]                                           # a future task is scored too
     assert full[-1]["StreamForgetting/eval_phase/test_stream"] == 0
     assert "StreamForwardTransfer/eval_phase/test_stream" in full[-1]
     matrix = full[-1]["EvalStream/Acc_Matrix"]
-    assert tuple(matrix.shape) == (TASKS, TASKS)
-    assert all(float(matrix[i, j]) == full[i][exp_key(j)] for i in range(TASKS) for j in range(TASKS))
+    assert tuple(matrix.shape) == (BLOB_TASKS, BLOB_TASKS)
+    assert all(float(matrix[i, j]) == full[i][exp_key(j)] for i in range(BLOB_TASKS) for j in range(BLOB_TASKS))
 
 
 def test_a_task_not_trained_yet_is_scored_like_naive(blob_bm, eval_outputs):
@@ -56,7 +56,7 @@ def test_a_task_not_trained_yet_is_scored_like_naive(blob_bm, eval_outputs):
                   plugins=[naive_probe])
     strategy.eval(blob_bm.test_stream)
     naive.eval(blob_bm.test_stream)
-    for j in range(TASKS):
+    for j in range(BLOB_TASKS):
         assert all(torch.equal(a, b) for a, b in zip(probe.out[j], naive_probe.out[j], strict=True))
     torch.manual_seed(100)
     strategy.train(blob_bm.train_stream[0])
@@ -111,14 +111,14 @@ def test_unlabelled_test_data_on_a_multi_head_model(blob_bm, blob_run):
     unlabelled = benchmark_from_datasets(test=plain)
     assert not hasattr(unlabelled.test_stream[0], "task_labels")
     metrics = strategy.eval(unlabelled.test_stream)
-    routed = {j: [t.clone() for t in probe.out[j]] for j in range(TASKS)}
+    routed = {j: [t.clone() for t in probe.out[j]] for j in range(BLOB_TASKS)}
     assert metrics["Top1_Acc_Stream/eval_phase/test_stream"] >= 0.5
     strategy.graft.task_inference = "entropy"
     try:
         inferred = strategy.eval(blob_bm.test_stream)
     finally:
         strategy.graft.task_inference = None
-    for j in range(TASKS):
+    for j in range(BLOB_TASKS):
         assert all(torch.equal(a, b) for a, b in zip(routed[j], probe.out[j], strict=True))
     stream_key = "TaskInference_Acc_Stream/eval_phase/test_stream"
     assert 0 <= inferred[stream_key] <= 1
@@ -139,19 +139,19 @@ def test_newer_benchmark_api_with_a_validation_stream():
     from avalanche.benchmarks.utils import as_classification_dataset
 
     data = {"train": as_classification_dataset(points(96, 1)), "test": as_classification_dataset(points(48, 2))}
-    blob_bm = class_incremental_benchmark(data, num_experiences=TASKS, class_order=list(range(CLASSES)))
+    blob_bm = class_incremental_benchmark(data, num_experiences=BLOB_TASKS, class_order=list(range(BLOB_CLASSES)))
     blob_bm = task_incremental_benchmark(benchmark_with_validation_stream(
         blob_bm, split_strategy=partial(split_validation_class_balanced, 0.25)))
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(DIM, 32), nn.ReLU(), nn.Linear(32, CLASSES))
+    model = nn.Sequential(nn.Linear(BLOB_DIM, 32), nn.ReLU(), nn.Linear(32, BLOB_CLASSES))
     strategy = blob_strategy(model, valid_stream=blob_bm.valid_stream)
-    assert sorted(strategy.graft.valid) == list(range(TASKS))
+    assert sorted(strategy.graft.valid) == list(range(BLOB_TASKS))
     results = []
     for i, exp in enumerate(blob_bm.train_stream):
         torch.manual_seed(100 + i)
         strategy.train(exp)
         results.append(strategy.eval(blob_bm.test_stream))
-    for j in range(TASKS):
+    for j in range(BLOB_TASKS):
         assert results[-1][exp_key(j)] == results[j][exp_key(j)] >= 0.9
     assert strategy.graft.owners.tasks == ["0", "1", "2"]
 

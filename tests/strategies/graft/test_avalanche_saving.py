@@ -23,9 +23,9 @@ from safetensors.torch import load_file
 from cl_graft.errors import UserError
 
 from helpers import (
-    CLASSES,
-    DIM,
-    TASKS,
+    BLOB_CLASSES,
+    BLOB_DIM,
+    BLOB_TASKS,
     benchmark,
     blob_strategy,
     mlp,
@@ -37,7 +37,7 @@ from helpers import (
 FINDER = settings()["finder"]
 SETUP = "\n".join([
     "import torch", "from torch import nn", "from torch.utils.data import TensorDataset",
-    f"DIM, CLASSES, TASKS = {DIM}, {CLASSES}, {TASKS}",
+    f"BLOB_DIM, BLOB_CLASSES, BLOB_TASKS = {BLOB_DIM}, {BLOB_CLASSES}, {BLOB_TASKS}",
     *(inspect.getsource(f) for f in (points, benchmark, mlp, optimizer, settings))])
 """The same data, model and settings in the subprocesses below: the helpers' own source."""
 
@@ -96,7 +96,7 @@ def test_owner_map_alone_rebuilds_a_multi_head_model_from_its_constructor(blob_b
     owners.apply_(model)
     again = eval_outputs()
     blob_strategy(model, probe=again, owners=owners).eval(blob_bm.test_stream)
-    for j in range(TASKS):
+    for j in range(BLOB_TASKS):
         assert all(torch.equal(a, b) for a, b in zip(probe.out[j], again.out[j], strict=True))
 
 
@@ -113,7 +113,7 @@ def test_load_keeps_task_metadata_and_refuses_another_model(blob_run, tmp_path):
                                evaluator=EvaluationPlugin(loggers=[]))
     assert again.graft.owners.task_meta == {"1": {"sparsity": 0.2, "kept": 0.99}}
     assert again.graft.owners.tasks == owners.tasks and again.graft.finder == FINDER
-    other = MTSimpleMLP(input_size=DIM, hidden_size=16)
+    other = MTSimpleMLP(input_size=BLOB_DIM, hidden_size=16)
     with pytest.raises(UserError, match="another model"):
         GraftStrategy.load(tmp_path / "run", model=other, optimizer=optimizer(other))
 
@@ -125,7 +125,7 @@ def test_save_without_pre_and_a_single_head_cnn(blob_bm, tmp_path, eval_outputs)
     def cnn(seed):
         torch.manual_seed(seed)
         return nn.Sequential(nn.Unflatten(1, (1, 4, 4)), nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4),
-                             nn.ReLU(), nn.Flatten(), nn.Linear(64, CLASSES))
+                             nn.ReLU(), nn.Flatten(), nn.Linear(64, BLOB_CLASSES))
 
     probe = eval_outputs()
     strategy = blob_strategy(cnn(0), probe=probe)
