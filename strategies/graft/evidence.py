@@ -14,9 +14,14 @@ the tolerance τ (each bound at level α/2, so the union holds at level α: Bonf
 - **The trained model's own beliefs** (label-free): s_i = p_f(f(x_i) | x_i) − p_f(g(x_i) | x_i) ∈ [0, 1], the
   accuracy g loses *if f's probabilities are right*; 0 on every row where g answers as f does, and small where
   they disagree on a row f itself is unsure of, which is where disagreements fall. Its rows are almost all 0, so
-  its bound is tight on the same rows. It assumes f is calibrated or overconfident on its own answers (then s_i
-  over-states the loss of that row; fine-tuned networks are overconfident, Guo et al. 2017, and grafting's paper
-  reports exactly that θ_ft is worse calibrated than its grafts), and held-out rows from the task's distribution.
+  its bound is tight, and it needs no label, so it reads the held-out rows **and a sample of the training
+  inputs** (hundreds more rows). f's probabilities are first temperature-scaled on the held-out rows' labels
+  (:func:`temperature`, Guo et al. 2017: fine-tuned networks are overconfident, and grafting's paper reports
+  θ_ft worse calibrated than its grafts). It assumes the scaled f is calibrated or overconfident on its own
+  answers (then s_i over-states the loss of that row), and that g agrees with f on the inputs f trained on no
+  better than on new inputs of the task (f is fitted, and so most confident, there: s_i over-states again).
+  Measured on MiniLM at the quick preset (sst2, qnli, agnews): top-|Δ| grafts disagree with f about as often on
+  training inputs as on held-out ones, and the rung this bound chose kept 99.3–100.6% of f's test accuracy.
 
 Each bound is a normal bound mean + z·sd/√n over the rows **plus one pessimistic row** (e = s = 1: f right and
 confident, g wrong), so that a handful of rows without a disagreement is not taken for certainty (as the rule of
@@ -53,6 +58,23 @@ class Outputs:
     def hits(self) -> Tensor:
         """``(n,)`` bool, right on each row."""
         return self.answers == self.labels
+
+
+def calibrate(probs: Tensor, temperature: float) -> Tensor:
+    """``probs`` ``(n, C)`` at another softmax temperature: softmax(log p / T) (the answers stay the same)."""
+    return torch.softmax(probs.double().clamp(min=1e-300).log() / temperature, dim=-1)
+
+
+def temperature(probs: Tensor, labels: Tensor) -> float:
+    """The softmax temperature T that makes ``probs`` ``(n, C)`` most likely for ``labels`` ``(n,)`` (temperature
+    scaling, Guo et al. 2017): the best of a fixed grid of T from 1/20 to 20, evenly spaced in log T; 1.0 for
+    no rows."""
+    if not len(labels):
+        return 1.0
+    grid = torch.logspace(math.log10(0.05), math.log10(20.0), 121, dtype=torch.float64)       # (121,)
+    rows = torch.arange(len(labels))
+    nll = torch.stack([-calibrate(probs, float(t))[rows, labels].clamp(min=1e-300).log().mean() for t in grid])
+    return float(grid[int(nll.argmin())])
 
 
 def z_value(confidence: float) -> float:

@@ -62,7 +62,7 @@ from cl_graft.regions.problem import Problem, budget_for
 from cl_graft.regions.region import Region
 from cl_graft.training.models import clone_model
 
-from .evidence import Outputs, chance_level, loss_evidence, wilson_low, z_value
+from .evidence import Outputs, calibrate, chance_level, loss_evidence, temperature, wilson_low, z_value
 
 LADDER = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 ON_FULL = ("warn", "error")
@@ -265,6 +265,9 @@ class SizedFinder:
             theta.copy_(torch.where(mask, prob.ft_flat, prob.pre_flat))
 
         reference, ref_more = outputs()
+        scale = temperature(reference.probs, labels)                          # θ_ft calibrated on held-out labels
+        reference = Outputs(calibrate(reference.probs, scale), labels)
+        ref_more = calibrate(ref_more, scale) if ref_more is not None else None
         z = z_value(self.size.confidence)
 
         def evidence_of(out: Outputs, more: Tensor | None) -> dict:
@@ -301,7 +304,8 @@ class SizedFinder:
             "share": region.size / prob.numel, "elements": region.size, "loss": evidence["loss"],
             "bound": evidence["bound"], "kept": _accuracy(out.hits) / ref_acc if ref_acc else 1.0,
             "score": _accuracy(out.hits), "score_low": score_low, "chance": chance, "above_chance": score_low > chance,
-            "reference": ref_acc, "tolerance": self.size.tolerance, "confidence": self.size.confidence,
+            "reference": ref_acc, "temperature": scale, "tolerance": self.size.tolerance,
+            "confidence": self.size.confidence,
             "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
             "cap_share": cap / prob.numel, "below_cap": chosen is not tried[0], "free_before": free / prob.numel,
             "validation": split, "rows": len(labels),

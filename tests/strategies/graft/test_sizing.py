@@ -28,7 +28,15 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.evidence import Outputs, chance_level, loss_evidence, wilson_low, z_value
+from cl_graft.strategies.graft.evidence import (
+    Outputs,
+    calibrate,
+    chance_level,
+    loss_evidence,
+    temperature,
+    wilson_low,
+    z_value,
+)
 from cl_graft.strategies.graft.sizing import allowed, sizing_records
 
 from cl_graft.errors import UserError
@@ -104,6 +112,19 @@ def test_loss_bounds_need_rows_or_agreement():
     assert evidence["loss"] < 0 and evidence["hits_bound"] <= 0.02 < evidence["beliefs_bound"]
     unsure = loss_evidence(_outputs(ref, 0.51), _outputs(swapped, 0.99), z=z)    # the same swaps, f unsure there
     assert unsure["beliefs_bound"] <= 0.02 < unsure["hits_bound"]
+
+
+def test_temperature_scaling_softens_an_overconfident_model():
+    """Rows right 70% of the time with 99% confidence: the fitted temperature is above 1 and brings the
+    confidence near 70%; probabilities that are already calibrated keep T ≈ 1; the answers never change."""
+    right = torch.arange(1000) % 10 < 7
+    over = _outputs(right, 0.99)
+    t = temperature(over.probs, over.labels)
+    scaled = calibrate(over.probs, t)
+    assert t > 2 and torch.equal(scaled.argmax(-1), over.probs.argmax(-1))
+    assert abs(float(scaled.max(-1).values.mean()) - 0.7) < 0.02
+    fair = _outputs(right, 0.7)
+    assert abs(temperature(fair.probs, fair.labels) - 1) < 0.1
 
 
 def test_chance_level_and_the_wilson_bound():
