@@ -23,30 +23,13 @@ from pathlib import Path
 import click
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from torch.utils.data import TensorDataset
 
-from cl_graft.strategies.comparison.metrics import summarize
+from cl_graft.benchmarks.digits import HIDDEN, digits_model, split_digits
 from cl_graft.provenance import run_record
+from cl_graft.strategies.comparison.metrics import summarize
 
 STRATEGIES = ("graft", "naive", "ewc", "lwf", "si", "packnet", "packnet-cl-graft")
-EPOCHS, MB, LR, HIDDEN = 20, 32, 0.05, 256
-
-
-def digits_benchmark(seed: int):
-    """5 experiences × 2 classes of sklearn's digits (8×8, scaled to [0, 1]), task labels 0..4."""
-    from avalanche.benchmarks import nc_benchmark
-
-    x, y = load_digits(return_X_y=True)
-    xtr, xte, ytr, yte = train_test_split(x / 16.0, y, test_size=0.3, random_state=0, stratify=y)
-
-    def dataset(xs, ys):
-        ds = TensorDataset(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys))
-        ds.targets = ys.tolist()
-        return ds
-
-    return nc_benchmark(dataset(xtr, ytr), dataset(xte, yte), n_experiences=5, task_labels=True, seed=seed)
+EPOCHS, MB, LR = 20, 32, 0.05
 
 
 def make_strategy(name: str, model, evaluator, n_experiences: int, steps: int):
@@ -120,14 +103,12 @@ def storage(name: str, strategy) -> int:
 def run_one(name: str, seed: int) -> dict:
     """One strategy on one seed: accuracy matrix (NaN above the diagonal), summary, bytes, seconds."""
     from avalanche.evaluation.metrics import accuracy_metrics
-    from avalanche.models import MTSimpleMLP
     from avalanche.training.plugins import EvaluationPlugin
     from cl_graft.strategies import TaskIdentificationAccuracy
 
-    bm = digits_benchmark(seed)
+    bm = split_digits(seed, from_zero=False)                        # global class ids, as published
     n = len(bm.train_stream)
-    torch.manual_seed(seed)
-    model = MTSimpleMLP(input_size=64, hidden_size=HIDDEN)
+    model = digits_model("mtmlp", seed)
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True, stream=True), TaskIdentificationAccuracy(),
                                  loggers=[])
     steps = EPOCHS * -(-min(len(e.dataset) for e in bm.train_stream) // MB)

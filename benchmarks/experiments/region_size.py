@@ -10,7 +10,7 @@ patterns per experience, the values of ``avalanche_digits``; GEM needs the ``qua
 images, 70/30 stratified split; offline):
 
 - ``split-digits``: Avalanche's ``nc_benchmark``, 5 experiences × 2 classes with task labels, ``MTSimpleMLP``;
-- ``split-digits-cnn``: the same stream with a from-scratch convolutional model (:func:`conv_trunk_model`);
+- ``split-digits-cnn``: the same stream with a from-scratch convolutional model (:func:`cl_graft.benchmarks.digits.conv_trunk_model`);
 - ``permuted-N-single`` / ``permuted-N-multi``: N tasks, each all 10 classes under a fixed pixel permutation
   (seeded), task labels given; a from-scratch single-head ``nn.Sequential`` MLP (64-256-10; every layer
   graftable) or ``MTSimpleMLP`` (one head per task).
@@ -39,119 +39,28 @@ from pathlib import Path
 import click
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from torch.utils.data import TensorDataset
 
+from cl_graft.benchmarks.digits import digits_model, permuted_digits, split_digits
 from cl_graft.provenance import run_record
 from cl_graft.strategies.comparison.metrics import summarize
 
 from .region_size_report import RUNS, read_runs, write_report
 
-FIXED = {"graft-0.1%": 0.001, "graft-1%": 0.01, "graft-5%": 0.05, "graft-10%": 0.1}
+FIXED = {"graft-0.1%": 0.001, "graft-1%": 0.01, "graft-2%": 0.02, "graft-5%": 0.05, "graft-10%": 0.1}
 STRATEGIES = ("graft", *FIXED, "naive", "ewc", "lwf", "si", "replay", "gem", "agem")
 BENCHMARKS = ("split-digits", "permuted-20-single", "permuted-20-multi")
-EPOCHS, MB, LR, HIDDEN = 20, 32, 0.05, 256
+EPOCHS, MB, LR = 20, 32, 0.05
 
 
-# ----- data and models --------------------------------------------------------------------------------
-def _digits():
-    x, y = load_digits(return_X_y=True)
-    return train_test_split(x / 16.0, y, test_size=0.3, random_state=0, stratify=y)
-
-
-def split_digits(seed: int):
-    """5 experiences × 2 classes with task labels 0..4 (class order by ``seed``), class ids 0, 1 in every task:
-    each head of ``MTSimpleMLP`` has 2 units. (With Avalanche's default global class ids its ``MultiHeadClassifier``
-    pads a head's output with zeros up to the largest class id seen, so a task whose real logits are all negative
-    loses rows to a padded 0 once later tasks add classes: accuracy changes with no parameter changing.)"""
-    from avalanche.benchmarks import nc_benchmark
-
-    xtr, xte, ytr, yte = _digits()
-
-    def dataset(xs, ys):
-        ds = TensorDataset(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys))
-        ds.targets = ys.tolist()
-        return ds
-
-    return nc_benchmark(dataset(xtr, ytr), dataset(xte, yte), n_experiences=5, task_labels=True, seed=seed,
-                        class_ids_from_zero_in_each_exp=True)
-
-
-def permuted_digits(n_tasks: int, seed: int, *, multi_head: bool = False):
-    """``n_tasks`` experiences, each all 10 digits under its own pixel permutation (seeded), task label i.
-
-    Built with Avalanche's ``benchmark_from_datasets``; for a multi-head model with the deprecated
-    ``tensors_benchmark`` (the same tensors), because ``MultiHeadClassifier`` cannot index its active units with
-    the set that the new API's ``with_classes_timeline`` gives (an IndexError in Avalanche's head adaptation)."""
-    from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline
-    from avalanche.benchmarks.scenarios.task_aware import with_task_labels
-    from avalanche.benchmarks.utils import DataAttribute, TaskAwareSupervisedClassificationDataset
-    from avalanche.benchmarks.utils.data_attribute import TaskLabels
-    from avalanche.benchmarks.utils.flat_data import ConstantSequence
-
-    xtr, xte, ytr, yte = _digits()
-
-    def dataset(xs, ys, task):
-        return TaskAwareSupervisedClassificationDataset(
-            [TensorDataset(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys))],
-            data_attributes=[DataAttribute(ys.tolist(), "targets"), TaskLabels(ConstantSequence(task, len(ys)))])
-
-    rng = np.random.default_rng(seed)
-    if multi_head:
-        from avalanche.benchmarks.scenarios.deprecated.generators import tensors_benchmark
-
-        perms = [rng.permutation(64) for _ in range(n_tasks)]
-        return tensors_benchmark(
-            train_tensors=[(torch.tensor(xtr[:, p], dtype=torch.float32), torch.tensor(ytr)) for p in perms],
-            test_tensors=[(torch.tensor(xte[:, p], dtype=torch.float32), torch.tensor(yte)) for p in perms],
-            task_labels=list(range(n_tasks)))
-    train, test = [], []
-    for t in range(n_tasks):
-        perm = rng.permutation(64)
-        train.append(dataset(xtr[:, perm], ytr, t))
-        test.append(dataset(xte[:, perm], yte, t))
-    return with_classes_timeline(with_task_labels(benchmark_from_datasets(train=train, test=test)))
-
-
-def conv_trunk_model():
-    """A from-scratch convolutional model with one head per task (a ``MultiTaskModule``): the 64 pixels as an
-    8×8 image, two 3×3 convolutions (16, 32 channels), 2×2 max-pooling, a 64-unit layer, Avalanche's
-    ``MultiHeadClassifier``."""
-    from avalanche.models import MultiHeadClassifier, MultiTaskModule
-    from torch import nn
-
-    class ConvDigits(MultiTaskModule):
-        def __init__(self):
-            super().__init__()
-            self.features = nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
-                                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                          nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU())
-            self.classifier = MultiHeadClassifier(64)
-
-        def forward_single_task(self, x, task_label):
-            return self.classifier(self.features(x), task_label)
-
-    return ConvDigits()
-
-
+# ----- benchmarks and models (cl_graft.benchmarks.digits) -------------------------------------------------
 def make_benchmark(name: str, seed: int):
-    """The benchmark and its model (seeded by ``seed``)."""
-    from avalanche.models import MTSimpleMLP
-
-    if name == "split-digits-cnn":
-        bm = split_digits(seed)
-        torch.manual_seed(seed)
-        return bm, conv_trunk_model()
-    if name == "split-digits":
-        bm, head = split_digits(seed), "multi"
-    else:
-        _, n, head = name.split("-")
-        bm = permuted_digits(int(n), seed, multi_head=head == "multi")
-    torch.manual_seed(seed)
-    if head == "multi":
-        return bm, MTSimpleMLP(input_size=64, hidden_size=HIDDEN)
-    return bm, torch.nn.Sequential(torch.nn.Linear(64, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 10))
+    """The benchmark and its model (seeded by ``seed``): ``split-digits`` (MTSimpleMLP), ``split-digits-cnn``,
+    ``permuted-N-single`` (the single-head MLP) or ``permuted-N-multi`` (MTSimpleMLP)."""
+    if name in ("split-digits", "split-digits-cnn"):
+        return split_digits(seed), digits_model("cnn" if name.endswith("cnn") else "mtmlp", seed)
+    _, n, head = name.split("-")
+    return (permuted_digits(int(n), seed, multi_head=head == "multi"),
+            digits_model("mtmlp" if head == "multi" else "mlp", seed))
 
 
 def make_strategy(name: str, model, evaluator, epochs: int = EPOCHS):
