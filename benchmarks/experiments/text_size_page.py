@@ -1,0 +1,104 @@
+"""The text stream's page for the default (automatic) region size: what each task chose, kept and stored.
+
+Reads the ``results.json`` of ``cl-graft run --stream qnli,agnews,sst2 --strategies graft[,naive,single] --preset
+quick`` runs (one per seed, each run's record with it) and writes one Markdown page: per seed and task the size
+chosen (the share of the graftable elements), the largest the task could take (its cap), the dev-row evidence
+(accuracy lost against the task's trained model, its 95% bound, the trained model's temperature), the free share
+after it, the seconds the size search took, the bytes the task added (region, head, feature statistics) and its
+final test accuracy beside single-task fine-tuning; then graft against single over the seeds (paired 95%
+t-interval), the median size, the bytes stored and, where a run holds ``naive``, graft's wall time over naive's.
+``single`` comes from each run when it holds one, else from ``--single`` (earlier runs of the same command, seed
+and preset: single-task fine-tuning does not depend on grafting's code)::
+
+    python -m cl_graft.benchmarks.experiments.text_size_page --runs runs/text_s0,runs/text_s1,runs/text_s2 \\
+        --single benchmarks/results/region_size/text_quick/results.json,... --out text.md
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import click
+
+from cl_graft.strategies.comparison.metrics import paired_interval
+
+MB = 1e6
+
+
+def _load(path: Path) -> dict:
+    return json.loads((path / "results.json" if path.is_dir() else path).read_text())
+
+
+def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
+    final, sizing = graft["summary"]["final"], graft["info"]["sizing"]
+    per_task = graft["info"].get("task_bytes") or [{}] * len(tasks)
+    rows = []
+    for i, task in enumerate(tasks):
+        s, b = sizing[i], per_task[i]
+        rows.append(f"| {task} | {100 * s['share']:.2f} | {100 * s['cap_share']:.1f} | "
+                    f"{'yes' if s.get('below_cap') else 'no'} | {100 * s['loss']:+.1f} ({100 * s['bound']:.1f}) | "
+                    f"{s.get('temperature', float('nan')):.2f} | {100 * s['free']:.1f} | {s['search_seconds']:.0f} | "
+                    f"{b.get('total', float('nan')) / MB:.2f} | {100 * final[i]:.1f} | "
+                    f"{100 * single['summary']['final'][i]:.1f} |")
+    return rows
+
+
+def page(runs: list[dict], singles: list[dict]) -> str:
+    """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
+    tasks = runs[0]["tasks"]
+    lines = ["# Text stream with the default (automatic) region size, quick preset", "",
+             "Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
+             "(paired hits) or the trained model's temperature-scaled probabilities on the dev rows and a sample "
+             "of the training inputs (label-free) vouch loses at most 2 points of the task's trained accuracy with "
+             "95% confidence (`cl_graft.strategies.graft.sizing`). Made by "
+             "`benchmarks/experiments/text_size_page.py` from the runs below.", ""]
+    shares, graft_avg, single_avg = [], [], []
+    for run, single in zip(runs, singles):
+        rec, graft = run["run"], run["strategies"]["graft"]
+        shares += [s["share"] for s in graft["info"]["sizing"]]
+        graft_avg.append(graft["summary"]["average"])
+        single_avg.append(single["summary"]["average"])
+        lines += [f"## Seed {rec['seed']}", "",
+                  f"Command: `{rec['command_line']}` (git {rec['git_revision']}; {rec['device_name']}, torch "
+                  f"{rec['torch']}).", "",
+                  "| task | size % | cap % | below cap | dev loss, points (95% bound) | T | free after % | search s "
+                  "| bytes added MB | final graft | single |", "|---|---|---|---|---|---|---|---|---|---|---|",
+                  *_task_rows(graft, single, tasks), ""]
+        text = (f"graft: average {100 * graft_avg[-1]:.1f}, forgetting {100 * graft['summary']['forgetting']:.1f}, "
+                f"stored {graft['bytes'] / MB:.1f} MB, wall {graft['seconds']:.0f} s; single: average "
+                f"{100 * single_avg[-1]:.1f} → graft keeps {100 * graft_avg[-1] / single_avg[-1]:.1f}% of it")
+        if "naive" in run["strategies"]:
+            naive = run["strategies"]["naive"]
+            text += (f"; naive: average {100 * naive['summary']['average']:.1f}, wall {naive['seconds']:.0f} s → "
+                     f"graft / naive wall time {graft['seconds'] / naive['seconds']:.2f}")
+        lines += [text + ".", ""]
+    kept = [g / s for g, s in zip(graft_avg, single_avg)]
+    lines += ["## Over the seeds", "",
+              f"graft keeps {100 * statistics.mean(kept):.1f}% of single-task fine-tuning on average "
+              f"({', '.join(f'{100 * k:.1f}%' for k in kept)}); median size chosen "
+              f"{100 * statistics.median(shares):.2f}% of the graftable elements, largest {100 * max(shares):.2f}%."]
+    if len(runs) > 1:
+        pi = paired_interval([100 * g for g in graft_avg], [100 * s for s in single_avg])
+        lines[-1] += (f" graft − single, paired by seed: {pi['mean']:+.1f} points, 95% t-interval "
+                      f"[{pi['low']:+.1f}, {pi['high']:+.1f}].")
+    return "\n".join(lines) + "\n"
+
+
+@click.command()
+@click.option("--runs", required=True, help="Comma-separated cl-graft run folders (or results.json files), one "
+                                            "per seed.")
+@click.option("--single", default=None, help="Comma-separated results.json holding single for the same seeds, "
+                                             "for runs without it.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The page to write.")
+def main(runs: str, single: str | None, out: Path) -> None:
+    loaded = [_load(Path(p)) for p in runs.split(",")]
+    others = [_load(Path(p)) for p in single.split(",")] if single else []
+    by_seed = {o["run"]["seed"]: o["strategies"]["single"] for o in others}
+    singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]] for r in loaded]
+    out.write_text(page(loaded, singles))
+    click.echo(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
