@@ -20,7 +20,6 @@ import statistics
 from pathlib import Path
 
 import click
-
 from cl_graft.strategies.comparison.metrics import paired_interval
 
 MB = 1e6
@@ -48,11 +47,11 @@ def page(runs: list[dict], singles: list[dict]) -> str:
     """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
     tasks = runs[0]["tasks"]
     lines = ["# Text stream with the default (automatic) region size, quick preset", "",
-             "Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
+             ("Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
              "(paired hits) or the trained model's temperature-scaled probabilities on the dev rows and a sample "
              "of the training inputs (label-free) vouch loses at most 2 points of the task's trained accuracy with "
              "95% confidence (`cl_graft.strategies.graft.sizing`). Made by "
-             "`benchmarks/experiments/text_size_page.py` from the runs below.", ""]
+             "`benchmarks/experiments/text_size_page.py` from the runs below."), ""]
     shares, graft_avg, single_avg = [], [], []
     for run, single in zip(runs, singles):
         rec, graft = run["run"], run["strategies"]["graft"]
@@ -60,10 +59,10 @@ def page(runs: list[dict], singles: list[dict]) -> str:
         graft_avg.append(graft["summary"]["average"])
         single_avg.append(single["summary"]["average"])
         lines += [f"## Seed {rec['seed']}", "",
-                  f"Command: `{rec['command_line']}` (git {rec['git_revision']}; {rec['device_name']}, torch "
-                  f"{rec['torch']}).", "",
-                  "| task | size % | cap % | below cap | dev loss, points (95% bound) | T | free after % | search s "
-                  "| bytes added MB | final graft | single |", "|---|---|---|---|---|---|---|---|---|---|---|",
+                  (f"Command: `{rec['command_line']}` (git {rec['git_revision']}; {rec['device_name']}, torch "
+                  f"{rec['torch']})."), "",
+                  ("| task | size % | cap % | below cap | dev loss, points (95% bound) | T | free after % | search s "
+                  "| bytes added MB | final graft | single |"), "|---|---|---|---|---|---|---|---|---|---|---|",
                   *_task_rows(graft, single, tasks), ""]
         text = (f"graft: average {100 * graft_avg[-1]:.1f}, forgetting {100 * graft['summary']['forgetting']:.1f}, "
                 f"stored {graft['bytes'] / MB:.1f} MB, wall {graft['seconds']:.0f} s; single: average "
@@ -75,9 +74,9 @@ def page(runs: list[dict], singles: list[dict]) -> str:
         lines += [text + ".", ""]
     kept = [g / s for g, s in zip(graft_avg, single_avg)]
     lines += ["## Over the seeds", "",
-              f"graft keeps {100 * statistics.mean(kept):.1f}% of single-task fine-tuning on average "
+              (f"graft keeps {100 * statistics.mean(kept):.1f}% of single-task fine-tuning on average "
               f"({', '.join(f'{100 * k:.1f}%' for k in kept)}); median size chosen "
-              f"{100 * statistics.median(shares):.2f}% of the graftable elements, largest {100 * max(shares):.2f}%."]
+              f"{100 * statistics.median(shares):.2f}% of the graftable elements, largest {100 * max(shares):.2f}%.")]
     if len(runs) > 1:
         pi = paired_interval([100 * g for g in graft_avg], [100 * s for s in single_avg])
         lines[-1] += (f" graft − single, paired by seed: {pi['mean']:+.1f} points, 95% t-interval "
