@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from ..benchmarks.digits import MODELS as DIGIT_MODELS
+from ..benchmarks.digits import SCENARIOS
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
 from .common import common_options, console_options, data_identity, data_source, field_option
 
@@ -38,7 +40,13 @@ def settings_options(f):
 def run_command() -> click.Command:
     """The ``run`` command, with the settings options of the strategies :data:`STRATEGIES` holds now."""
     @click.command(name="run", epilog=EPILOG)
-    @click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2.")
+    @click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2; "
+                  "or a digits stream (sklearn's load_digits, offline): split-digits (5 tasks of 2 digits) or "
+                  "permuted-digits:N (N tasks of 10 digits under pixel permutations), with --model "
+                  + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
+    @click.option("--scenario", type=click.Choice(SCENARIOS), default="task", show_default=True,
+                  help="task: every strategy gets the task label at test; class (digits streams, --model mlp): "
+                  "none does (graft and packnet route each row to the task whose model is most confident).")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
                   help=f"Comma-separated: {', '.join(STRATEGIES)}.")
     @settings_options
@@ -86,51 +94,97 @@ def _given_settings(options: dict, names: list[str]) -> dict:
     return given
 
 
-def _run(*, stream, strategies, steps, k, tune, settings_from, task_inference, resume, quiet, verbose, model, head,
-         fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
+def _text_setup(stream, *, data, seed, tune, model, head, fresh_head, data_dir, device, k):
+    """A text stream: the record's fields, the classifier every strategy starts from (a head per task) and a
+    function making the stream and the tuning stream (tokenised by it)."""
     import torch
 
-    from .. import distributed
     from ..benchmarks import load_rows
     from ..benchmarks.streams import Stream, parse_stream
+    from ..strategies.comparison.tuning import split_dev
+    from ..training.models import build_classifier
+
+    tasks = parse_stream(stream, data_dir)
+    splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
+    tune_splits = split_dev(splits) if tune else None
+    record = {"stream": tasks, "model": model, "head": head, "fresh_head": fresh_head, "k": data.k,
+              "dev_k": data.dev_k, "eval_cap": data.eval_cap, "max_length": data.max_length,
+              "data_sha256": data_identity(tasks, data_dir)}
+    torch.manual_seed(seed)
+    clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
+    for i, s in enumerate(splits):
+        clf.add_task(s.spec, seed=seed + i)
+    return record, clf, lambda: (Stream.make(splits, clf),
+                                 Stream.make(tune_splits, clf) if tune_splits is not None else None)
+
+
+def _digits_setup(stream, *, seed, tune, model, scenario, device, head, fresh_head, k, data_dir):
+    """A digits stream (:mod:`cl_graft.benchmarks.digits`): the record's fields, the seeded model every strategy
+    starts from and a function making the stream and the tuning stream (train rows only)."""
+    from ..benchmarks.digits import DigitsStream, digits_model
+    from ..errors import UserError
+
+    if k is not None or head != "linear" or fresh_head or data_dir:
+        raise UserError("--k, --head, --fresh-head and --data-dir apply to text streams, not to " + stream)
+    base = digits_model(model, seed).to(device)
+    the_stream = DigitsStream.make(stream, model, seed=seed, scenario=scenario)
+    tune_stream = DigitsStream.make(stream, model, seed=seed, scenario=scenario, tune=True) if tune else None
+    record = {"stream": the_stream.name, "tasks": the_stream.tasks, "model": model, "scenario": scenario}
+    return record, base, lambda: (the_stream, tune_stream)
+
+
+def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_inference, resume, quiet, verbose,
+         model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
+    from .. import distributed
+    from ..benchmarks.digits import parse_digits_stream
     from ..console import Console
     from ..errors import UserError
     from ..outdir import claim_out_dir
     from ..provenance import finish_record, run_record
     from ..strategies.comparison.config import continual_setup
     from ..strategies.comparison.registry import GraftSettings, parse_strategies, strategy_settings
-    from ..strategies.comparison.report import strategy_notes, strategy_table, summary_table, write_results
+    from ..strategies.comparison.report import (
+        scenario_line,
+        strategy_notes,
+        strategy_table,
+        summary_table,
+        write_results,
+    )
     from ..strategies.comparison.runner import run_continual
-    from ..strategies.comparison.tuning import chosen_settings, split_dev
-    from ..training.models import build_classifier, resolve_device
+    from ..strategies.comparison.tuning import chosen_settings
+    from ..training.models import resolve_device
 
     console = Console.from_flags(quiet=quiet, verbose=verbose)
     device = resolve_device(device)
-    tasks = parse_stream(stream, data_dir)
+    digits = parse_digits_stream(stream) is not None
+    if scenario == "class" and not digits:
+        raise UserError("--scenario class runs on digits streams (a text task's label set is its own); "
+                        "--task-inference scores graft without task labels on a text stream")
+    if scenario == "class" and task_inference:
+        raise UserError("--scenario class already withholds task labels (graft routes by features); "
+                        "drop --task-inference")
     names = parse_strategies(strategies)
     given = _given_settings(options, names)
     if tune and settings_from:
         raise UserError("--tune and --settings-from exclude each other: tune here, or reuse an earlier choice")
     chosen = chosen_settings(settings_from, names) if settings_from else None
-    data, cfg = continual_setup(preset, seed=seed, steps=steps, k=k)
+    data, cfg = continual_setup(preset, seed=seed, steps=steps, k=None if digits else k)
     own = {n: strategy_settings(n, data, seed=seed, given=given) for n in names}
     distributed.check_batch(cfg.recipe.batch_size)
     for s in own.values():
         if isinstance(s, GraftSettings):
             distributed.check_batch(s.localize.batch_size, "localization batch size")
-    splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
-    tune_splits = split_dev(splits) if tune else None
-    settings = {"command": "run", "stream": tasks, "strategies": names, "model": model, "head": head,
-                "fresh_head": fresh_head, "preset": preset, "seed": seed, "k": data.k, "dev_k": data.dev_k,
-                "eval_cap": data.eval_cap, "max_length": data.max_length,
-                "data_sha256": data_identity(tasks, data_dir), "config": cfg.to_json(),
-                "strategy_settings": {n: s.to_json() for n, s in own.items()}, "tune": tune,
-                "settings_from": chosen, "task_inference": task_inference}
-    torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
-    for i, s in enumerate(splits):
-        clf.add_task(s.spec, seed=seed + i)
-    record = run_record(**settings, device=str(device), data=data_source(data_dir))
+    common = {"seed": seed, "tune": tune, "model": model, "head": head, "fresh_head": fresh_head, "k": k,
+              "data_dir": data_dir, "device": device}
+    if digits:
+        fields, base, make_streams = _digits_setup(stream, scenario=scenario, **common)
+    else:
+        fields, base, make_streams = _text_setup(stream, data=data, **common)
+    settings = {"command": "run", **fields, "strategies": names, "preset": preset, "seed": seed,
+                "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
+                "tune": tune, "settings_from": chosen, "task_inference": task_inference}
+    record = run_record(**settings, device=str(device),
+                        data="sklearn.datasets.load_digits" if digits else data_source(data_dir))
     def on_result(result) -> None:
         if console.verbose:
             console.echo("\n" + strategy_table(result) + "\n")
@@ -139,15 +193,14 @@ def _run(*, stream, strategies, steps, k, tune, settings_from, task_inference, r
 
     with claim_out_dir(out, "run", settings=settings, overwrite=overwrite, resume=resume,
                        keep_on_error=True) as run_dir, console:
-        the_stream = Stream.make(splits, clf)
-        tune_stream = Stream.make(tune_splits, clf) if tune_splits is not None else None
-        results = run_continual(clf, the_stream, own, cfg, out=run_dir.path, tune_stream=tune_stream,
+        the_stream, tune_stream = make_streams()
+        results = run_continual(base, the_stream, own, cfg, out=run_dir.path, tune_stream=tune_stream,
                                 chosen=chosen, resume=resume, task_inference=task_inference, console=console,
                                 on_result=on_result)
         console.phase("writing results and figures")
-        write_results(run_dir.path, results, record=finish_record(record))
+        write_results(run_dir.path, results, record=finish_record(record), scenario=scenario)
         console.close()
-        console.echo("\n" + summary_table(results) + f"\n\nresults -> {run_dir.path}")
+        console.echo(f"\n{scenario_line(scenario)}\n" + summary_table(results) + f"\n\nresults -> {run_dir.path}")
         run_dir.finish(record)
 
 

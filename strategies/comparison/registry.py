@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from cl_graft.errors import UserError
 from cl_graft.presets import Preset
 from cl_graft.regions.config import LocalizeConfig
@@ -33,10 +35,10 @@ from ..graft.sizing import RegionSize
 from .config import ContinualConfig
 from .settings import NoSettings, SettingOption, Settings, apply_point, has_setting, setting_options
 
-if TYPE_CHECKING:                                        # adapter.py imports Avalanche
+if TYPE_CHECKING:
+    from cl_graft.benchmarks.digits import DigitsStream
     from cl_graft.benchmarks.streams import Stream
 
-    from ..adapter import TaskAdapter
 
 FITS = ("stream", "joint", "separate")
 GRID_SIZE = 3
@@ -171,16 +173,28 @@ class BuildContext:
             grafting selects regions on ``benchmark.valid_stream``, the same rows).
         owners: a saved owner map to continue from (resumed ``graft``), else None.
         progress: show progress bars.
+        peers: the results of the strategies that ran before this one in the same run (name → a
+            :class:`~.runner.StrategyResult`; ``replay-matched`` reads ``graft``'s bytes).
     """
 
-    adapter: TaskAdapter
+    adapter: torch.nn.Module
     cfg: ContinualConfig
     settings: Settings
     template: dict[str, Any]
     plugins: list
-    stream: Stream
+    stream: Stream | DigitsStream
     owners: OwnerMap | None
     progress: bool
+    peers: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def task_inference(self) -> str | None:
+        """How a strategy that keeps an owner map routes test rows: in the class-incremental scenario (no task
+        label at test; a single-head model, :func:`cl_graft.benchmarks.digits.check_scenario`) by the entropy
+        of each task's model (:mod:`..graft.routing`; feature routing reads per-task heads' inputs, and a
+        single-head model's output layer is every task's); None in the task-incremental one (the task label
+        picks the task's model)."""
+        return "entropy" if getattr(self.stream, "scenario", "task") == "class" else None
 
 
 @dataclass(frozen=True)
@@ -205,7 +219,7 @@ class StrategyEntry:
     name: str
     help: str
     build: Callable[[BuildContext], Any]
-    storage: Callable[[Any, TaskAdapter], tuple[int, dict]]
+    storage: Callable[[Any, torch.nn.Module], tuple[int, dict]]
     settings: type[Settings] = NoSettings
     fit: str = "stream"
     resumable: bool = False
@@ -222,10 +236,19 @@ class StrategyEntry:
             raise ValueError(f"{self.name}: grid key {unknown[0]!r} is not a field of {self.settings.__name__}")
 
 
-def model_bytes(clf: TextClassifier) -> int:
-    """Bytes of every tensor fine-tuning moves (what a trained copy of the model adds to θ_pre)."""
-    names = set(trainable_names(clf))
-    return sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
+def model_bytes(model: torch.nn.Module) -> int:
+    """Bytes of every tensor fine-tuning moves (what a trained copy of the model adds to θ_pre): of a
+    :class:`TextClassifier` (or the adapter around one) its trainable tensors, of any other model every tensor."""
+    clf = getattr(model, "clf", model)
+    names = set(trainable_names(clf)) if isinstance(clf, TextClassifier) else None
+    return sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if names is None or n in names)
+
+
+def row_bytes(item) -> int:
+    """Bytes a replay memory keeps for one row: a text row's token ids (int32), else its input tensor."""
+    if isinstance(item, dict):
+        return 4 * len(item["input_ids"])
+    return item[0].numel() * item[0].element_size()
 
 
 # ----- builders ------------------------------------------------------------------------------------
@@ -244,7 +267,7 @@ def _graft(ctx: BuildContext):
     from ..graft.strategy import GraftStrategy
 
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
-                         reconstruct=ctx.settings.reconstruct,
+                         reconstruct=ctx.settings.reconstruct, task_inference=ctx.task_inference,
                          valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.owners)
 
 
@@ -252,6 +275,8 @@ def _graft_paper(ctx: BuildContext):
     from ..graft.finders import independent_regions
     from ..graft.strategy import GraftStrategy
 
+    if not hasattr(ctx.stream, "splits"):
+        raise UserError("graft-paper fine-tunes each task from its text rows; it runs on text streams only")
     data = {s.spec.name: ([e for e in exp.dataset], s.dev)
             for s, exp in zip(ctx.stream.splits, ctx.stream.benchmark.train_stream)}
     regions = independent_regions(ctx.adapter.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
@@ -268,8 +293,9 @@ def _packnet(release: str) -> Callable[[BuildContext], Any]:
         from ..plugins.packnet import PackNetPlugin
 
         packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=ctx.settings.packnet_prune_at,
-                                keep=ctx.settings.packnet_keep, release=release,
+                                keep=ctx.settings.packnet_keep, release=release, n_tasks=len(ctx.stream.tasks),
                                 reconstruct=ctx.settings.reconstruct)
+        packnet.task_inference = ctx.task_inference
         return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
 
     return build
@@ -306,12 +332,17 @@ def graft_bytes_estimate(ctx: BuildContext) -> int:
 
 
 def _replay_matched(ctx: BuildContext):
-    """Replay whose memory (token ids, 4 bytes each) holds as many bytes as ``graft`` stores."""
+    """Replay whose memory holds as many bytes as ``graft`` stores: graft's actual bytes when it ran earlier in
+    the run, else (text streams) :func:`graft_bytes_estimate`."""
     from avalanche.training import Replay
 
+    graft = ctx.peers.get("graft")
+    if graft is None and not isinstance(getattr(ctx.adapter, "clf", None), TextClassifier):
+        raise UserError("replay-matched sizes its memory by graft's bytes: put graft before it in --strategies")
+    target = graft.bytes if graft is not None else graft_bytes_estimate(ctx)
     rows = [row for exp in ctx.stream.benchmark.train_stream for row in exp.dataset]
-    tokens_per_row = sum(len(r["input_ids"]) for r in rows) / max(1, len(rows))
-    mem = max(1, int(graft_bytes_estimate(ctx) / (4 * tokens_per_row)))
+    per_row = sum(row_bytes(r) for r in rows) / max(1, len(rows))
+    mem = max(1, int(target / per_row))
     return Replay(**ctx.template, plugins=ctx.plugins, mem_size=mem)
 
 
@@ -321,7 +352,7 @@ def owner_plugin(strategy):
     return next(p for p in strategy.plugins if isinstance(getattr(p, "owners", None), OwnerMap))
 
 
-def _region_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
+def _region_storage(strategy, adapter: torch.nn.Module) -> tuple[int, dict]:
     """Regions + heads + feature statistics of the owner map (graft, packnet), in all and per task."""
     from ..graft.sizing import sizing_records
 
@@ -337,15 +368,15 @@ def _region_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
                              "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds}
 
 
-def _model_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
-    return model_bytes(adapter.clf), {}
+def _model_storage(strategy, adapter: torch.nn.Module) -> tuple[int, dict]:
+    return model_bytes(adapter), {}
 
 
-def _replay_storage(strategy, adapter: TaskAdapter) -> tuple[int, dict]:
-    """The model plus the replay memory's token ids (4 bytes each)."""
+def _replay_storage(strategy, adapter: torch.nn.Module) -> tuple[int, dict]:
+    """The model plus the replay memory's rows (:func:`row_bytes`)."""
     buffer = next(p for p in strategy.plugins if hasattr(p, "storage_policy")).storage_policy.buffer
-    tokens = sum(len(buffer[i]["input_ids"]) for i in range(len(buffer)))
-    return model_bytes(adapter.clf) + 4 * tokens, {"memory_rows": len(buffer)}
+    memory = sum(row_bytes(buffer[i]) for i in range(len(buffer)))
+    return model_bytes(adapter) + memory, {"memory_rows": len(buffer), "memory_bytes": memory}
 
 
 STRATEGIES: dict[str, StrategyEntry] = {e.name: e for e in (

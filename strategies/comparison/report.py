@@ -24,7 +24,7 @@ from .runner import StrategyResult
 
 STORED = {
     "regions": "each task's region (an int32 index and a value per weight) and its head",
-    "memory": "the trained weights (every tensor fine-tuning moves) and the replay memory's token ids",
+    "memory": "the trained weights (every tensor fine-tuning moves) and the replay memory (token ids or input tensors)",
     "models": "one trained copy of the weights per task",
     "model": "the trained weights (every tensor fine-tuning moves, heads included)",
 }
@@ -119,11 +119,23 @@ def _write_csv(path: str, rows: list[list]) -> None:
         csv.writer(f).writerows(rows)
 
 
-def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict) -> list[Path]:
-    """Writes the JSON, CSVs and figures; returns the paths written."""
+SCENARIOS = {"task": "task-incremental: every strategy gets the task label at test",
+             "class": "class-incremental: no strategy gets a task label at test (graft and packnet route each row "
+                      "to the task whose model is most confident)"}
+"""What each scenario's accuracies mean (results.json's ``scenario``, the line above the summary table)."""
+
+
+def scenario_line(scenario: str) -> str:
+    """The line that says which scenario a table's accuracies come from (:data:`SCENARIOS`)."""
+    return f"scenario: {SCENARIOS[scenario]}"
+
+
+def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict, scenario: str = "task") -> list[Path]:
+    """Writes the JSON (with the ``scenario`` of every accuracy in it), CSVs and figures; returns the paths
+    written."""
     tasks = next(iter(results.values())).tasks
     paths = [out / RESULTS_JSON, out / RESULTS_CSV, out / MATRICES_CSV]
-    write_json(paths[0], {"run": record, "tasks": tasks,
+    write_json(paths[0], {"run": record, "scenario": scenario, "tasks": tasks,
                           "strategies": {n: r.to_json() for n, r in results.items()}})
     summary_rows = [["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes", "seconds"]]
     for name, res in results.items():

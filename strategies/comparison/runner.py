@@ -8,6 +8,7 @@ each is built, walks the stream and is stored, are the entries of :data:`.regist
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import time
 import warnings
@@ -37,6 +38,7 @@ from .settings import Settings, apply_point
 from .tuning import tune
 
 if TYPE_CHECKING:
+    from cl_graft.benchmarks.digits import DigitsStream
     from cl_graft.benchmarks.streams import Stream
 
 RESULT_FILE = "result.json"
@@ -100,8 +102,16 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
     return [_accuracy(metrics, j) for j in range(n_tasks)]
 
 
-def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, settings: Settings, steps: int, *,
-           stream: Stream, owners: OwnerMap | None, report: Report | None):
+def fresh_model(base: torch.nn.Module, tasks: list[str]) -> torch.nn.Module:
+    """One strategy's copy of ``base`` (never modified): a :class:`TextClassifier` in a :class:`TaskAdapter`
+    over ``tasks``, any other model (a digits model) deep-copied."""
+    if isinstance(base, TextClassifier):
+        return TaskAdapter(clone_model(base), tasks)
+    return copy.deepcopy(base)
+
+
+def _build(name: str, adapter: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
+           stream: Stream, owners: OwnerMap | None, report: Report | None, peers: Mapping | None = None):
     """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``) and, with
     ``report``, the plugin that moves the console's progress line (Avalanche's own log when it is verbose).
 
@@ -119,7 +129,7 @@ def _build(name: str, adapter: TaskAdapter, cfg: ContinualConfig, settings: Sett
     if report is not None:
         plugins.append(report.plugin(stream.tasks, steps, joint=STRATEGIES[name].fit == "joint"))
     strategy = STRATEGIES[name].build(BuildContext(adapter, cfg, settings, template, plugins, stream, owners,
-                                                   verbose))
+                                                   verbose, dict(peers or {})))
     unsupported = [type(p).__name__ for p in strategy.plugins if not getattr(p, "supports_distributed", False)]
     if distributed.world_size() > 1 and unsupported:
         raise UserError(f"strategy {name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
@@ -134,15 +144,19 @@ def _train(strategy, experience, seed: int) -> None:
         strategy.train(experience)
 
 
-def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: ContinualConfig,
+def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream, cfg: ContinualConfig,
                  settings: Settings | None = None, *, state_dir: Path | None = None,
-                 task_inference: str | None = None, report: Report | None = None) -> StrategyResult:
-    """Runs one strategy on ``stream`` from a copy of ``base`` (never modified).
+                 task_inference: str | None = None, report: Report | None = None,
+                 peers: Mapping[str, StrategyResult] | None = None) -> StrategyResult:
+    """Runs one strategy on ``stream`` from a copy of ``base`` (never modified, :func:`fresh_model`).
 
     Args:
         name: a strategy of :data:`~.registry.STRATEGIES`.
-        base: the pre-trained classifier with every task of the stream registered (same heads for all).
-        stream: the tasks, their rows (dev rows select regions: graft) and their benchmark.
+        base: the pre-trained classifier with every task of the stream registered (same heads for all), or the
+            model a digits stream starts from (:func:`cl_graft.benchmarks.digits.digits_model`).
+        stream: the tasks, their rows (dev rows select regions: graft) and their benchmark; a
+            :class:`~cl_graft.benchmarks.digits.DigitsStream` names its scenario (``class``: strategies that
+            keep an owner map route test rows by features, :attr:`.registry.BuildContext.task_inference`).
         cfg: the settings every strategy shares.
         settings: the strategy's own (an instance of its entry's ``settings`` class; default: the class's
             defaults, :func:`.registry.strategy_settings` gives a preset's).
@@ -152,19 +166,20 @@ def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: Continual
             packnet); the result goes to ``info["task_inference"]`` (not counted in ``seconds``).
         report: where progress and a result line per task go (:class:`.progress.Report`; its console's
             ``verbose`` adds Avalanche's interactive logger); None: nothing is shown.
+        peers: results of strategies that ran before it in the same run (``replay-matched`` reads graft's).
     """
     t0, c0 = time.perf_counter(), time.process_time()
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
     bm, tasks = stream.benchmark, stream.tasks
     n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
-    build = {"stream": stream, "report": report}
+    build = {"stream": stream, "report": report, "peers": peers}
     if report is not None:
         report.console.phase(f"{report.label} · set-up")          # graft-paper fine-tunes every task here
     if entry.fit == "separate":
         row = []
         for i, exp in enumerate(bm.train_stream):
-            adapter = TaskAdapter(clone_model(base), tasks)
+            adapter = fresh_model(base, tasks)
             strategy = _build(name, adapter, cfg, settings, steps, owners=None, **build)
             _train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
@@ -174,11 +189,11 @@ def run_strategy(name: str, base: TextClassifier, stream: Stream, cfg: Continual
         size = n * entry.storage(strategy, adapter)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
                               {"cpu_seconds": round(time.process_time() - c0, 1)})
-    adapter = TaskAdapter(clone_model(base), tasks)
+    adapter = fresh_model(base, tasks)
     rows, owners, before = [], None, 0.0
     resumable = entry.resumable and state_dir is not None
     if resumable and (state_dir / PROGRESS_FILE).exists():
-        owners, rows, before = _resume(state_dir, adapter.clf, tasks, cfg, settings)
+        owners, rows, before = _resume(state_dir, getattr(adapter, "clf", adapter), tasks, cfg, settings)
     strategy = _build(name, adapter, cfg, settings, steps * (n if entry.fit == "joint" else 1), owners=owners,
                       **build)
     if entry.fit == "joint":
@@ -232,7 +247,7 @@ def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: Con
                                            "pre_fingerprint": owners.pre_fingerprint})
 
 
-def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: ContinualConfig, settings: Settings):
+def _resume(state_dir: Path, clf: torch.nn.Module, tasks: list[str], cfg: ContinualConfig, settings: Settings):
     """Owner map (applied to ``clf``), accuracy rows and seconds of an interrupted graft stream."""
     state = read_checked(state_dir / PROGRESS_FILE, PROGRESS_SCHEMA)
     if (state.get("tasks"), state.get("config"), state.get("settings")) != (tasks, cfg.to_json(),
@@ -246,9 +261,9 @@ def _resume(state_dir: Path, clf: TextClassifier, tasks: list[str], cfg: Continu
     return owners, [list(r) for r in state["rows"]], float(state["seconds"])
 
 
-def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str, Settings], cfg: ContinualConfig, *,
-                  out: Path, tune_stream: Stream | None = None, chosen: dict[str, dict] | None = None,
-                  resume: bool = False, task_inference: str | None = None, console: Console | None = None,
+def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategies: Mapping[str, Settings],
+                  cfg: ContinualConfig, *, out: Path, tune_stream: Stream | DigitsStream | None = None,
+                  chosen: dict[str, dict] | None = None, resume: bool = False, task_inference: str | None = None, console: Console | None = None,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` (name → its settings, :func:`.registry.strategy_settings`) in order; each writes
     ``out/<name>/result.json`` when done.
@@ -287,7 +302,7 @@ def run_continual(base: TextClassifier, stream: Stream, strategies: Mapping[str,
                 settings = apply_point(settings, source.info["tuning"]["chosen"])
             report = Report(console, name) if console is not None else None
             results[name] = run_strategy(name, base, stream, cfg, settings, report=report, state_dir=state,
-                                         task_inference=task_inference)
+                                         task_inference=task_inference, peers=results)
             if tuning:
                 results[name].info["tuning"] = tuning
             write_json(path, results[name].to_json())

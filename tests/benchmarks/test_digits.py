@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from cl_graft.benchmarks.digits import (
     DigitsStream,
     check_scenario,
@@ -12,6 +11,7 @@ from cl_graft.benchmarks.digits import (
     digits_model,
     parse_digits_stream,
 )
+
 from cl_graft.errors import UserError
 
 avalanche = pytest.importorskip("avalanche")
