@@ -26,13 +26,16 @@ from ..adapter import TaskAdapter
 def recipe_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
     """The recipe's optimizer. For a :class:`TaskAdapter`, tensors the recipe does not train get
     ``requires_grad=False`` (input embeddings when ``cfg.freeze_embeddings``, the unused pooler, prompt heads' LM
-    head), so they never get a gradient; any other model (a from-scratch digits model) trains every tensor.
+    head), so they never get a gradient; any other model (a from-scratch digits model) trains every tensor in one
+    param group (the recipe's weight decay on all), where Avalanche places the heads a ``MultiHeadClassifier``
+    adds per task (it cannot choose between two groups).
 
     Every tensor is in a param group (Avalanche re-adds missing ones and fails to place BERT's embeddings).
     Modifies ``model`` IN PLACE (``requires_grad`` flags only).
     """
     if not isinstance(model, TaskAdapter):
-        return make_optimizer(model, [n for n, _ in model.named_parameters()], cfg)
+        kind = torch.optim.SGD if cfg.optimizer == "sgd" else torch.optim.AdamW
+        return kind(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     names = set(trainable_names(model.clf, freeze_embeddings=cfg.freeze_embeddings))
     every = []
     for n, p in model.clf.named_parameters():

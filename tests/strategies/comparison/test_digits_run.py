@@ -69,3 +69,12 @@ def test_tune_chooses_on_train_rows(tmp_path):
 def test_refused(args, message, tmp_path):
     result = CliRunner().invoke(main, [*RUN, *args, "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize("model", ["mtmlp", "cnn"])
+def test_multi_head_models_get_a_head_per_task(model, tmp_path):
+    saved = _run("--stream", "split-digits", "--model", model, "--strategies", "graft,naive", "--steps", "20",
+                 "--out", str(tmp_path / model))
+    graft, naive = saved["strategies"]["graft"], saved["strategies"]["naive"]
+    assert saved["run"]["model"] == model and graft["summary"]["forgetting"] == 0.0
+    assert len(graft["info"]["task_bytes"]) == 5 and naive["summary"]["average"] > 0.6   # 2-unit heads learn
