@@ -68,6 +68,9 @@ def test_verbose_shows_avalanches_log_and_quiet_prints_nothing(env, tmp_path):
     (["--stream", " , "], "--stream is empty"),
     (["--stream", "alpha,beta", "--strategies", "graft,magic"], "unknown strategy 'magic'"),
     (["--stream", "alpha,beta", "--preset", "huge"], "unknown preset"),
+    (["--stream", "alpha,beta", "--strategies", "graft", "--region-size", "big"], "region size must be auto or a share"),
+    (["--stream", "alpha,beta", "--strategies", "graft", "--region-size", "0.05", "--tolerance", "0.01"],
+     "does not apply to size = 0.05"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(env, tmp_path, args, message):
     out = tmp_path / "out"
@@ -75,6 +78,23 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(env, tmp_path, args, me
     assert result.exit_code == 2 and message in result.output, result.output
     assert result.output.strip().count("\n") == 0
     assert not out.exists()
+
+
+def test_region_size_is_one_option_auto_or_a_share(env, tmp_path):
+    """--region-size 0.05 fixes every task's region (no size search); auto (the default) records each task's
+    evidence, and --tolerance reaches the automatic rules."""
+    fixed = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--region-size", "0.05",
+                "--out", str(tmp_path / "f"))
+    assert fixed.exit_code == 0, fixed.output
+    info = json.loads((tmp_path / "f" / "results.json").read_text())["strategies"]["graft"]["info"]
+    assert [round(d, 3) for d in info["region_density"]] == [0.05, 0.05] and "loss" not in info["sizing"][0]
+    auto = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--region-size", "auto", "--tolerance", "0.5",
+               "--out", str(tmp_path / "a"))
+    assert auto.exit_code == 0, auto.output
+    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    sizing = results["strategies"]["graft"]["info"]["sizing"]
+    assert [s["tolerance"] for s in sizing] == [0.5, 0.5] and all("rungs" in s for s in sizing)
+    assert results["run"]["strategy_settings"]["graft"]["size"]["tolerance"] == 0.5
 
 
 def test_existing_results_are_not_overwritten(env, all_run):
