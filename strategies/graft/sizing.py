@@ -23,10 +23,11 @@ each task gets its own size, chosen on held-out rows after it trained:
    finder's starting region), grafted onto θ_pre, and costs one pass over the held-out rows. The largest rung is
    where the search starts; it goes down a rung as long as the rung's accuracy loss against the trained model is
    at most ``tolerance`` with ``confidence`` (:func:`~.evidence.loss_evidence`: a paired bound from the labels
-   and a label-free bound from the trained model's own probabilities; see :mod:`.evidence` for why either is
-   sound and what each assumes), and stops at the first rung that is not vouched for. Testing a fixed sequence
-   and stopping at the first failure keeps the chance of accepting any rung that loses more than ``tolerance``
-   at 1 − ``confidence`` without a correction for the number of rungs.
+   and a label-free bound from the trained model's own probabilities, which counts only where the labels do
+   not contradict it; see :mod:`.evidence` for why and what each assumes), and stops at the first rung that is
+   not vouched for. Testing a fixed sequence and stopping at the first failure keeps the chance of accepting a
+   rung that loses more than ``tolerance`` at 1 − ``confidence`` (where the bounds' assumptions hold) without a
+   correction for the number of rungs.
 4. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen size, from
    that same starting region; its region is kept unless it scores lower on the held-out rows than the rung's own.
 5. **Checks.** A task whose region loses more than ``tolerance`` (point estimate: the largest rung it may take
@@ -271,7 +272,8 @@ class SizedFinder:
         z = z_value(self.size.confidence)
 
         def evidence_of(out: Outputs, more: Tensor | None) -> dict:
-            return loss_evidence(reference, out, z=z, ref_more=ref_more, graft_more=more)
+            return loss_evidence(reference, out, z=z, tolerance=self.size.tolerance, ref_more=ref_more,
+                                 graft_more=more)
 
         tried = []
         for k in reversed(self.size.rungs(prob.numel, cap)):                 # top down: the cap first
@@ -279,10 +281,9 @@ class SizedFinder:
             graft_(mask)
             out, more = outputs()
             evidence = evidence_of(out, more)
-            vouched = evidence["bound"] <= self.size.tolerance
             tried.append({"elements": k, "share": k / prob.numel, "mask": mask, "out": out, "more": more,
-                          "vouched": vouched, **evidence})
-            if not vouched and len(tried) > 1:
+                          **evidence})
+            if not evidence["vouched"] and len(tried) > 1:
                 break
         passed = [r for r in tried[1:] if r["vouched"]]
         chosen = passed[-1] if passed else tried[0]                          # the smallest vouched, else the cap
@@ -309,8 +310,8 @@ class SizedFinder:
             "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
             "cap_share": cap / prob.numel, "below_cap": chosen is not tried[0], "free_before": free / prob.numel,
             "validation": split, "rows": len(labels),
-            "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "disagree",
-                                         "vouched")}
+            "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
+                                         "disagree", "vouched")}
                       for r in tried],
             "search_seconds": round(search, 3), "seconds": round(time.perf_counter() - t0, 3)}
         return region
