@@ -98,9 +98,12 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
         sizes = [r for r in runs if r["benchmark"] == bench and r["strategy"] == "graft"]
         if sizes:
             r = sizes[0]
+            below = [sum(bool(x.get("below_cap")) for x in run["sizes"]) for run in sizes]
             lines += ["", f"Default graft, seed {r['seed']}: size chosen per task (% of graftable elements): "
                       + ", ".join(f"{100 * s['share']:.2g}" for s in r["sizes"]) + "; share kept on validation: "
-                      + ", ".join(f"{100 * s['kept']:.0f}" for s in r["sizes"] if s.get("kept") is not None), ""]
+                      + ", ".join(f"{100 * s['kept']:.0f}" for s in r["sizes"] if s.get("kept") is not None)
+                      + f". Tasks whose size the search chose below their cap (the held-out rows vouched for a "
+                      f"smaller rung), per seed: {', '.join(map(str, below))} of {n_tasks}.", ""]
     return "\n".join(lines) + "\n"
 
 
