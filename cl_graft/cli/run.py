@@ -23,9 +23,9 @@ results.csv and matrices.csv at the end.
 
 \b
 stored (bytes kept beside the pre-trained model to serve every task): graft, graft-paper, packnet: each
-task's region (an int32 index and a value per weight) and its head; naive, ewc, lwf, joint: the trained
-weights (every tensor fine-tuning moves); replay: those and the replay memory's token ids; single: one
-trained copy per task."""
+task's region (an int32 index and a value per weight), its head and its feature statistics; naive, ewc, lwf,
+joint: the trained weights (every tensor fine-tuning moves); replay: those and the replay memory's token ids;
+single: one trained copy per task."""
 
 
 def settings_options(f):

@@ -23,7 +23,7 @@ from .registry import STRATEGIES
 from .runner import StrategyResult
 
 STORED = {
-    "regions": "each task's region (an int32 index and a value per weight) and its head",
+    "regions": "each task's region (an int32 index and a value per weight), its head and its feature statistics",
     "memory": "the trained weights (every tensor fine-tuning moves) and the replay memory (token ids or input tensors)",
     "models": "one trained copy of the weights per task",
     "model": "the trained weights (every tensor fine-tuning moves, heads included)",
