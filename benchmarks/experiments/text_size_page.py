@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 from cl_graft.strategies.comparison.metrics import paired_interval
 
-MB = 1e6
+MB = 1024 * 1024                    # as the console prints them (powers of 1024)
 
 
 def _load(path: Path) -> dict:

@@ -12,7 +12,7 @@ def _run(seed: int, graft: list[float], single: list[float], *, naive: bool = Fa
     record = {"seed": seed, "command_line": f"cl-graft run --seed {seed}", "git_revision": "abc",
               "device_name": "cpu", "torch": "2"}
     strategies = {"graft": {"summary": {"final": graft, "average": sum(graft) / 2, "forgetting": 0.0},
-                            "info": {"sizing": sizing, "task_bytes": [{"total": 2e6}] * 2}, "bytes": 4e6,
+                            "info": {"sizing": sizing, "task_bytes": [{"total": 2 * 2 ** 20}] * 2}, "bytes": 4 * 2 ** 20,
                             "seconds": 120.0},
                   "single": {"summary": {"final": single, "average": sum(single) / 2}}}
     if naive:
