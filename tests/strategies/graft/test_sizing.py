@@ -28,15 +28,6 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.evidence import (
-    Outputs,
-    calibrate,
-    chance_level,
-    loss_evidence,
-    temperature,
-    wilson_low,
-    z_value,
-)
 from cl_graft.strategies.graft.sizing import allowed, sizing_records
 
 from cl_graft.errors import UserError
@@ -84,65 +75,6 @@ def test_search_goes_down_to_the_smallest_rung_the_rows_vouch_for():
     assert record["validation"] == "dev" and record["rows"] == 400
     assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
-
-
-def _outputs(right: torch.Tensor, confidence: float = 0.99) -> Outputs:
-    """Two-class outputs on ``len(right)`` rows of label 1: class 1 with ``confidence`` where ``right``."""
-    p1 = torch.where(right, torch.tensor(confidence), torch.tensor(1 - confidence)).double()
-    return Outputs(torch.stack([1 - p1, p1], 1), torch.ones(len(right), dtype=torch.long))
-
-
-def test_loss_bounds_need_rows_or_agreement():
-    """The bound reaches the tolerance only where the rows vouch for it: many rows without a disagreement do, a
-    handful do not (the pessimistic row), nor do many confident disagreements that happen to cancel out; a graft
-    that gains accuracy is vouched for by the labels, and one that differs only where the trained model is unsure
-    by the trained model's own probabilities, unless the labels show it losing more than the tolerance."""
-    z = z_value(0.95)
-    agree = torch.ones(400, dtype=torch.bool)
-    assert loss_evidence(_outputs(agree), _outputs(agree), z=z, tolerance=0.02)["bound"] <= 0.02
-    assert loss_evidence(_outputs(agree[:20]), _outputs(agree[:20]), z=z, tolerance=0.02)["bound"] > 0.02
-    ref = torch.arange(400) < 300                                               # 300 right
-    swapped = ref.clone()
-    swapped[:30], swapped[300:330] = False, True                                # 30 lost, 30 gained
-    evidence = loss_evidence(_outputs(ref), _outputs(swapped), z=z, tolerance=0.02)
-    assert evidence["loss"] == 0.0 and evidence["disagree"] == 0.15 and evidence["bound"] > 0.02
-    gains = ref.clone()
-    gains[300:360] = True                                                       # 60 gained, none lost
-    evidence = loss_evidence(_outputs(ref), _outputs(gains), z=z, tolerance=0.02)
-    assert evidence["loss"] < 0 and evidence["hits_bound"] <= 0.02 < evidence["beliefs_bound"]
-    unsure = loss_evidence(_outputs(ref, 0.51), _outputs(swapped, 0.99), z=z, tolerance=0.02)   # f unsure there
-    assert unsure["beliefs_bound"] <= 0.02 < unsure["hits_bound"] and unsure["vouched"]    # the labels agree
-    lost = swapped.clone()
-    lost[300:330] = False                                                       # the 30 lost, none gained
-    contradicted = loss_evidence(_outputs(ref, 0.51), _outputs(lost, 0.99), z=z, tolerance=0.02)
-    assert contradicted["beliefs_bound"] <= 0.02 < contradicted["corrected"]    # the labels say 7.5 points lost
-    assert not contradicted["vouched"] and contradicted["bound"] == contradicted["hits_bound"]
-
-
-def test_temperature_scaling_softens_an_overconfident_model():
-    """Rows right 70% of the time with 99% confidence: the fitted temperature is above 1 and brings the
-    confidence near 70%; probabilities that are already calibrated keep T ≈ 1; the answers never change."""
-    right = torch.arange(1000) % 10 < 7
-    over = _outputs(right, 0.99)
-    t = temperature(over.probs, over.labels)
-    scaled = calibrate(over.probs, t)
-    assert t > 2 and torch.equal(scaled.argmax(-1), over.probs.argmax(-1))
-    assert abs(float(scaled.max(-1).values.mean()) - 0.7) < 0.02
-    fair = _outputs(right, 0.7)
-    assert abs(temperature(fair.probs, fair.labels) - 1) < 0.1
-
-
-def test_chance_level_and_the_wilson_bound():
-    """Chance is the most frequent class's share; the Wilson bound lies in [0, mean], grows with the rows, and a
-    handful of rows all right does not make a 2-class task surely above chance."""
-    assert chance_level(torch.tensor([0, 0, 1, 3])) == 0.5 and chance_level(torch.zeros(0, dtype=torch.long)) == 0
-    z = 1.645
-    for n, right in ((1, 1), (4, 4), (20, 13), (200, 130), (200, 0), (200, 200)):
-        hits = torch.arange(n) < right
-        assert 0.0 <= wilson_low(hits, z) <= right / n
-    assert wilson_low(torch.ones(2, dtype=torch.bool), z) < 0.5 < wilson_low(torch.ones(8, dtype=torch.bool), z)
-    assert wilson_low(torch.arange(20) < 13, z) < wilson_low(torch.arange(200) < 130, z)
-    assert wilson_low(torch.ones(4, dtype=torch.bool), 0.0) == 1.0                  # z = 0: the mean
 
 
 def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
