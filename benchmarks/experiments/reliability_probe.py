@@ -67,7 +67,7 @@ class Probe:
         return lambda: what if snapshot(folder) == before else "FOLDER CHANGED"
 
     # ----- the cases -------------------------------------------------------------------------------------------
-    def cases(self) -> list[Case]:
+    def cases(self, *, third: bool = True) -> list[Case]:
         r, d, bad = self.root, ["--data-dir", self.data], ["--data-dir", self.bad]
         o = r / "o"
         rows = self.rows(200)
@@ -187,7 +187,7 @@ class Probe:
                                   [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
         plot_folder = self.user_folder("user-plot")
         cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
-        return cases + RoundTwo(self).cases() + RoundThree(self).cases()
+        return cases + RoundTwo(self).cases() + (RoundThree(self).cases() if third else [])
 
     def broken_model(self, how: str) -> None:
         folder = self.root / f"ft-{how}"
@@ -247,15 +247,15 @@ def first_error(stderr: str) -> str:
               show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="path without suffix: writes OUT.json and OUT.md")
-@click.option("--round", "only", type=click.Choice(["all", "3"]), default="all", show_default=True,
-              help="every case, or the third round's alone")
+@click.option("--round", "only", type=click.Choice(["all", "1-2", "3"]), default="all", show_default=True,
+              help="every case, the first two rounds' or the third round's alone")
 def main(data_dir, out, only) -> None:
     if data_dir is None or not (data_dir / "sst2").is_dir():
         raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="cl-graft-probe-") as tmp:
         probe = Probe(Path(tmp), data_dir.resolve())
-        for case in probe.cases() if only == "all" else RoundThree(probe).cases():
+        for case in RoundThree(probe).cases() if only == "3" else probe.cases(third=only == "all"):
             case.setup()
             if hasattr(case.check, "before"):
                 case.check.before()
