@@ -1,5 +1,9 @@
 """Run records: what made a result (the full command line, device, versions, git revision, settings) and what it
-cost (wall and CPU seconds, peak memory). Every command's ``config.json`` and every results file carries one."""
+cost (wall and CPU seconds, peak memory). Every command's ``config.json`` and every results file carries one.
+
+A record names no absolute path of the machine that made it: :func:`portable_path` writes each path relative to
+the folder the command ran in (for committed results, the repository root: ``/work/shared/data`` typed in
+``/work/main`` is recorded as ``../shared/data``), so the record reads the same in any clone."""
 from __future__ import annotations
 
 import contextlib
@@ -66,16 +70,65 @@ def _argv_command_line() -> str:
     return shlex.join(argv)
 
 
+def _machine_path(text: str) -> bool:
+    """Whether ``text`` is an absolute path of this machine: ``/`` then a top-level folder that exists here."""
+    top = text[1:].split("/", 1)[0] if text.startswith("/") else ""
+    return bool(top) and os.path.isdir("/" + top)
+
+
+def portable_path(value: str | os.PathLike, *, start: str | os.PathLike | None = None) -> str:
+    """``value`` as a record keeps it: an absolute path of this machine relative to ``start`` (default: the working
+    directory), e.g. ``/work/shared/data`` from ``/work/main`` → ``../shared/data``; ``name=path``, ``--opt=path``
+    and comma-separated lists of them piece by piece; anything else (relative paths, words) as it is."""
+    start = os.fspath(start) if start is not None else os.getcwd()
+
+    def piece(text: str) -> str:
+        name, eq, path = ("", "", text) if text.startswith("/") else text.partition("=")
+        if not _machine_path(path):
+            return text
+        try:
+            return name + eq + os.path.relpath(path, start)
+        except ValueError:                                     # another drive (Windows)
+            return text
+
+    return ",".join(piece(p) for p in os.fspath(value).split(","))
+
+
+def portable_command(command: str, *, start: str | os.PathLike | None = None) -> str:
+    """``command`` with every argument that names an absolute path of this machine made relative to ``start``
+    (see :func:`portable_path`); a command that does not parse as shell words is returned as it is."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    portable = [portable_path(w, start=start) for w in words]
+    return command if portable == words else shlex.join(portable)
+
+
+def _portable_fields(value: Any) -> Any:
+    """``value`` with every string in it (nested in dicts, lists and tuples too) passed through
+    :func:`portable_path`."""
+    if isinstance(value, str):
+        return portable_path(value)
+    if isinstance(value, dict):
+        return {k: _portable_fields(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_portable_fields(v) for v in value]
+    return value
+
+
 def run_record(**fields: Any) -> dict:
     """What made a result: the full command line, start time, device, versions, platform and git revision,
-    plus the given fields (seed, settings, ...). :func:`finish_record` adds what the run cost."""
+    plus the given fields (seed, settings, ...), with every path in them portable (:func:`portable_path`).
+    :func:`finish_record` adds what the run cost."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return {"command_line": COMMAND_LINE.get() or _argv_command_line(), "started": started,
+    command = portable_command(COMMAND_LINE.get() or _argv_command_line())
+    return {"command_line": command, "started": started,
             "device_name": device_name(fields.get("device")), "cl_graft_version": version("cl-graft"),
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": version("transformers"), "avalanche": version("avalanche-lib"),
             "numpy": version("numpy"), "platform": platform.platform(), "git_revision": git_revision(),
-            "processes": distributed.describe(), **fields}
+            "processes": distributed.describe(), **_portable_fields(fields)}
 
 
 def finish_record(record: dict) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from cl_graft.artifacts import load_classifier, save_classifier
 from cl_graft.files import read_json, write_json
 from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.presets import get_preset
-from cl_graft.provenance import run_record
+from cl_graft.provenance import portable_command, run_record
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier, clone_model
@@ -145,7 +146,7 @@ def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
         subprocess.run(cmd, check=True, capture_output=True)
         record = read_json(folder / "results.json")["run"]
         out[name] = {"wall_s": time.perf_counter() - t0, "peak_rss_mb": record.get("peak_rss_mb"),
-                     "command": " ".join(cmd[2:])}
+                     "command": portable_command(shlex.join(cmd[2:]))}
     out["ratio"] = out["graft"]["wall_s"] / out["naive"]["wall_s"]
     return out
 

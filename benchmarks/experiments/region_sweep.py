@@ -39,7 +39,7 @@ from cl_graft.artifacts import load_classifier
 from cl_graft.files import read_json, write_json, write_text
 from cl_graft.grafting.graft import graft_model
 from cl_graft.presets import get_preset
-from cl_graft.provenance import finish_record, run_record
+from cl_graft.provenance import finish_record, portable_path, run_record
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region
@@ -262,7 +262,7 @@ def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches,
         pre.add_task(splits.spec, seed=seed)
         dev_select, dev_choose = split_dev(splits.dev, split_seed)
         ft_test, _ = _test(ft, splits.test, task)
-        result["ft"][task] = {"folder": folder, "n_train": len(splits.train), "n_dev_select": len(dev_select),
+        result["ft"][task] = {"folder": portable_path(folder), "n_train": len(splits.train), "n_dev_select": len(dev_select),
                               "n_dev_choose": len(dev_choose), "n_test": len(splits.test),
                               "dev_choose": _dev(ft, dev_choose, task), "test": ft_test["accuracy"],
                               "test_ece": ft_test["ece"]}

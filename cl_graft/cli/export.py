@@ -56,7 +56,7 @@ def export(skills, task, out, data_dir, overwrite):
     from ..benchmarks.tasks import get_task
     from ..outdir import claim_out_dir
     from ..presets import get_preset
-    from ..provenance import run_record
+    from ..provenance import portable_path, run_record
     from ..strategies.graft.export import export_task
     from ..strategies.graft.saved_checks import load_skills
     from ..training.models import build_classifier
@@ -80,7 +80,7 @@ def export(skills, task, out, data_dir, overwrite):
             raise UserError(f"--skills {skills} holds no skill for task {task!r} (it holds {learned})")
         raise UserError(f"task {task!r} is not learned in the unfinished run in {run}; resume it with `cl-graft run "
                         f"... --out {run} --resume` or export a finished task ({learned})")
-    settings = {"command": "export", "skills": str(skills.resolve()), "task": task}
+    settings = {"command": "export", "skills": portable_path(skills.resolve()), "task": task}
     with claim_out_dir(out, "export", settings=settings, overwrite=overwrite, record_name=RECORD) as run_dir:
         export_task(owners, clf, task, run_dir.path)
         run_dir.finish(run_record(**settings))

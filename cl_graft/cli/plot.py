@@ -16,7 +16,7 @@ def plot(results_dir, out):
     --out must be a new or empty folder, or one an earlier `cl-graft plot` wrote (its figures are replaced)."""
     from ..folder_lock import FolderLock
     from ..outdir import claim_out_dir
-    from ..provenance import COMMAND_LINE
+    from ..provenance import COMMAND_LINE, portable_path
     from ..skillmaps.report import draw_figures, summary
     from ..skillmaps.results import FIGURES_DIR, load_skillmap
 
@@ -29,9 +29,9 @@ def plot(results_dir, out):
         finally:
             lock.release()
     else:
-        with claim_out_dir(out, "plot", settings={"results_dir": str(results_dir)}, overwrite=True) as run_dir:
+        with claim_out_dir(out, "plot", settings={"results_dir": portable_path(results_dir)}, overwrite=True) as run_dir:
             fig_dir = run_dir.path
             paths = draw_figures(sm, fig_dir)
-            run_dir.finish({"command": "plot", "results_dir": str(results_dir)})
+            run_dir.finish({"command": "plot", "results_dir": portable_path(results_dir)})
     click.echo(summary(sm))
     click.echo(f"{len(paths)} figures -> {fig_dir}")

@@ -1,6 +1,7 @@
 """Run records: what made a result (command line, device, versions, revision) and what it cost."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import types
@@ -10,7 +11,14 @@ import torch
 from click.testing import CliRunner
 
 from cl_graft.cli import main
-from cl_graft.provenance import COMMAND_LINE, finish_record, git_revision, run_record
+from cl_graft.provenance import (
+    COMMAND_LINE,
+    finish_record,
+    git_revision,
+    portable_command,
+    portable_path,
+    run_record,
+)
 
 from helpers import REPO_ROOT
 
@@ -47,3 +55,25 @@ def test_cli_sets_the_full_command_line(monkeypatch):
     result = CliRunner().invoke(main, ["plot", "somewhere", "--out", "x y"])
     assert result.exit_code == 0, result.output
     assert seen == ["cl-graft plot somewhere --out 'x y'"] and COMMAND_LINE.get() is None
+
+
+def test_records_name_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
+    work = tmp_path / "clone"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    data, out = tmp_path / "shared" / "data", work / "runs" / "x"
+    assert portable_path(data) == "../shared/data" and portable_path(str(out)) == "runs/x"
+    assert portable_path(f"qnli={out},sst2={data}") == "qnli=runs/x,sst2=../shared/data"
+    assert portable_path("runs/x") == "runs/x" and portable_path("sst2,cr") == "sst2,cr"
+    assert portable_path("/nonexistent-top/x") == "/nonexistent-top/x"           # not a folder of this machine
+    assert portable_command(f"cl-graft run --data-dir {data} --out={out} --note 'a b'") == \
+        "cl-graft run --data-dir ../shared/data --out=runs/x --note 'a b'"
+    assert portable_command("cl-graft run --out 'unclosed") == "cl-graft run --out 'unclosed"
+    token = COMMAND_LINE.set(f"cl-graft run --out {out}")
+    try:
+        record = run_record(data=str(data), settings={"folders": [str(out), "sst2"]}, load=(1.0, 2.0))
+    finally:
+        COMMAND_LINE.reset(token)
+    assert record["command_line"] == "cl-graft run --out runs/x" and record["data"] == "../shared/data"
+    assert record["settings"] == {"folders": ["runs/x", "sst2"]} and record["load"] == [1.0, 2.0]
+    assert str(tmp_path) not in json.dumps(record)
