@@ -7,6 +7,9 @@ so ``--overwrite`` removes exactly those, at every depth, and nothing of the use
 time (:mod:`.folder_lock`: a second command fails at once, naming the first); a command that fails removes
 only the files it wrote, and temporary files of an interrupted write are removed at the next claim.
 
+A command may not write inside a folder another command is writing, except in the folder that command lends to
+the commands it starts (:data:`SCRATCH_ENV`: an experiment script's ``<out>/work``).
+
 Under torchrun only rank 0 writes ``--out``; every other rank works in a private scratch copy of it (what was
 there when the command started, so ``--resume`` and the checks see the same folder), removed when it exits.
 """
@@ -34,6 +37,10 @@ from .schema import ListOf, Obj, check_json
 from .written import Ledger, is_temporary
 
 OWNER_FILE = ".cl-graft.json"
+SCRATCH_ENV = "CL_GRAFT_SCRATCH"
+"""The environment variable naming a folder inside a running command's output folder that the command lends to
+the commands it starts (they inherit the variable): their ``--out`` may be inside it, though its owner holds the
+folder's lock. Folders inside the lent one are still checked (a command another of them is writing)."""
 OWNER_SCHEMA = Obj({"command": str, "settings": dict, "kept": ListOf(str)})
 RECORD_SCHEMA = Obj({"files": ListOf(str)})
 
@@ -77,8 +84,13 @@ def _refuse_links(out: Path) -> None:
 
 
 def _refuse_nested_in_busy(out: Path) -> None:
-    """Refuses an ``out`` inside the output folder of a command that is running (it holds the folder's lock)."""
+    """Refuses an ``out`` inside the output folder of a command that is running (it holds the folder's lock),
+    unless ``out`` is inside the folder that command lent to this one (:data:`SCRATCH_ENV`)."""
+    lent = Path(os.environ[SCRATCH_ENV]).absolute() if os.environ.get(SCRATCH_ENV) else None
+    lender = set(lent.parents) if lent is not None and lent in out.absolute().parents else set()
     for folder in out.absolute().parents:
+        if folder in lender:
+            continue
         holder = FolderLock(folder, "").busy() if (folder / LOCK_FILE).is_file() else None
         if holder is not None:
             raise UserError(f"--out {out} is inside {folder}, the output folder of {holder}, which is running; "

@@ -11,11 +11,12 @@ LwF's previous model, SI's trajectories, PackNet's masks), or, for grafting, the
 also evaluated without task labels (entropy routing and feature-statistics routing,
 :mod:`cl_graft.strategies.graft.routing`).
 
-Run: ``python -m cl_graft.benchmarks.experiments.avalanche_digits --out DIR`` (writes DIR/avalanche_digits.*).
+Run: ``python -m cl_graft.benchmarks.experiments.avalanche_digits --out DIR --page
+benchmarks/results/avalanche_digits.md`` (writes ``DIR/avalanche_digits.{json,md}`` and the run record
+``DIR/config.json``, :mod:`.script_out`; the page also where ``--page`` says).
 """
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from pathlib import Path
@@ -25,8 +26,12 @@ import numpy as np
 import torch
 
 from cl_graft.benchmarks.digits import HIDDEN, digits_model, split_digits
+from cl_graft.files import write_json
+from cl_graft.outdir import OutDir
 from cl_graft.provenance import run_record
 from cl_graft.strategies.comparison.metrics import summarize
+
+from .script_out import claimed, out_options, write_page
 
 STRATEGIES = ("graft", "naive", "ewc", "lwf", "si", "packnet", "packnet-cl-graft")
 EPOCHS, MB, LR = 20, 32, 0.05
@@ -141,10 +146,10 @@ def _mean_sd(values: list[float]) -> str:
     return f"{100 * np.mean(values):.1f} ± {100 * np.std(values):.1f}"
 
 
-def write(rows: list[dict], out: Path, command: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+def write(rows: list[dict], run_dir: OutDir, command: str, page: Path | None) -> None:
+    """``avalanche_digits.json`` and the page ``avalanche_digits.md`` in ``--out`` (and at ``page``)."""
     record = run_record(command=command, device="cpu")
-    (out / "avalanche_digits.json").write_text(json.dumps({"run": record, "runs": rows}, indent=1) + "\n")
+    write_json(run_dir.path / "avalanche_digits.json", {"run": record, "runs": rows})
     lines = ["# GraftStrategy in a plain Avalanche experiment: split digits, MTSimpleMLP", "",
              (f"Command: `{command}` (2 shared CPU cores; wall times are noisy). sklearn's `load_digits` "
              "(1797 8×8 images; 70/30 stratified split), Avalanche's `nc_benchmark` (5 experiences × 2 classes, "
@@ -177,30 +182,31 @@ def write(rows: list[dict], out: Path, command: str) -> None:
                   (f"| {_mean_sd([r['task_aware'] for r in graft])} | "
                   f"{_mean_sd([r['task_agnostic_features'] for r in graft])} "
                   f"| {_mean_sd([r['task_id_features'] for r in graft])} |")]
-    (out / "avalanche_digits.md").write_text("\n".join(lines) + "\n")
+    write_page("\n".join(lines) + "\n", run_dir, "avalanche_digits.md", page)
 
 
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
 @click.option("--seeds", default="0,1,2", show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="folder for avalanche_digits.json and .md")
-def main(strategies, seeds, out) -> None:
+@out_options(page=True)
+def main(strategies, seeds, out, overwrite, page) -> None:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    rows = []
-    for name in strategies.split(","):
-        for seed in (int(s) for s in seeds.split(",")):
-            try:
-                rows.append(run_one(name, seed))
-            except Exception as e:                                   # noqa: BLE001 — recorded: Avalanche's PackNet
-                rows.append({"strategy": name, "seed": seed, "error": f"{type(e).__name__}: {e}"[:200]})
-                print(name, seed, rows[-1]["error"])
-                break
-            print(name, seed, {k: rows[-1][k] for k in ("average", "forgetting", "bytes", "seconds")}, flush=True)
-    command = "python -m cl_graft.benchmarks.experiments.avalanche_digits"
-    write(rows, out, command + (f" --strategies {strategies}" if strategies != ",".join(
-        STRATEGIES) else ""))
+    with claimed("avalanche_digits", click.get_current_context().params) as run_dir:
+        rows = []
+        for name in strategies.split(","):
+            for seed in (int(s) for s in seeds.split(",")):
+                try:
+                    rows.append(run_one(name, seed))
+                except Exception as e:                               # noqa: BLE001 — recorded: Avalanche's PackNet
+                    rows.append({"strategy": name, "seed": seed, "error": f"{type(e).__name__}: {e}"[:200]})
+                    print(name, seed, rows[-1]["error"])
+                    break
+                print(name, seed, {k: rows[-1][k] for k in ("average", "forgetting", "bytes", "seconds")},
+                      flush=True)
+        command = "python -m cl_graft.benchmarks.experiments.avalanche_digits"
+        write(rows, run_dir, command + (f" --strategies {strategies}" if strategies != ",".join(STRATEGIES) else ""),
+              page)
 
 
 if __name__ == "__main__":

@@ -19,15 +19,21 @@ After experience i the seen tasks 0..i are evaluated (the accuracy matrix; ``--f
 the end, for long capacity runs). Per run: the matrix, final average accuracy and forgetting
 (:mod:`cl_graft.strategies.comparison.metrics`), training and evaluation wall time, the seconds the graft plugin spent
 choosing and finding regions, and for grafting the share of graftable elements owned after each task and each
-task's size record. Results: ``runs.jsonl`` (one line per run, appended as runs finish: an interrupted
-invocation keeps what ran, and ``--resume`` skips runs already there), ``region_size.json`` and
+task's size record. Results in ``--out`` (claimed as a command's folder, :mod:`.script_out`): ``runs.jsonl`` (one
+line per run, added as runs finish: an interrupted invocation keeps what ran, and ``--resume`` skips runs already
+there; ``--report-only FILE`` runs nothing and reports the runs of another ``runs.jsonl``), ``region_size.json`` and
 ``region_size.md`` (tables: mean ± sample sd over seeds, paired 95% t-intervals of default graft minus every
 other strategy, wall times), ``capacity.png`` (share owned after each task) and ``accuracy.png`` (final accuracy
-on each task), each with its run record (made by :mod:`.region_size_report`).
+on each task), each with its run record (made by :mod:`.region_size_report`), and ``config.json``.
 
-Run (2 CPU threads are enough; one thread per process)::
+Run (2 CPU threads are enough; one thread per process), then copy the results into the repository's folder::
 
-    nice -n 10 python -m cl_graft.benchmarks.experiments.region_size --out benchmarks/results/region_size
+    nice -n 10 python -m cl_graft.benchmarks.experiments.region_size --out runs/region_size
+    cp runs/region_size/{runs.jsonl,region_size.json,region_size.md,capacity.png,accuracy.png} \\
+        benchmarks/results/region_size/
+    # the committed pages again from the committed runs:
+    python -m cl_graft.benchmarks.experiments.region_size --out runs/rs_page \\
+        --report-only benchmarks/results/region_size/runs.jsonl
 """
 from __future__ import annotations
 
@@ -41,10 +47,12 @@ import numpy as np
 import torch
 
 from cl_graft.benchmarks.digits import digits_model, permuted_digits, split_digits
+from cl_graft.files import write_text
 from cl_graft.provenance import run_record
 from cl_graft.strategies.comparison.metrics import summarize
 
 from .region_size_report import RUNS, read_runs, write_report
+from .script_out import claimed, out_options
 
 FIXED = {"graft-0.1%": 0.001, "graft-1%": 0.01, "graft-2%": 0.02, "graft-5%": 0.05, "graft-10%": 0.1}
 STRATEGIES = ("graft", *FIXED, "naive", "ewc", "lwf", "si", "replay", "gem", "agem")
@@ -135,43 +143,50 @@ def run_one(benchmark: str, name: str, seed: int, *, epochs: int = EPOCHS, final
 
 
 @click.command()
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for runs.jsonl, region_size.json/.md and capacity.png (made if missing).")
+@out_options(resume=True)
 @click.option("--benchmarks", default=",".join(BENCHMARKS), show_default=True,
               help="Comma-separated: split-digits, split-digits-cnn, permuted-N-single, permuted-N-multi (N tasks).")
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
 @click.option("--seeds", default="0,1,2", show_default=True)
 @click.option("--epochs", type=int, default=EPOCHS, show_default=True, help="Epochs per experience, every strategy.")
 @click.option("--final-only", is_flag=True, help="Evaluate only after the last experience (long streams).")
-@click.option("--resume", is_flag=True, help="Keep runs.jsonl in --out and skip the runs it holds.")
-@click.option("--report-only", is_flag=True, help="Only rewrite the tables and figure from runs.jsonl.")
-def main(out: Path, benchmarks: str, strategies: str, seeds: str, epochs: int, final_only: bool, resume: bool,
-         report_only: bool) -> None:
+@click.option("--report-only", "report_from", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="Run nothing: the tables and figures of the runs in this runs.jsonl (copied into "
+                                 "--out).")
+def main(out: Path, overwrite: bool, resume: bool, benchmarks: str, strategies: str, seeds: str, epochs: int,
+         final_only: bool, report_from: Path | None) -> None:
     """Default GraftStrategy vs fixed region sizes vs Avalanche's baselines (see the module docstring)."""
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     record = run_record(device="cpu")
-    runs_file = out / RUNS
-    if not report_only:
-        if runs_file.exists() and not resume:
-            raise click.UsageError(f"{runs_file} exists: pass --resume to add to it or use a new --out")
-        out.mkdir(parents=True, exist_ok=True)
-        done = {(r["benchmark"], r["strategy"], r["seed"]) for r in read_runs(runs_file)}
-        for bench in benchmarks.split(","):
-            for name in strategies.split(","):
-                for seed in (int(s) for s in seeds.split(",")):
-                    if (bench, name, seed) in done:
-                        continue
-                    try:
-                        row = run_one(bench, name, seed, epochs=epochs, final_only=final_only)
-                    except Exception as e:                           # noqa: BLE001 — recorded, e.g. a baseline
-                        row = {"benchmark": bench, "strategy": name, "seed": seed, "error": f"{type(e).__name__}: "
-                               f"{e}"[:300]}
-                    with runs_file.open("a") as f:
-                        f.write(json.dumps(row) + "\n")
-                    click.echo(f"{bench} {name} seed {seed}: " + (row.get("error") or
-                               f"accuracy {100 * row['average']:.1f} train {row['train_seconds']:.0f}s"), err=True)
-    write_report(out, record)
+    params = click.get_current_context().params
+    with claimed("region_size", params, settings={}) as run_dir:        # each run's row records its settings
+        runs_file = run_dir.path / RUNS
+        if report_from is not None:
+            write_text(runs_file, report_from.read_text(encoding="utf-8"))
+        else:
+            _run_all(runs_file, benchmarks, strategies, seeds, epochs, final_only)
+        write_report(run_dir.path, record)
+
+
+def _run_all(runs_file: Path, benchmarks: str, strategies: str, seeds: str, epochs: int, final_only: bool) -> None:
+    """Every benchmark × strategy × seed not yet in ``runs_file``; each run's row is added as it ends."""
+    rows = read_runs(runs_file)
+    done = {(r["benchmark"], r["strategy"], r["seed"]) for r in rows}
+    for bench in benchmarks.split(","):
+        for name in strategies.split(","):
+            for seed in (int(s) for s in seeds.split(",")):
+                if (bench, name, seed) in done:
+                    continue
+                try:
+                    row = run_one(bench, name, seed, epochs=epochs, final_only=final_only)
+                except Exception as e:                           # noqa: BLE001 — recorded, e.g. a baseline
+                    row = {"benchmark": bench, "strategy": name, "seed": seed, "error": f"{type(e).__name__}: "
+                           f"{e}"[:300]}
+                rows.append(row)
+                write_text(runs_file, "".join(json.dumps(r) + "\n" for r in rows))
+                click.echo(f"{bench} {name} seed {seed}: " + (row.get("error") or
+                           f"accuracy {100 * row['average']:.1f} train {row['train_seconds']:.0f}s"), err=True)
 
 
 if __name__ == "__main__":

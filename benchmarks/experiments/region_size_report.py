@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cl_graft.files import atomic_write, write_json, write_text
 from cl_graft.provenance import finish_record
 
 RUNS = "runs.jsonl"
@@ -148,7 +149,7 @@ def _panels(runs: list[dict], path: Path, key: str, ylabel: str, values) -> None
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
     plt.close(fig)
 
 
@@ -162,12 +163,11 @@ def write_report(out: Path, record: dict) -> None:
     failed = [r for r in every if "error" in r]
     summ = summary(runs)
     record = finish_record(record)
-    (out / "region_size.json").write_text(json.dumps({"run": record, "summary": summ, "failed": failed},
-                                                     indent=1) + "\n")
+    write_json(out / "region_size.json", {"run": record, "summary": summ, "failed": failed})
     text = render(runs, summ, record)
     if failed:
         text += "\nRuns that failed (recorded in runs.jsonl):\n\n" + "\n".join(
             f"- {r['benchmark']} {r['strategy']} seed {r['seed']}: {r['error']}" for r in failed) + "\n"
-    (out / "region_size.md").write_text(text)
+    write_text(out / "region_size.md", text)
     plot_capacity(runs, out / "capacity.png")
     plot_final(runs, out / "accuracy.png")
