@@ -144,6 +144,7 @@ def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_in
     from ..strategies.comparison.config import continual_setup
     from ..strategies.comparison.registry import GraftSettings, parse_strategies, strategy_settings
     from ..strategies.comparison.report import (
+        chance_bands,
         scenario_line,
         strategy_notes,
         strategy_table,
@@ -198,9 +199,11 @@ def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_in
                                 chosen=chosen, resume=resume, task_inference=task_inference, console=console,
                                 on_result=on_result)
         console.phase("writing results and figures")
-        write_results(run_dir.path, results, record=finish_record(record), scenario=scenario)
+        bands = chance_bands(the_stream.benchmark.test_stream)
+        write_results(run_dir.path, results, record=finish_record(record), scenario=scenario, bands=bands)
         console.close()
-        console.echo(f"\n{scenario_line(scenario)}\n" + summary_table(results) + f"\n\nresults -> {run_dir.path}")
+        console.echo(f"\n{scenario_line(scenario)}\n" + summary_table(results, bands=bands)
+                     + f"\n\nresults -> {run_dir.path}")
         run_dir.finish(record)
 
 

@@ -10,6 +10,12 @@ after experience ``i``). Definitions follow the usual ones (Avalanche ``evaluati
   ``mean_{j < T-1} (R[T-1, j] − R[j, j])``; negative = forgetting.
 
 With a single task (or a one-row result, e.g. joint training) forgetting and BWT are undefined: NaN.
+
+Sanity checks (:func:`sanity_flags`): a strategy is *probably misconfigured* when its accuracy matrix equals
+Naive's (same seed; every cell within :data:`EQUAL_TOLERANCE`, i.e. no task won or lost a test row that Naive
+did not — a plugin that does nothing) or when it sits *at chance* on most tasks: more than half of its final row
+inside the chance band of the task, ``[1/classes − CHANCE_MARGIN, max(1/classes, majority share) +
+CHANCE_MARGIN]`` (a model answering one class for every row, or one whose weights went NaN).
 """
 from __future__ import annotations
 
@@ -85,3 +91,64 @@ def paired_interval(a, b) -> dict:
     low, high = mean - half, mean + half
     return {"n": n, "mean": mean, "std": std, "low": low, "high": high,
             "ahead": 1 if low > 0 else -1 if high < 0 else 0}
+
+
+EQUAL_TOLERANCE = 0.001
+"""Largest |difference| of two accuracies (fractions) still called equal: under one test row of any task with
+fewer than 1000 test rows, far above JSON rounding."""
+CHANCE_MARGIN = 0.02
+"""Half-width, in accuracy (fraction), of the band around a task's chance level that counts as *at chance*."""
+
+
+def equals_matrix(matrix, reference, *, tolerance: float = EQUAL_TOLERANCE) -> bool:
+    """Whether two accuracy matrices (rows × tasks, NaN for tasks not yet seen) have the same shape, NaN in the
+    same cells and every other cell within ``tolerance``."""
+    a, b = np.asarray(matrix, dtype=float), np.asarray(reference, dtype=float)
+    if a.shape != b.shape or not np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    seen = ~np.isnan(a)
+    return bool(np.all(np.abs(a[seen] - b[seen]) <= tolerance))
+
+
+def chance_band(classes: int, majority: float | None = None, *, margin: float = CHANCE_MARGIN) -> tuple[float, float]:
+    """``(low, high)``: the accuracies of a task with ``classes`` classes that count as chance — ``1/classes`` ±
+    ``margin``, stretched up to the ``majority`` class share (what answering that class always scores) when
+    known."""
+    if classes < 1:
+        raise UserError(f"a task has at least one class, got {classes}")
+    level = 1.0 / classes
+    return level - margin, max(level, majority if majority is not None else level) + margin
+
+
+def at_chance_tasks(final, bands) -> list[int]:
+    """Indices of the tasks whose final accuracy lies in its chance band (``bands``: one ``(low, high)`` per
+    task, :func:`chance_band`)."""
+    final = np.asarray(final, dtype=float)
+    if len(bands) != final.size:
+        raise UserError(f"one chance band per task: {len(bands)} bands for {final.size} tasks")
+    return [j for j, (v, (low, high)) in enumerate(zip(final, bands)) if low <= v <= high]
+
+
+def sanity_flags(matrix, *, naive=None, bands=None) -> list[dict]:
+    """Why a strategy's result is probably misconfigured, ``[]`` when nothing is wrong:
+    ``{"flag": "equals_naive", "tolerance"}`` when ``matrix`` equals ``naive``'s (:func:`equals_matrix`), and
+    ``{"flag": "at_chance", "tasks", "of", "margin"}`` when more than half of the final row is at chance
+    (:func:`at_chance_tasks`; ``bands`` per task). Give ``naive=None`` for Naive itself or when it did not run,
+    ``bands=None`` when the tasks' classes are unknown."""
+    flags = []
+    if naive is not None and equals_matrix(matrix, naive):
+        flags.append({"flag": "equals_naive", "tolerance": EQUAL_TOLERANCE})
+    if bands is not None:
+        final = final_accuracy(matrix)
+        tasks = at_chance_tasks(final, bands)
+        if 2 * len(tasks) > final.size:
+            flags.append({"flag": "at_chance", "tasks": tasks, "of": int(final.size), "margin": CHANCE_MARGIN})
+    return flags
+
+
+def flag_text(flag: dict) -> str:
+    """One line for a :func:`sanity_flags` entry."""
+    if flag["flag"] == "equals_naive":
+        return f"accuracy matrix equals naive's (every cell within {100 * flag['tolerance']:.1f} points)"
+    return (f"at chance on {len(flag['tasks'])} of {flag['of']} tasks after the last experience (1/classes ± "
+            f"{100 * flag['margin']:.0f} points, up to the majority class share)")

@@ -3,7 +3,9 @@
 ``out/`` receives ``results.json`` (run record, tasks, every strategy's matrix and summary), ``results.csv``
 (one row per strategy), ``matrices.csv`` (strategy, after, task, accuracy) and ``figures/``: one accuracy-matrix
 heatmap per strategy, one curve per task (its accuracy after each experience, one line per strategy) and
-the final accuracies side by side.
+the final accuracies side by side. Every table and ``results.json`` carry the sanity flags of
+:func:`.metrics.sanity_flags` (a strategy whose matrix equals Naive's, or at chance on most tasks: marked ``!``
+in the summary table, one "probably misconfigured" line each).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 
 from ..graft.sizing import size_line
 from .progress import human_bytes
+from .metrics import chance_band, flag_text, sanity_flags
 from .registry import STRATEGIES
 from .runner import StrategyResult
 
@@ -72,9 +75,36 @@ def strategy_notes(res: StrategyResult) -> list[str]:
     return lines
 
 
-def summary_table(results: dict[str, StrategyResult]) -> str:
+def chance_bands(test_stream) -> list[tuple[float, float]]:
+    """Each test experience's chance band (:func:`.metrics.chance_band`) from the labels of its rows (the
+    classes present and the majority class share)."""
+    bands = []
+    for exp in test_stream:
+        _, counts = np.unique(np.asarray(list(exp.dataset.targets)), return_counts=True)
+        bands.append(chance_band(len(counts), float(counts.max() / counts.sum())))
+    return bands
+
+
+def result_flags(results: dict[str, StrategyResult], bands=None) -> dict[str, list[dict]]:
+    """Each flagged strategy's :func:`.metrics.sanity_flags` (compared with ``naive`` when it ran; at chance
+    when ``bands`` are given)."""
+    naive = results["naive"].matrix if "naive" in results else None
+    flags = {name: sanity_flags(res.matrix, naive=None if name == "naive" else naive, bands=bands)
+             for name, res in results.items()}
+    return {name: f for name, f in flags.items() if f}
+
+
+def flag_lines(flags: dict[str, list[dict]]) -> list[str]:
+    """The lines under a table for :func:`result_flags` (``!`` marks the strategy in the table)."""
+    return [f"! {name} probably misconfigured: {flag_text(f)}" for name, fs in flags.items() for f in fs]
+
+
+def summary_table(results: dict[str, StrategyResult], *, bands=None) -> str:
     """One line per strategy: final accuracy per task, average, forgetting, BWT, bytes, wall time, and the
-    average as a share of ``single`` (independent fine-tuning) and the time relative to ``naive`` when run."""
+    average as a share of ``single`` (independent fine-tuning) and the time relative to ``naive`` when run;
+    ``!`` after a strategy's name and a line under the table where :func:`result_flags` flags it (``bands``:
+    each task's chance band, :func:`chance_bands`)."""
+    flags = result_flags(results, bands)
     tasks = next(iter(results.values())).tasks
     single = results["single"].summary()["average"] if "single" in results else None
     naive = results["naive"].seconds if "naive" in results else None
@@ -85,13 +115,14 @@ def summary_table(results: dict[str, StrategyResult]) -> str:
     lines = [head]
     for name, res in results.items():
         s = res.summary()
-        line = (f"{name:<12}" + "".join(f"{_pct(v):>9}" for v in s["final"]) + f"{_pct(s['average']):>9}"
+        label = f"{name}!" if name in flags else name
+        line = (f"{label:<12}" + "".join(f"{_pct(v):>9}" for v in s["final"]) + f"{_pct(s['average']):>9}"
                 f"{_pct(s['forgetting']):>8}{_pct(s['bwt']):>8}{human_bytes(res.bytes):>11}{res.seconds:>8.0f}"
                 f"{res.info.get('cpu_seconds', float('nan')):>8.0f}")
         line += f"{_pct(s['average'] / single):>9}" if single else ""
         line += f"{res.seconds / naive:>8.2f}" if naive else ""
         lines.append(line)
-    return "\n".join(lines + [stored_note(results)])
+    return "\n".join(lines + [stored_note(results)] + flag_lines(flags))
 
 
 def _stored_kind(name: str, res: StrategyResult) -> str:
@@ -130,12 +161,15 @@ def scenario_line(scenario: str) -> str:
     return f"scenario: {SCENARIOS[scenario]}"
 
 
-def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict, scenario: str = "task") -> list[Path]:
-    """Writes the JSON (with the ``scenario`` of every accuracy in it), CSVs and figures; returns the paths
-    written."""
+def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict, scenario: str = "task",
+                  bands=None) -> list[Path]:
+    """Writes the JSON (with the ``scenario`` of every accuracy in it, each task's ``chance`` band and the
+    ``sanity`` flags of :func:`result_flags`), CSVs and figures; returns the paths written."""
     tasks = next(iter(results.values())).tasks
     paths = [out / RESULTS_JSON, out / RESULTS_CSV, out / MATRICES_CSV]
     write_json(paths[0], {"run": record, "scenario": scenario, "tasks": tasks,
+                          "chance": None if bands is None else [list(b) for b in bands],
+                          "sanity": result_flags(results, bands),
                           "strategies": {n: r.to_json() for n, r in results.items()}})
     summary_rows = [["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes", "seconds"]]
     for name, res in results.items():

@@ -1,0 +1,82 @@
+"""Sanity flags: a strategy whose accuracy matrix equals Naive's, or that sits at chance on most tasks, is
+marked "probably misconfigured" in the summary table and in results.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cl_graft.errors import UserError
+from cl_graft.strategies.comparison.metrics import at_chance_tasks, chance_band, equals_matrix, sanity_flags
+from cl_graft.strategies.comparison.report import result_flags, summary_table, write_results
+from cl_graft.strategies.comparison.runner import StrategyResult
+
+NAN = float("nan")
+NAIVE = [[0.9, NAN, NAN], [0.5, 0.95, NAN], [0.4, 0.6, 0.97]]
+TEN_CLASSES = [chance_band(10)] * 3
+
+
+def _result(name: str, matrix) -> StrategyResult:
+    return StrategyResult(name, ["a", "b", "c"], [list(r) for r in matrix], seconds=1.0, bytes=8)
+
+
+def test_equal_means_same_shape_same_unseen_cells_and_every_cell_within_the_tolerance():
+    assert equals_matrix(NAIVE, [[v + 0.0009 for v in row] for row in NAIVE])
+    assert not equals_matrix(NAIVE, [[v + 0.002 for v in row] for row in NAIVE])    # one test row in 500
+    assert not equals_matrix(NAIVE, [[0.9, 0.0, NAN], NAIVE[1], NAIVE[2]])         # a cell seen in one only
+    assert not equals_matrix(NAIVE, [NAIVE[2]])                                     # one-row result (joint)
+
+
+def test_chance_band_and_most_tasks_is_more_than_half_of_the_final_row():
+    assert chance_band(10) == pytest.approx((0.08, 0.12))
+    assert chance_band(2, 0.68) == pytest.approx((0.48, 0.70))        # answering the majority class always
+    with pytest.raises(UserError, match="at least one class"):
+        chance_band(0)
+    assert at_chance_tasks([0.1, 0.5, 0.0, 0.119], TEN_CLASSES + [chance_band(10)]) == [0, 3]  # 0.0 is not chance
+    half = np.array([[0.1, 0.1, 0.9, 0.9]])
+    assert sanity_flags(half, bands=[chance_band(10)] * 4) == []                           # 2 of 4: not most
+    flag, = sanity_flags(np.array([[0.1, 0.11, 0.09, 0.9]]), bands=[chance_band(10)] * 4)
+    assert flag["flag"] == "at_chance" and flag["tasks"] == [0, 1, 2] and flag["of"] == 4
+
+
+def test_a_model_answering_one_class_is_at_chance_on_a_real_digits_stream():
+    pytest.importorskip("avalanche")
+    from cl_graft.benchmarks.digits import permuted_digits
+    from cl_graft.strategies.comparison.report import chance_bands
+
+    test_stream = permuted_digits(3, seed=0).test_stream
+    bands = chance_bands(test_stream)
+    constant = [float(np.mean(np.asarray(list(exp.dataset.targets)) == 0)) for exp in test_stream]
+    assert [b[0] for b in bands] == pytest.approx([0.08] * 3)
+    assert sanity_flags(np.array([constant]), bands=bands)[0]["tasks"] == [0, 1, 2]
+
+
+def test_the_table_and_results_json_mark_a_strategy_equal_to_naive_or_at_chance(tmp_path):
+    results = {"naive": _result("naive", NAIVE), "noop": _result("noop", NAIVE),
+               "ewc": _result("ewc", [[0.9, NAN, NAN], [0.7, 0.95, NAN], [0.6, 0.7, 0.97]]),
+               "broken": _result("broken", [[0.9, NAN, NAN], [0.1, 0.1, NAN], [0.1, 0.1, 0.1]])}
+    flags = result_flags(results, TEN_CLASSES)
+    assert set(flags) == {"noop", "broken"} and flags["noop"][0]["flag"] == "equals_naive"
+    table = summary_table(results, bands=TEN_CLASSES)
+    assert [line.split()[0] for line in table.splitlines()[1:5]] == ["naive", "noop!", "ewc", "broken!"]
+    assert "! noop probably misconfigured: accuracy matrix equals naive's" in table
+    assert "! broken probably misconfigured: at chance on 3 of 3 tasks" in table
+    write_results(tmp_path, results, record={}, bands=TEN_CLASSES)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["sanity"] == json.loads(json.dumps(flags)) and saved["chance"][0] == pytest.approx([0.08, 0.12])
+
+
+def test_cl_graft_run_flags_ewc_without_its_penalty_as_equal_to_naive(tmp_path):
+    pytest.importorskip("avalanche")
+    from cl_graft.cli import main
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", "--model", "mlp", "--preset", "smoke", "--stream", "permuted-digits:2",
+                                       "--strategies", "naive,ewc", "--ewc-lambda", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads(Path(out, "results.json").read_text())
+    assert saved["sanity"] == {"ewc": [{"flag": "equals_naive", "tolerance": 0.001}]}
+    assert "ewc!" in result.output and "! ewc probably misconfigured" in result.output
