@@ -1,6 +1,6 @@
 """The task registry: the paper's 12 tasks, where each lives on the Hub, and tasks found in a data folder.
 
-Label order follows ``/work/shared/data/<task>/meta.json`` (LM-BFF order), prompts and label words follow
+Label order follows ``../shared/data/<task>/meta.json`` (LM-BFF order), prompts and label words follow
 LM-BFF (Gao et al. 2021) as used by Panigrahi et al. (2023). A folder ``<data_dir>/<name>/`` with a
 ``meta.json`` (``{"labels": [...]}``) and ``train.jsonl``/``test.jsonl`` is a task too, even if unregistered.
 """

@@ -2,8 +2,8 @@
 cost (wall and CPU seconds, peak memory). Every command's ``config.json`` and every results file carries one.
 
 A record names no absolute path of the machine that made it: :func:`portable_path` writes each path relative to
-the folder the command ran in (for committed results, the repository root: ``/work/shared/data`` typed in
-``/work/main`` is recorded as ``../shared/data``), so the record reads the same in any clone."""
+the folder the command ran in (for committed results, the repository root: ``/path/to/shared/data`` typed in
+``/path/to/clone`` is recorded as ``../shared/data``), so the record reads the same in any clone."""
 from __future__ import annotations
 
 import contextlib
@@ -78,8 +78,9 @@ def _machine_path(text: str) -> bool:
 
 def portable_path(value: str | os.PathLike, *, start: str | os.PathLike | None = None) -> str:
     """``value`` as a record keeps it: an absolute path of this machine relative to ``start`` (default: the working
-    directory), e.g. ``/work/shared/data`` from ``/work/main`` → ``../shared/data``; ``name=path``, ``--opt=path``
-    and comma-separated lists of them piece by piece; anything else (relative paths, words) as it is."""
+    directory), e.g. ``/path/to/shared/data`` from ``/path/to/clone`` → ``../shared/data``; ``name=path``,
+    ``--opt=path`` and comma-separated lists of them piece by piece; anything else (relative paths, words) as it
+    is."""
     start = os.fspath(start) if start is not None else os.getcwd()
 
     def piece(text: str) -> str:

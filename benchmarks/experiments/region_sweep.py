@@ -262,7 +262,8 @@ def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches,
         pre.add_task(splits.spec, seed=seed)
         dev_select, dev_choose = split_dev(splits.dev, split_seed)
         ft_test, _ = _test(ft, splits.test, task)
-        result["ft"][task] = {"folder": portable_path(folder), "n_train": len(splits.train), "n_dev_select": len(dev_select),
+        result["ft"][task] = {"folder": portable_path(folder), "n_train": len(splits.train),
+                              "n_dev_select": len(dev_select),
                               "n_dev_choose": len(dev_choose), "n_test": len(splits.test),
                               "dev_choose": _dev(ft, dev_choose, task), "test": ft_test["accuracy"],
                               "test_ece": ft_test["ece"]}

@@ -39,8 +39,8 @@ def _rel(path: Path, root: Path) -> str:
 
 def relative_command(command: str) -> tuple[str, bool]:
     """``command`` with the absolute paths of the machine that ran it made relative to that checkout's root (the
-    part of a script path before ``/benchmarks/``, e.g. ``/work/main/benchmarks/experiments/x.py --data-dir
-    /work/shared/data`` → ``benchmarks/experiments/x.py --data-dir ../shared/data``), and whether anything changed.
+    part of a script path before ``/benchmarks/``, e.g. ``/path/to/clone/benchmarks/experiments/x.py --data-dir
+    /path/to/shared/data`` → ``benchmarks/experiments/x.py --data-dir ../shared/data``), and whether anything changed.
     Commands without an absolute script path, or that do not parse, are returned as they are."""
     try:
         tokens = shlex.split(command)

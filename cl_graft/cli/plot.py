@@ -29,7 +29,8 @@ def plot(results_dir, out):
         finally:
             lock.release()
     else:
-        with claim_out_dir(out, "plot", settings={"results_dir": portable_path(results_dir)}, overwrite=True) as run_dir:
+        settings = {"results_dir": portable_path(results_dir)}
+        with claim_out_dir(out, "plot", settings=settings, overwrite=True) as run_dir:
             fig_dir = run_dir.path
             paths = draw_figures(sm, fig_dir)
             run_dir.finish({"command": "plot", "results_dir": portable_path(results_dir)})

@@ -66,8 +66,9 @@ def test_unknown_device_exits_2_before_writing(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_console_script_exit_code():
-    proc = subprocess.run([sys.executable, "-m", "cl_graft.cli", "finetune", "--task", "nope", "--out", "/tmp/x"],
+def test_console_script_exit_code(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "cl_graft.cli", "finetune", "--task", "nope",
+                           "--out", str(tmp_path / "x")],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and proc.stderr.strip().startswith("error: unknown task")
 

@@ -65,7 +65,7 @@ def test_notebook_is_committed_executed_without_machine_paths(name):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.outputs for c in code), f"{name}: a code cell is committed without its outputs"
     text = (NOTEBOOKS / name).read_text(encoding="utf-8")
-    for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", str(NOTEBOOKS.parent)):
+    for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", str(NOTEBOOKS.parent)):  # machine-path: example
         assert prefix not in text, f"{name}: committed output names the machine path {prefix!r}"
     setup = code[0].source
     assert "FIGURES" in setup and 'RESULTS / "figures"' not in setup, f"{name} would draw over the results' figures"
@@ -97,7 +97,7 @@ def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, 
 
 
 AVALANCHE_NOTEBOOK = "03_graft_in_avalanche.ipynb"
-ABSOLUTE = ("/work/", "/tmp/", "/home/", "/root/", "/usr/", "site-packages")
+ABSOLUTE = ("/work/", "/tmp/", "/home/", "/root/", "/usr/", "site-packages")  # machine-path: example
 
 
 def test_avalanche_notebook_is_committed_executed_without_absolute_paths():
