@@ -165,12 +165,14 @@ def main(out: Path, overwrite: bool, resume: bool, benchmarks: str, strategies: 
         if report_from is not None:
             write_text(runs_file, report_from.read_text(encoding="utf-8"))
         else:
-            _run_all(runs_file, benchmarks, strategies, seeds, epochs, final_only)
+            _run_all(runs_file, benchmarks, strategies, seeds, epochs, final_only, record)
         write_report(run_dir.path, record)
 
 
-def _run_all(runs_file: Path, benchmarks: str, strategies: str, seeds: str, epochs: int, final_only: bool) -> None:
-    """Every benchmark × strategy × seed not yet in ``runs_file``; each run's row is added as it ends."""
+def _run_all(runs_file: Path, benchmarks: str, strategies: str, seeds: str, epochs: int, final_only: bool,
+             record: dict) -> None:
+    """Every benchmark × strategy × seed not yet in ``runs_file``; each run's row is added as it ends, with
+    ``record`` (this invocation's run record: command line, revision, device, versions)."""
     rows = read_runs(runs_file)
     done = {(r["benchmark"], r["strategy"], r["seed"]) for r in rows}
     for bench in benchmarks.split(","):
@@ -183,7 +185,7 @@ def _run_all(runs_file: Path, benchmarks: str, strategies: str, seeds: str, epoc
                 except Exception as e:                           # noqa: BLE001 — recorded, e.g. a baseline
                     row = {"benchmark": bench, "strategy": name, "seed": seed, "error": f"{type(e).__name__}: "
                            f"{e}"[:300]}
-                rows.append(row)
+                rows.append({**row, "record": record})
                 write_text(runs_file, "".join(json.dumps(r) + "\n" for r in rows))
                 click.echo(f"{bench} {name} seed {seed}: " + (row.get("error") or
                            f"accuracy {100 * row['average']:.1f} train {row['train_seconds']:.0f}s"), err=True)

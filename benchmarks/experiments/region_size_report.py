@@ -50,12 +50,15 @@ def summary(runs: list[dict]) -> dict:
             entry = {"seeds": [r["seed"] for r in rs], "average": [r["average"] for r in rs],
                      "forgetting": [r.get("forgetting") for r in rs],
                      "train_seconds": float(np.mean([r["train_seconds"] for r in rs])),
-                     "eval_seconds": float(np.mean([r["eval_seconds"] for r in rs]))}
+                     "eval_seconds": float(np.mean([r["eval_seconds"] for r in rs])),
+                     "recorded": sum(bool(r.get("record")) for r in rs)}
             if "localize_seconds" in rs[0]:
                 entry["region_share"] = float(np.mean([r["localize_seconds"] / r["train_seconds"] for r in rs]))
                 entry["search_share"] = float(np.mean([r["search_seconds"] / r["train_seconds"] for r in rs]))
                 entry["owned"] = float(np.mean([r["owned"][-1] for r in rs]))
-                entry["below_target"] = sum(len(r["below_target"]) for r in rs)
+                entry["below_target"] = (None if name.startswith("graft-")       # a fixed size has no target
+                                         else sum(len(r["below_target"]) for r in rs))
+                entry["task_runs"] = sum(len(r["sizes"]) for r in rs)
                 entry["at_chance"] = (sum(len(r["at_chance"]) for r in rs) if all("at_chance" in r for r in rs)
                                       else None)
                 entry["mean_size"] = float(np.mean([np.mean([s["share"] for s in r["sizes"]]) for r in rs]))
@@ -78,7 +81,8 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
              "Size search = seconds spent choosing the size (the ladder) / training seconds (training includes "
              "region finding); regions in all = seconds the graft plugin spent choosing the size and finding the "
              "region / training seconds. Epochs per experience: " + ", ".join(
-                 f"{b} {next(r['epochs'] for r in runs if r['benchmark'] == b)}" for b in summ) + ".", ""]
+                 f"{b} {next(r['epochs'] for r in runs if r['benchmark'] == b)}" for b in summ) + ".", "",
+             records_line(runs), ""]
     for bench, s in summ.items():
         n_tasks = next(r["tasks"] for r in runs if r["benchmark"] == bench)
         lines += [f"## {bench} ({n_tasks} tasks)", "",
@@ -91,7 +95,7 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
             forget = [f for f in e["forgetting"] if f is not None]
             extra = ("| | | | | | |" if "owned" not in e else
                      f"| {100 * e['search_share']:.1f}% | {100 * e['region_share']:.1f}% | {100 * e['mean_size']:.2f}% "
-                     f"| {100 * e['owned']:.1f}% | {e['below_target']} | "
+                     f"| {100 * e['owned']:.1f}% | {'-' if e['below_target'] is None else e['below_target']} | "
                      f"{'-' if e.get('at_chance') is None else e['at_chance']} |")
             lines.append(f"| {name} | {len(e['seeds'])} | {_ms(e['average'])} | "
                          f"{_ms(forget) if forget else '-'} | {ci} | {e['train_seconds']:.1f} | "
@@ -104,8 +108,32 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
                       + ", ".join(f"{100 * s['share']:.2g}" for s in r["sizes"]) + "; share kept on validation: "
                       + ", ".join(f"{100 * s['kept']:.0f}" for s in r["sizes"] if s.get("kept") is not None)
                       + f". Tasks whose size the search chose below their cap (the held-out rows vouched for a "
-                      f"smaller rung), per seed: {', '.join(map(str, below))} of {n_tasks}.", ""]
+                      f"smaller rung), per seed: {', '.join(map(str, below))} of {n_tasks}. "
+                      + _warned(s["strategies"]["graft"]), ""]
     return "\n".join(lines) + "\n"
+
+
+def _warned(entry: dict) -> str:
+    """The sentence on default graft's task runs that missed the size target (each raised a CapacityWarning)."""
+    return (f"{entry['below_target']} of {entry['task_runs']} task runs (tasks × seeds) missed the size target "
+            "(\"tasks below target\": the task lost more than the tolerance inside the share it could take, kept "
+            "the best region it could have and raised a `CapacityWarning`).")
+
+
+def records_line(runs: list[dict]) -> str:
+    """Which rows of ``runs.jsonl`` carry the run record of the invocation that made them (command line,
+    revision, device, versions); rows made before the writer added one have ``"record": null``."""
+    missing = [r for r in runs if not r.get("record")]
+    if not missing:
+        return f"Every run of these tables carries its invocation's run record (`record` in `{RUNS}`)."
+    by_bench: dict[str, list[str]] = {}
+    for r in missing:
+        names = by_bench.setdefault(r["benchmark"], [])
+        names += [] if r["strategy"] in names else [r["strategy"]]
+    groups = "; ".join(f"{b}: {', '.join(names)}" for b, names in by_bench.items())
+    return (f"Run records: {len(runs) - len(missing)} of the {len(runs)} runs of these tables carry their "
+            f"invocation's record (`record` in `{RUNS}`); {len(missing)} were made before the writer added one (`\"record\": null`: their "
+            f"commands and revisions are told in `README.md`, not recorded) and need a re-run to have one ({groups}).")
 
 
 def _colors(runs: list[dict]) -> dict[str, str]:

@@ -187,7 +187,13 @@ def test_region_size_table_counts_tasks_below_target_and_at_chance():
     assert summ["perm"]["strategies"]["graft-1%"]["at_chance"] is None
     text = region_size_report.render(runs, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
     rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| graft")}
-    assert rows["| graft"].endswith("| 60.0% | 3 | 1 |") and rows["| graft-1%"].endswith("| 60.0% | 0 | - |")
+    assert rows["| graft"].endswith("| 60.0% | 3 | 1 |") and rows["| graft-1%"].endswith("| 60.0% | - | - |")                 # a fixed size has no target
+    assert "3 of 6 task runs (tasks × seeds) missed the size target" in text and "`CapacityWarning`" in text
+    assert "Run records: 0 of the 6 runs of these tables carry their invocation's record" in text
+    assert "(perm: graft, graft-1%)" in text
+    recorded = [{**r, "record": {"command_line": "x"}} for r in runs]
+    assert "Every run of these tables carries its invocation's run record" in region_size_report.render(
+        recorded, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
 
 
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
@@ -211,3 +217,21 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     assert (tmp_path / "results" / "summary.md").read_text().count("| ewc |") == 2   # table + grid
     assert not (tmp_path / "results" / "seed0" / "graft").exists()                    # light files only
     assert list((tmp_path / "results" / "seed1" / "figures").glob("*.png"))
+
+
+def test_region_size_rows_carry_the_invocations_run_record(tmp_path, monkeypatch):
+    """Every row region_size adds to runs.jsonl carries the run record of the invocation that made it."""
+    from click.testing import CliRunner
+
+    from cl_graft.benchmarks.experiments import region_size
+
+    monkeypatch.setattr(region_size, "run_one", lambda bench, name, seed, **_: {
+        **_size_run(bench, name, seed, 0.5), "final": [0.5, 0.5]})
+    out = tmp_path / "rs"
+    args = ["--out", str(out), "--benchmarks", "perm", "--strategies", "graft,naive", "--seeds", "0,1"]
+    result = CliRunner().invoke(region_size.main, args)
+    assert result.exit_code == 0, result.output
+    rows = region_size.read_runs(out / "runs.jsonl")
+    assert len(rows) == 4 and all(r["record"]["git_revision"] and r["record"]["device_name"] for r in rows)
+    assert {r["record"]["command_line"] for r in rows} == {rows[0]["record"]["command_line"]}
+    assert "Every run of these tables carries its invocation's run record" in (out / "region_size.md").read_text()
