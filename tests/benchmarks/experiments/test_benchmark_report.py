@@ -221,9 +221,8 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
 
 def test_region_size_rows_carry_the_invocations_run_record(tmp_path, monkeypatch):
     """Every row region_size adds to runs.jsonl carries the run record of the invocation that made it."""
-    from click.testing import CliRunner
-
     from cl_graft.benchmarks.experiments import region_size
+    from click.testing import CliRunner
 
     monkeypatch.setattr(region_size, "run_one", lambda bench, name, seed, **_: {
         **_size_run(bench, name, seed, 0.5), "final": [0.5, 0.5]})
