@@ -63,13 +63,14 @@ def machine_paths(text: str, *, examples_allowed: bool = False) -> list[tuple[in
 
 
 def test_the_rule_finds_machine_paths_and_passes_the_rest():
-    flagged = ['"data": "/work/shared/data"', "--out=/tmp/x", "cd /home/me/clone", "/root", "a:/mnt/d/x",
-               "`/Users/me/x`", "(/scratch/y)"]
+    flagged = ['"data": "/work/shared/data"', "--out=/tmp/x", "cd /home/me/clone",  # machine-path: example
+               "/root", "a:/mnt/d/x", "`/Users/me/x`", "(/scratch/y)"]                # machine-path: example
     passed = ["https://example.org/home/x", "../shared/data", "~/x", "runs/tmp/x", "#!/usr/bin/env bash",
-              "/dev/null", "/path/to/clone", "<tmp>/data", "<out>/work", "${TMPDIR}/x", "x+/tmpAB", "/tmpfile", "/working"]
+              "/dev/null", "/path/to/clone", "<tmp>/data", "<out>/work", "${TMPDIR}/x", "x+/tmpAB", "/tmpfile",
+              "/working"]
     assert [t for t in flagged if not machine_paths(t)] == []
     assert [t for t in passed if machine_paths(t)] == []
-    line = "cmd --out /tmp/x  # " + EXAMPLE
+    line = "cmd --out /tmp/x  # " + EXAMPLE                                           # machine-path: example
     assert machine_paths(line) and not machine_paths(line, examples_allowed=True)
 
 
