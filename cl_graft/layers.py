@@ -27,8 +27,12 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its
     {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),
      "skillmaps": ("cl_graft.skillmaps",),
      "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
+    # what a method's entry implements: StrategyEntry, its settings base, the settings every strategy shares
+    {"strategies.interface": ("cl_graft.strategies.comparison.entry", "cl_graft.strategies.comparison.settings",
+                              "cl_graft.strategies.comparison.config")},
     {"strategies.graft": ("cl_graft.strategies.graft",)},          # the graft method
     {"strategies.plugins": ("cl_graft.strategies.plugins",)},      # other plugins (PackNet, training recipe)
+    {"strategies.baselines": ("cl_graft.strategies.baselines",)},  # Avalanche's stock strategies' entries
     {"strategies.comparison": ("cl_graft.strategies.comparison",)},  # the harness behind `cl-graft run`
     {"experiments": ("cl_graft.benchmarks.experiments",)},
     {"cli": ("cl_graft.cli",)},                                    # one module per command

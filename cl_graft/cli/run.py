@@ -1,7 +1,9 @@
 """``cl-graft run``: continual learning on a task stream, every strategy on the same benchmark and seeds.
 
 The options after ``--strategies`` up to ``--steps`` are the strategies' own settings, one per field of their
-settings classes (:data:`cl_graft.strategies.comparison.registry.STRATEGIES`), written by :func:`run_command`.
+settings classes (:data:`cl_graft.strategies.comparison.registry.STRATEGIES`), written by :func:`run_command`; the
+help's list of strategies, what each stores and which route rows without task labels come from the same entries.
+This module names no strategy.
 """
 from __future__ import annotations
 
@@ -10,22 +12,29 @@ import click
 from ..benchmarks.digits import MODELS as DIGIT_MODELS
 from ..benchmarks.digits import SCENARIOS
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
+from ..strategies.comparison.tuning import TUNE_BUDGET
 from .common import common_options, console_options, data_identity, data_source, field_option
 
 AVALANCHE = True
 """This command uses Avalanche (:func:`cl_graft.cli.command_modules`)."""
 
-EPILOG = """\b
-Output: a live progress line on a terminal (strategy, task i/T, phase: train / size search / localize / prune /
+ROUTING = [n for n, e in STRATEGIES.items() if e.routes is not None]
+"""The strategies that can serve test rows without their task labels."""
+RULES = list(dict.fromkeys(r for e in STRATEGIES.values() if e.routes is not None for r in e.routes.rules))
+
+
+def epilog() -> str:
+    """Output, and what each strategy stores (its entry's ``stores``)."""
+    stored = "\n".join(f"  {name}: {entry.stores}" for name, entry in STRATEGIES.items())
+    return f"""\b
+Output: a live progress line on a terminal (strategy, task i/T, phase: train, a strategy's own step after training,
 eval, with steps or rows, elapsed time and ETA), one line per task as it ends, then the summary table.
 Machines read the files instead: <out>/<strategy>/result.json as each strategy ends, results.json,
 results.csv and matrices.csv at the end.
 
 \b
-stored (bytes kept beside the pre-trained model to serve every task): graft, graft-paper, packnet: each
-task's region (an int32 index and a value per weight), its head and its feature statistics; naive, ewc, lwf,
-joint: the trained weights (every tensor fine-tuning moves); replay: those and the replay memory's token ids;
-single: one trained copy per task."""
+stored (bytes kept beside the model a strategy starts from, to serve every task):
+{stored}"""
 
 
 def settings_options(f):
@@ -39,14 +48,14 @@ def settings_options(f):
 
 def run_command() -> click.Command:
     """The ``run`` command, with the settings options of the strategies :data:`STRATEGIES` holds now."""
-    @click.command(name="run", epilog=EPILOG)
+    @click.command(name="run", epilog=epilog())
     @click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2; "
                   "or a digits stream (sklearn's load_digits, offline): split-digits (5 tasks of 2 digits) or "
                   "permuted-digits:N (N tasks of 10 digits under pixel permutations), with --model "
                   + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
     @click.option("--scenario", type=click.Choice(SCENARIOS), default="task", show_default=True,
                   help="task: every strategy gets the task label at test; class (digits streams, --model mlp): "
-                  "none does (graft and packnet route each row to the task whose model is most confident).")
+                  f"none does ({', '.join(ROUTING)} route each row to the task whose model is most confident).")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
                   help=f"Comma-separated: {', '.join(STRATEGIES)}.")
     @settings_options
@@ -54,14 +63,15 @@ def run_command() -> click.Command:
     @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
     @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
                   "(same budget for every strategy; test rows are never used to choose).")
+    @click.option("--tune-budget", type=click.IntRange(min=1), default=None, show_default=str(TUNE_BUDGET),
+                  help="With --tune: grid points every strategy tries (the first ones of its grid).")
     @click.option("--settings-from", type=click.Path(file_okay=False, path_type=str), default=None,
                   help="Use the settings an earlier `run --tune` chose on its dev rows (its --out folder), e.g. to "
                        "run more seeds with them.")
-    @click.option("--task-inference", type=click.Choice(["entropy", "max-softmax", "features"]), default=None,
+    @click.option("--task-inference", type=click.Choice(RULES), default=None,
                   help="After the stream, also evaluate with task labels withheld: each input goes to the task whose "
-                       "grafted model is most confident (entropy, max-softmax) or whose head-input statistics make "
-                       "its features most likely (features) (graft, graft-paper, packnet; T forward passes per "
-                       "input).")
+                       "model is most confident (entropy, max-softmax) or whose head-input statistics make its "
+                       f"features most likely (features) ({', '.join(ROUTING)}; T forward passes per input).")
     @click.option("--resume", is_flag=True,
                   help="Continue an interrupted run in --out (every setting and the data must be the same).")
     @console_options
@@ -133,8 +143,8 @@ def _digits_setup(stream, *, seed, tune, model, scenario, device, head, fresh_he
     return record, base, lambda: (the_stream, tune_stream)
 
 
-def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_inference, resume, quiet, verbose,
-         model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
+def _run(*, stream, scenario, strategies, steps, k, tune, tune_budget, settings_from, task_inference, resume, quiet,
+         verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
     from .. import distributed
     from ..benchmarks.digits import parse_digits_stream
     from ..console import Console
@@ -142,7 +152,7 @@ def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_in
     from ..outdir import claim_out_dir
     from ..provenance import finish_record, run_record
     from ..strategies.comparison.config import continual_setup
-    from ..strategies.comparison.registry import GraftSettings, parse_strategies, strategy_settings
+    from ..strategies.comparison.registry import parse_strategies, strategy_settings
     from ..strategies.comparison.report import (
         chance_bands,
         scenario_line,
@@ -160,21 +170,24 @@ def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_in
     digits = parse_digits_stream(stream) is not None
     if scenario == "class" and not digits:
         raise UserError("--scenario class runs on digits streams (a text task's label set is its own); "
-                        "--task-inference scores graft without task labels on a text stream")
+                        "--task-inference scores the strategies that route without task labels on a text stream")
     if scenario == "class" and task_inference:
-        raise UserError("--scenario class already withholds task labels (graft routes by features); "
+        raise UserError("--scenario class already withholds task labels (strategies that can route do); "
                         "drop --task-inference")
     names = parse_strategies(strategies)
     given = _given_settings(options, names)
     if tune and settings_from:
         raise UserError("--tune and --settings-from exclude each other: tune here, or reuse an earlier choice")
+    if tune_budget is not None and not tune:
+        raise UserError("--tune-budget is the number of grid points --tune tries; add --tune or drop it")
+    tune_budget = tune_budget or TUNE_BUDGET
     chosen = chosen_settings(settings_from, names) if settings_from else None
     data, cfg = continual_setup(preset, seed=seed, steps=steps, k=None if digits else k)
     own = {n: strategy_settings(n, data, seed=seed, given=given) for n in names}
     distributed.check_batch(cfg.recipe.batch_size)
     for s in own.values():
-        if isinstance(s, GraftSettings):
-            distributed.check_batch(s.localize.batch_size, "localization batch size")
+        for what, size in s.batch_sizes().items():
+            distributed.check_batch(size, what)
     common = {"seed": seed, "tune": tune, "model": model, "head": head, "fresh_head": fresh_head, "k": k,
               "data_dir": data_dir, "device": device}
     if digits:
@@ -183,7 +196,8 @@ def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_in
         fields, base, make_streams = _text_setup(stream, data=data, **common)
     settings = {"command": "run", **fields, "strategies": names, "preset": preset, "seed": seed,
                 "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
-                "tune": tune, "settings_from": chosen, "task_inference": task_inference}
+                "tune": tune, "tune_budget": tune_budget if tune else None, "settings_from": chosen,
+                "task_inference": task_inference}
     record = run_record(**settings, device=str(device),
                         data="sklearn.datasets.load_digits" if digits else data_source(data_dir))
     def on_result(result) -> None:
@@ -196,7 +210,8 @@ def _run(*, stream, scenario, strategies, steps, k, tune, settings_from, task_in
                        keep_on_error=True) as run_dir, console:
         the_stream, tune_stream = make_streams()
         results = run_continual(base, the_stream, own, cfg, out=run_dir.path, tune_stream=tune_stream,
-                                chosen=chosen, resume=resume, task_inference=task_inference, console=console,
+                                tune_budget=tune_budget, chosen=chosen, resume=resume, task_inference=task_inference,
+                                console=console,
                                 on_result=on_result)
         console.phase("writing results and figures")
         bands = chance_bands(the_stream.benchmark.test_stream)

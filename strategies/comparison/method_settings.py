@@ -1,97 +1,16 @@
-"""The settings of each strategy ``cl-graft run`` compares: one small frozen dataclass per kind (as peft's
-per-method configs), with the ``--tune`` grids of those that have one; :mod:`.registry` pairs them with their
-strategies, :mod:`.settings` turns their fields into options, grid points and records.
+"""The settings of Avalanche's stock strategies in ``cl-graft run`` (EWC, LwF, Replay): one small frozen dataclass
+each (as peft's per-method configs), with their ``--tune`` grids; their entries are in :mod:`.registry`. The
+strategies of this project keep theirs beside their method (``strategies/graft/settings.py``,
+``strategies/plugins/packnet_entry.py``).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from cl_graft.errors import UserError
 from cl_graft.presets import Preset
-from cl_graft.regions.config import LocalizeConfig
-from cl_graft.regions.methods import REGION_METHODS
 
-from ..graft.sizing import RegionSize
 from .settings import Settings
-
-RECONSTRUCT = ("experience", "minibatch", "all")
-
-
-@dataclass(frozen=True)
-class RegionServing(Settings):
-    """How a strategy that keeps one region per task (an owner map) serves its tasks at evaluation."""
-
-    reconstruct: str = field(default="experience", metadata={
-        "help": "How evaluation rebuilds a task's model: per experience, per minibatch, or all regions at once."})
-
-    def __post_init__(self) -> None:
-        if self.reconstruct not in RECONSTRUCT:
-            raise UserError(f"reconstruct must be experience, minibatch or all, got {self.reconstruct!r}")
-
-
-def parse_size(value) -> RegionSize | float:
-    """A region size setting: a :class:`~..graft.sizing.RegionSize` (``"auto"``: its defaults) or a fixed share
-    in (0, 1] (a number or its text).
-
-    Raises:
-        UserError: anything else.
-    """
-    if isinstance(value, RegionSize):
-        return value
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return RegionSize()
-    try:
-        share = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        share = math.nan
-    if not 0 < share <= 1:
-        raise UserError(f"region size must be auto or a share in (0, 1], got {value!r}")
-    return share
-
-
-@dataclass(frozen=True)
-class GraftSettings(RegionServing):
-    """``graft``'s and ``graft-paper``'s (and the region size ``replay-matched`` matches)."""
-
-    method: str = field(default="graft", metadata={
-        "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
-    size: RegionSize | float = field(default_factory=RegionSize, metadata={
-        "name": "region_size", "help": "Each task's region size: auto (the smallest its dev rows vouch for, "
-        "cl_graft.strategies.graft.sizing) or a fixed share of the graftable parameters, e.g. 0.01.",
-        "options": {"tolerance": "With --region-size auto: accuracy (a share) a task's graft may lose against its "
-                                 "trained model on dev rows.",
-                    "confidence": "With --region-size auto: the level of that statement.",
-                    "expected_tasks": "With --region-size auto: the stream length to plan capacity for (default: "
-                                      "the stream's).",
-                    "reserve": "With --region-size auto: tasks' shares kept free after the last expected task."}})
-    localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
-        "help": "region finding after each experience", "preset": True, "options": {}})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.method not in REGION_METHODS:
-            raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
-        object.__setattr__(self, "size", parse_size(self.size))
-
-    @classmethod
-    def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:
-        return cls(localize=replace(preset.continual.localize, seed=seed))
-
-
-@dataclass(frozen=True)
-class PackNetSettings(RegionServing):
-    """``packnet``'s and ``packnet-zero``'s."""
-
-    packnet_prune_at: float = field(default=0.75, metadata={"help": "PackNet prunes after this share of steps."})
-    packnet_keep: float | None = field(default=None, metadata={
-        "help": "PackNet's kept share of the free weights per task (default: an even split)."})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 < self.packnet_prune_at <= 1 or (self.packnet_keep is not None and not 0 < self.packnet_keep <= 1):
-            raise UserError(f"packnet_prune_at and packnet_keep must be in (0, 1], got {self.packnet_prune_at} "
-                            f"and {self.packnet_keep}")
 
 
 @dataclass(frozen=True)
@@ -124,5 +43,10 @@ class ReplaySettings(Settings):
         return cls(replay_mem=preset.continual.replay_mem)
 
 
-SIZE_GRID = ({"size": "auto"}, {"size": 0.01}, {"size": 0.1})
-KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None})
+EWC_GRID = ({"ewc_lambda": 1e2}, {"ewc_lambda": 1e3}, {"ewc_lambda": 1e4}, {"ewc_lambda": 1e1}, {"ewc_lambda": 1e5})
+LWF_GRID = ({"lwf_alpha": 0.5, "lwf_temperature": 2.0}, {"lwf_alpha": 1.0, "lwf_temperature": 2.0},
+            {"lwf_alpha": 1.0, "lwf_temperature": 1.0}, {"lwf_alpha": 2.0, "lwf_temperature": 2.0},
+            {"lwf_alpha": 0.5, "lwf_temperature": 1.0})
+REPLAY_GRID = ({"replay_mem": 64}, {"replay_mem": 256}, {"replay_mem": 1024}, {"replay_mem": 16},
+               {"replay_mem": 4096})
+"""Candidate points ``--tune`` tries, in order: the run's budget takes the first ones."""

@@ -29,10 +29,10 @@ class Report:
     label: str
     lines: bool = True
 
-    def plugin(self, tasks: list[str], steps: int, *, joint: bool = False) -> ConsolePlugin:
+    def plugin(self, tasks: list[str], steps: int, *, whole_stream: bool = False) -> ConsolePlugin:
         """The Avalanche plugin that moves the progress line (``steps``: optimizer steps of one ``train``;
-        ``joint``: that ``train`` is on the whole stream)."""
-        return ConsolePlugin(self.console, self.label, tasks, steps, joint=joint)
+        ``whole_stream``: that ``train`` is on the whole stream)."""
+        return ConsolePlugin(self.console, self.label, tasks, steps, whole_stream=whole_stream)
 
     def task_line(self, i: int, tasks: list[str], row: list[float], stored: int, info: dict,
                   seconds: float) -> None:
@@ -49,7 +49,8 @@ class Report:
         self.console.echo("  ".join(parts))
 
     def stream_line(self, tasks: list[str], row: list[float], stored: int, seconds: float) -> None:
-        """The one result line of a strategy trained on the whole stream at once (``joint``)."""
+        """The one result line of a strategy trained on the whole stream at once (its entry's ``fit`` is
+        ``whole-stream``)."""
         if self.lines:
             self.console.echo(f"{self.label:<14}tasks 1-{len(tasks)} at once  avg {100 * sum(row) / len(row):5.1f}  "
                               f"stored {human_bytes(stored)}  {seconds:.0f}s")
@@ -59,14 +60,16 @@ class ConsolePlugin(SupervisedPlugin, supports_distributed=True):
     """Moves the console's progress line on Avalanche's callbacks (training steps, the search after training,
     evaluation rows); prints nothing itself."""
 
-    def __init__(self, console: Console, label: str, tasks: list[str], steps: int, *, joint: bool = False) -> None:
+    def __init__(self, console: Console, label: str, tasks: list[str], steps: int, *,
+                 whole_stream: bool = False) -> None:
         super().__init__()
-        self.console, self.label, self.tasks, self.steps, self.joint = console, label, tasks, steps, joint
+        self.console, self.label, self.tasks, self.steps = console, label, tasks, steps
+        self.whole_stream = whole_stream
         self.where, self.done = "", 0
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         i, n = strategy.experience.current_experience, len(self.tasks)
-        self.where = f"tasks 1-{n} at once" if self.joint else f"task {i + 1}/{n} {self.tasks[i]}"
+        self.where = f"tasks 1-{n} at once" if self.whole_stream else f"task {i + 1}/{n} {self.tasks[i]}"
         self.done = 0
         self.console.phase(f"{self.label} · {self.where} · train", self.steps)
 

@@ -4,15 +4,18 @@ Every strategy starts from a copy of the same pre-trained classifier (same seede
 experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: optimizer, clipping, exactly
 ``steps`` optimizer steps, seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test
 stream after every experience with Avalanche's own ``EvaluationPlugin``. The strategies, their settings, how
-each is built, walks the stream and is stored, are the entries of :data:`.registry.STRATEGIES`.
+each is built, walks the stream, what it keeps, its state between experiences and whether it serves rows without
+task labels, are the entries of :data:`.registry.STRATEGIES` (:class:`~.entry.StrategyEntry`); this module reads
+their fields and names none of them.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,14 +31,14 @@ from cl_graft.schema import ListOf, Obj, read_checked
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import TaskAdapter
-from ..graft.owner_map import OwnerMap
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
 from .config import ContinualConfig
+from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
 from .progress import Report
-from .registry import STRATEGIES, BuildContext, owner_plugin
+from .registry import STRATEGIES
 from .settings import Settings, apply_point
-from .tuning import tune
+from .tuning import TUNE_BUDGET, tune
 
 if TYPE_CHECKING:
     from cl_graft.benchmarks.digits import DigitsStream
@@ -43,10 +46,11 @@ if TYPE_CHECKING:
 
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
-SKILLS_DIR = "skills"
+STATE_DIR = "state"
 RESULT_SCHEMA = Obj({"name": str, "tasks": ListOf(str), "matrix": ListOf(ListOf(float)), "seconds": float,
                      "bytes": int, "info": dict})
-PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "rows": ListOf(ListOf(float)), "seconds": float})
+PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "settings": dict, "rows": ListOf(ListOf(float)),
+                       "seconds": float, "state": dict})
 
 
 @dataclass
@@ -56,12 +60,13 @@ class StrategyResult:
     Attributes:
         name: the strategy.
         tasks: the stream's tasks, in order.
-        matrix: accuracy rows; row ``i`` = every task's test accuracy after experience ``i`` (one row for
-            ``joint`` and ``single``: the final accuracies).
+        matrix: accuracy rows; row ``i`` = every task's test accuracy after experience ``i`` (one row for a
+            strategy that does not walk the stream experience by experience: the final accuracies).
         seconds: wall time, training + localization + evaluation.
-        bytes: what must be stored beyond θ_pre to serve every task (regions + heads, or the trained model).
+        bytes: what must be stored beyond the model it started from to serve every task (its entry's
+            ``kept_bytes``).
         info: extras: ``cpu_seconds`` (process CPU time, less sensitive to other load on the machine than
-            wall time), region sizes and search times, replay memory rows.
+            wall time) and those of its entry's ``kept_bytes``.
     """
 
     name: str
@@ -110,9 +115,9 @@ def fresh_model(base: torch.nn.Module, tasks: list[str]) -> torch.nn.Module:
     return copy.deepcopy(base)
 
 
-def _build(name: str, adapter: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
-           stream: Stream, owners: OwnerMap | None, report: Report | None, peers: Mapping | None = None):
-    """The registry entry's template, with the recipe every strategy shares (``steps`` per ``train``) and, with
+def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
+           stream: Stream, resumed=None, report: Report | None, peers: Mapping | None = None):
+    """The entry's template, with the recipe every strategy shares (``steps`` per ``train``) and, with
     ``report``, the plugin that moves the console's progress line (Avalanche's own log when it is verbose).
 
     Under torchrun (Avalanche's distributed mode) the model is wrapped in ``DistributedDataParallel``, each rank
@@ -120,19 +125,20 @@ def _build(name: str, adapter: torch.nn.Module, cfg: ContinualConfig, settings: 
     declare ``supports_distributed`` is refused.
     """
     verbose = report is not None and report.console.verbose
-    optimizer = recipe_optimizer(adapter, cfg.recipe)                    # sets requires_grad: before wrapping
-    template = {"model": distributed.wrap(adapter, unused=True), "optimizer": optimizer,
-                "device": next(adapter.parameters()).device, "criterion": torch.nn.CrossEntropyLoss(),
+    optimizer = recipe_optimizer(model, cfg.recipe)                      # sets requires_grad: before wrapping
+    template = {"model": distributed.wrap(model, unused=True), "optimizer": optimizer,
+                "device": next(model.parameters()).device, "criterion": torch.nn.CrossEntropyLoss(),
                 "train_mb_size": distributed.check_batch(cfg.recipe.batch_size), "train_epochs": steps,
                 "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(verbose)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard(), WholeEval()]
     if report is not None:
-        plugins.append(report.plugin(stream.tasks, steps, joint=STRATEGIES[name].fit == "joint"))
-    strategy = STRATEGIES[name].build(BuildContext(adapter, cfg, settings, template, plugins, stream, owners,
-                                                   verbose, dict(peers or {})))
+        plugins.append(report.plugin(stream.tasks, steps, whole_stream=entry.fit == "whole-stream"))
+    peers = {p: (peers or {})[p] for p in entry.peers}
+    strategy = entry.build(BuildContext(model=model, cfg=cfg, settings=settings, template=template, plugins=plugins,
+                                        stream=stream, resumed=resumed, progress=verbose, peers=peers))
     unsupported = [type(p).__name__ for p in strategy.plugins if not getattr(p, "supports_distributed", False)]
     if distributed.world_size() > 1 and unsupported:
-        raise UserError(f"strategy {name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
+        raise UserError(f"strategy {entry.name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
                         f"support distributed training")
     return strategy
 
@@ -140,7 +146,7 @@ def _build(name: str, adapter: torch.nn.Module, cfg: ContinualConfig, settings: 
 def _train(strategy, experience, seed: int) -> None:
     torch.manual_seed(seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)         # Avalanche's own (replay buffer update)
+        warnings.simplefilter("ignore", DeprecationWarning)         # Avalanche's own (a memory buffer's update)
         strategy.train(experience)
 
 
@@ -154,56 +160,63 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
         name: a strategy of :data:`~.registry.STRATEGIES`.
         base: the pre-trained classifier with every task of the stream registered (same heads for all), or the
             model a digits stream starts from (:func:`cl_graft.benchmarks.digits.digits_model`).
-        stream: the tasks, their rows (dev rows select regions: graft) and their benchmark; a
-            :class:`~cl_graft.benchmarks.digits.DigitsStream` names its scenario (``class``: strategies that
-            keep an owner map route test rows by features, :attr:`.registry.BuildContext.task_inference`).
+        stream: the tasks, their rows (dev rows select regions) and their benchmark; a
+            :class:`~cl_graft.benchmarks.digits.DigitsStream` names its scenario
+            (:attr:`.entry.BuildContext.scenario`).
         cfg: the settings every strategy shares.
         settings: the strategy's own (an instance of its entry's ``settings`` class; default: the class's
             defaults, :func:`.registry.strategy_settings` gives a preset's).
-        state_dir: where a resumable strategy saves its state after every experience and resumes from.
-        task_inference: ``"entropy"``, ``"max-softmax"`` or ``"features"``: after the stream, evaluate the test
-            stream again with task labels withheld (strategies that keep an owner map: graft, graft-paper,
-            packnet); the result goes to ``info["task_inference"]`` (not counted in ``seconds``).
+        state_dir: where a strategy whose entry has a ``state`` saves it after every experience and resumes from
+            (the progress file there is the commit point, :class:`~.entry.StrategyState`).
+        task_inference: a rule of the entry's ``routes`` (:class:`~.entry.Routing`): after the stream, evaluate
+            the test stream again with task labels withheld; the result goes to ``info["task_inference"]`` (not
+            counted in ``seconds``). Strategies that cannot route ignore it.
         report: where progress and a result line per task go (:class:`.progress.Report`; its console's
             ``verbose`` adds Avalanche's interactive logger); None: nothing is shown.
-        peers: results of strategies that ran before it in the same run (``replay-matched`` reads graft's).
+        peers: results of strategies that ran before it in the same run (those its entry's ``peers`` names).
+
+    Raises:
+        UserError: a peer the entry reads is not in ``peers``, or saved state that does not belong to this run.
     """
     t0, c0 = time.perf_counter(), time.process_time()
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
+    missing = [p for p in entry.peers if p not in (peers or {})]
+    if missing:
+        raise UserError(f"{name} reads the result of {missing[0]} in the same run: put {missing[0]} before it")
     bm, tasks = stream.benchmark, stream.tasks
     n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
     build = {"stream": stream, "report": report, "peers": peers}
     if report is not None:
-        report.console.phase(f"{report.label} · set-up")          # graft-paper fine-tunes every task here
+        report.console.phase(f"{report.label} · set-up")          # a builder may train here (e.g. the paper mode)
     if entry.fit == "separate":
         row = []
         for i, exp in enumerate(bm.train_stream):
-            adapter = fresh_model(base, tasks)
-            strategy = _build(name, adapter, cfg, settings, steps, owners=None, **build)
+            model = fresh_model(base, tasks)
+            strategy = _build(entry, model, cfg, settings, steps, **build)
             _train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
             if report is not None:
-                report.task_line(i, tasks, row, (i + 1) * entry.storage(strategy, adapter)[0], {},
+                report.task_line(i, tasks, row, (i + 1) * entry.kept_bytes(strategy, model)[0], {},
                                  time.perf_counter() - t0)
-        size = n * entry.storage(strategy, adapter)[0]
+        size = n * entry.kept_bytes(strategy, model)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
                               {"cpu_seconds": round(time.process_time() - c0, 1)})
-    adapter = fresh_model(base, tasks)
-    rows, owners, before = [], None, 0.0
-    resumable = entry.resumable and state_dir is not None
-    if resumable and (state_dir / PROGRESS_FILE).exists():
-        owners, rows, before = _resume(state_dir, getattr(adapter, "clf", adapter), tasks, cfg, settings)
-    strategy = _build(name, adapter, cfg, settings, steps * (n if entry.fit == "joint" else 1), owners=owners,
-                      **build)
-    if entry.fit == "joint":
+    model = fresh_model(base, tasks)
+    rows, saved, before = [], None, 0.0
+    state = entry.state if state_dir is not None else None
+    if state is not None and (state_dir / PROGRESS_FILE).exists():
+        rows, before, saved = _resume(state_dir, entry, model, tasks, cfg, settings)
+    whole = entry.fit == "whole-stream"
+    strategy = _build(entry, model, cfg, settings, steps * (n if whole else 1),
+                      resumed=saved.value if saved is not None else None, **build)
+    if whole:
         _train(strategy, bm.train_stream, 1000 * seed)
         rows = [_row(strategy.eval(bm.test_stream), n)]
         if report is not None:
-            report.stream_line(tasks, rows[0], entry.storage(strategy, adapter)[0],
-                               time.perf_counter() - t0)
+            report.stream_line(tasks, rows[0], entry.kept_bytes(strategy, model)[0], time.perf_counter() - t0)
     else:
-        if owners is not None and len(owners.tasks) == len(rows) + 1:  # saved skills, not their eval row
+        if saved is not None and saved.experiences == len(rows) + 1:     # saved state, not its accuracy row
             rows.append(_row(strategy.eval(bm.test_stream), n))
         for i, exp in enumerate(bm.train_stream):
             if i < len(rows):
@@ -211,98 +224,99 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
             _train(strategy, exp, 1000 * seed + i)
             rows.append(_row(strategy.eval(bm.test_stream), n))
             if report is not None:
-                stored, info = entry.storage(strategy, adapter)
+                stored, info = entry.kept_bytes(strategy, model)
                 report.task_line(i, tasks, rows[-1], stored, info, before + time.perf_counter() - t0)
-            if resumable:
-                seconds = before + time.perf_counter() - t0
-                _save_progress(state_dir, owner_plugin(strategy).owners, tasks, cfg, settings, rows, seconds)
-    size, info = entry.storage(strategy, adapter)
+            if state is not None:
+                _save_progress(state_dir, state.save(strategy, state_dir), tasks, cfg, settings, rows,
+                               before + time.perf_counter() - t0)
+    size, info = entry.kept_bytes(strategy, model)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
     seconds = round(before + time.perf_counter() - t0, 1)
-    if task_inference and any(isinstance(getattr(p, "owners", None), OwnerMap) for p in strategy.plugins):
-        info["task_inference"] = task_agnostic_eval(strategy, bm, n, task_inference)
+    if task_inference and entry.routes is not None:
+        info["task_inference"] = task_agnostic_eval(strategy, entry.routes, bm, n, task_inference)
     return StrategyResult(name, tasks, rows, seconds, size, info)
 
 
-def task_agnostic_eval(strategy, bm, n_tasks: int, how: str) -> dict:
-    """Accuracy per task with task labels withheld (each input routed to a task by the rule ``how``, T forward
-    passes per input), task-identification accuracy per task and the seconds it took."""
-    plugin = owner_plugin(strategy)
-    plugin.task_inference = how
+def task_agnostic_eval(strategy, routes: Routing, bm, n_tasks: int, how: str) -> dict:
+    """Accuracy per task with task labels withheld (each input routed to a task by the rule ``how`` of
+    ``routes``), task-identification accuracy per task and the seconds it took."""
+    routes.route(strategy, how)
     t0 = time.perf_counter()
     try:
         row = _row(strategy.eval(bm.test_stream), n_tasks)
     finally:
-        plugin.task_inference = None
-    ids = [plugin.task_id[j][0] / plugin.task_id[j][1] for j in range(n_tasks)]
-    return {"how": how, "accuracy": row, "task_id": ids, "seconds": round(time.perf_counter() - t0, 1)}
+        routes.route(strategy, None)
+    return {"how": how, "accuracy": row, "task_id": routes.identified(strategy, n_tasks),
+            "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def _save_progress(state_dir: Path, owners: OwnerMap, tasks: list[str], cfg: ContinualConfig, settings: Settings,
+def _save_progress(state_dir: Path, record: dict, tasks: list[str], cfg: ContinualConfig, settings: Settings,
                    rows: list, seconds: float) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    owners.save(state_dir / SKILLS_DIR)
+    """Commits the experiences of ``rows``: written after the strategy's state (``record``: what its save
+    returned), so a progress file never names more than the state holds."""
     write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "settings": settings.to_json(),
-                                           "rows": rows, "seconds": round(seconds, 1),
-                                           "pre_fingerprint": owners.pre_fingerprint})
+                                           "rows": rows, "seconds": round(seconds, 1), "state": record})
 
 
-def _resume(state_dir: Path, clf: torch.nn.Module, tasks: list[str], cfg: ContinualConfig, settings: Settings):
-    """Owner map (applied to ``clf``), accuracy rows and seconds of an interrupted graft stream."""
-    state = read_checked(state_dir / PROGRESS_FILE, PROGRESS_SCHEMA)
-    if (state.get("tasks"), state.get("config"), state.get("settings")) != (tasks, cfg.to_json(),
-                                                                            settings.to_json()):
+def _resume(state_dir: Path, entry: StrategyEntry, model: torch.nn.Module, tasks: list[str], cfg: ContinualConfig,
+            settings: Settings) -> tuple[list[list[float]], float, SavedState]:
+    """Accuracy rows, seconds and the saved state (loaded into ``model``) of an interrupted stream."""
+    path = state_dir / PROGRESS_FILE
+    progress = read_checked(path, PROGRESS_SCHEMA)
+    if (progress["tasks"], progress["config"], progress["settings"]) != (tasks, cfg.to_json(), settings.to_json()):
         raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
-    owners = OwnerMap.load(state_dir / SKILLS_DIR, clf)
-    done = len(owners.tasks)
-    if owners.tasks != tasks[:done] or done not in (len(state["rows"]), len(state["rows"]) + 1):
-        raise UserError(f"{state_dir}: saved skills ({owners.tasks}) do not match its progress file")
-    owners.apply_(clf)
-    return owners, [list(r) for r in state["rows"]], float(state["seconds"])
+    rows = [list(r) for r in progress["rows"]]
+    if not rows or len(rows) > len(tasks):
+        raise UserError(f"{path}: field 'rows' holds {len(rows)} rows, not an interrupted stream of "
+                        f"{len(tasks)} tasks")
+    saved = entry.state.load_(state_dir, model, committed=len(rows), record=progress["state"])
+    if saved.experiences not in (len(rows), len(rows) + 1):
+        raise UserError(f"{state_dir}: the saved state holds {saved.experiences} experiences, its progress file "
+                        f"commits {len(rows)}")
+    return rows, float(progress["seconds"]), saved
 
 
 def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategies: Mapping[str, Settings],
                   cfg: ContinualConfig, *, out: Path, tune_stream: Stream | DigitsStream | None = None,
-                  chosen: dict[str, dict] | None = None, resume: bool = False, task_inference: str | None = None, console: Console | None = None,
+                  tune_budget: int = TUNE_BUDGET, chosen: dict[str, dict] | None = None, resume: bool = False,
+                  task_inference: str | None = None, console: Console | None = None,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
     """Runs ``strategies`` (name → its settings, :func:`.registry.strategy_settings`) in order; each writes
     ``out/<name>/result.json`` when done.
 
-    With ``tune_stream`` (train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries its grid
-    on it (:func:`.tuning.tune`) and runs on ``stream`` with the point of the best final average dev accuracy;
-    the search is recorded in ``result.info["tuning"]``. With ``chosen`` (:func:`.tuning.chosen_settings`:
-    strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point an earlier tuning chose instead,
-    recorded the same way; a strategy with ``settings_of`` runs with the point chosen for that strategy when it
-    ran earlier in ``strategies``. With ``resume``, finished strategies are read back and resumable ones
-    (``graft``) continue from their last saved experience (``out/<name>/state``); other unfinished strategies
-    start over. ``on_result`` is called with each result as it is ready. With ``console``, a live progress line
-    and a result line per task (:mod:`.progress`; the tuning runs move the line and print nothing).
+    With ``tune_stream`` (train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries the first
+    ``tune_budget`` points of its grid on it (:func:`.tuning.tune`) and runs on ``stream`` with the point of the
+    best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With ``chosen``
+    (:func:`.tuning.chosen_settings`: strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point
+    an earlier tuning chose instead, recorded the same way. A strategy reads the results of the strategies its
+    entry's ``peers`` names (they run before it). With ``resume``, finished strategies are read back and those
+    whose entry has a ``state`` continue from their last committed experience (``out/<name>/state``); other
+    unfinished strategies start over. ``on_result`` is called with each result as it is ready. With ``console``,
+    a live progress line and a result line per task (:mod:`.progress`; the tuning runs move the line and print
+    nothing).
     """
-    def dev_average(name: str, settings: Settings, point: int) -> float:
-        report = Report(console, f"{name} · tune {point}/{len(STRATEGIES[name].grid)}", lines=False) \
-            if console is not None else None
-        return run_strategy(name, base, tune_stream, cfg, settings, report=report).summary()["average"]
+    def dev_average(name: str, points: Iterator[int], settings: Settings) -> float:
+        label = f"{name} · tune {next(points)}/{min(tune_budget, len(STRATEGIES[name].grid))}"
+        report = Report(console, label, lines=False) if console is not None else None
+        return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
 
-    results = {}
+    results: dict[str, StrategyResult] = {}
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE
         if resume and path.exists():
             results[name] = StrategyResult.from_json(read_checked(path, RESULT_SCHEMA))
         else:
-            state = out / name / "state" if STRATEGIES[name].resumable else None   # --overwrite emptied it
             (out / name).mkdir(parents=True, exist_ok=True)
             tuning = {}
             if tune_stream is not None:
-                settings, tuning = tune(name, settings, lambda s, name=name, points=itertools.count(1):
-                                        dev_average(name, s, next(points)))
+                settings, tuning = tune(name, settings, functools.partial(dev_average, name, itertools.count(1)),
+                                        budget=tune_budget)
             elif chosen and name in chosen:
                 settings, tuning = apply_point(settings, chosen[name]["chosen"]), chosen[name]
-            source = results.get(STRATEGIES[name].settings_of)
-            if source is not None and source.info.get("tuning"):
-                settings = apply_point(settings, source.info["tuning"]["chosen"])
             report = Report(console, name) if console is not None else None
-            results[name] = run_strategy(name, base, stream, cfg, settings, report=report, state_dir=state,
-                                         task_inference=task_inference, peers=results)
+            results[name] = run_strategy(name, base, stream, cfg, settings, report=report,
+                                         state_dir=out / name / STATE_DIR, task_inference=task_inference,
+                                         peers=results)
             if tuning:
                 results[name].info["tuning"] = tuning
             write_json(path, results[name].to_json())

@@ -1,4 +1,5 @@
-"""A strategy's own settings: one small frozen dataclass per registry entry (as peft's per-method configs).
+"""A strategy's own settings: one small frozen dataclass per strategy entry (as peft's per-method configs), kept
+beside its method (:mod:`.entry`).
 
 A settings class subclasses :class:`Settings` and is a frozen dataclass whose fields carry ``metadata["help"]``.
 Its fields are changed by *keys*: the field's name, or ``"outer.inner"`` for a field of a nested dataclass (e.g.
@@ -37,6 +38,11 @@ class Settings:
         """``point`` with the settings its keys imply (here: none; a class where one setting turns another off
         says so here, so options, grid points and saved choices all mean the same)."""
         return dict(point)
+
+    def batch_sizes(self) -> dict[str, int]:
+        """Its own batch sizes that distributed training splits across ranks (what → rows; here: none), checked
+        by ``cl-graft run`` before anything runs."""
+        return {}
 
     def to_json(self) -> dict:
         """The settings as JSON reads them back (tuples as lists), so a saved copy compares equal."""

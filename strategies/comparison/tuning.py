@@ -1,9 +1,11 @@
 """Dev-only choices for the continual comparison: every strategy gets the same budget of settings to try.
 
-Each :class:`~.registry.StrategyEntry` declares a small grid (``entry.grid``: keys of its settings class,
-:mod:`.settings`, dotted for nested ones, e.g. ``"localize.sparsity"``). With
-``cl-graft run --tune`` every grid point is run on the stream with *dev* rows in place of the test rows and
-scored by its final average dev accuracy; the best point (the first on ties) is then run on the test rows.
+Each :class:`~.entry.StrategyEntry` lists candidate points in the order to try them (``entry.grid``: keys of its
+settings class, :mod:`.settings`, dotted for nested ones, e.g. ``"size.tolerance"``). A run has one tuning budget,
+the same for every strategy (``cl-graft run --tune-budget``, default :data:`TUNE_BUDGET`, recorded in the results):
+with ``--tune`` the first ``budget`` points of each grid (all of a shorter grid) are run on the stream with *dev*
+rows in place of the test rows and scored by their final average dev accuracy; the best point (the first on ties)
+is then run on the test rows.
 Test rows are never handed to the tuning runs: :func:`split_dev` makes the tuning benchmark from train and dev
 rows only (half of each task's dev rows select checkpoints/regions, the other half score the grid points).
 """
@@ -19,6 +21,9 @@ from cl_graft.task import TaskRows
 
 from .registry import STRATEGIES
 from .settings import Settings, apply_point
+
+TUNE_BUDGET = 3
+"""Grid points each strategy tries by default."""
 
 
 def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
@@ -37,22 +42,35 @@ def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
     return out
 
 
-def tune(name: str, settings: Settings, score: Callable[[Settings], float]) -> tuple[Settings, dict]:
-    """Tries every grid point of strategy ``name``; returns the chosen settings and the record of the search
-    (``{"grid", "dev_average", "chosen"}``; empty when the strategy has nothing to tune).
+def check_budget(budget: int) -> int:
+    """``budget`` if it is a number of grid points (>= 1).
+
+    Raises:
+        UserError: anything else.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise UserError(f"the tuning budget is a number of grid points >= 1, got {budget!r}")
+    return budget
+
+
+def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
+         budget: int = TUNE_BUDGET) -> tuple[Settings, dict]:
+    """Tries the first ``budget`` grid points of strategy ``name``; returns the chosen settings and the record of
+    the search (``{"budget", "grid", "dev_average", "chosen"}``; empty when the strategy has nothing to tune).
 
     Args:
         name: a strategy of :data:`~.registry.STRATEGIES`.
         settings: the strategy's settings the grid points modify.
         score: ``score(settings) -> final average accuracy on the tuning (dev) stream``.
+        budget: grid points each strategy of the run tries.
     """
-    grid = STRATEGIES[name].grid
+    grid = STRATEGIES[name].grid[:check_budget(budget)]
     if not grid:
         return settings, {}
     scores = [score(apply_point(settings, point)) for point in grid]
     best = max(range(len(grid)), key=lambda i: (scores[i], -i))
-    return apply_point(settings, grid[best]), {"grid": [dict(p) for p in grid], "dev_average": scores,
-                                          "chosen": dict(grid[best])}
+    return apply_point(settings, grid[best]), {"budget": budget, "grid": [dict(p) for p in grid],
+                                               "dev_average": scores, "chosen": dict(grid[best])}
 
 
 def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict]:

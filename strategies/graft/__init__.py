@@ -4,6 +4,7 @@ https://arxiv.org/abs/2302.06600), as an Avalanche plugin (:mod:`.plugin`) and i
 The plugin keeps every task's region in an owner map (:mod:`.owner_map`), serves tasks by patch switching
 (:mod:`.routing`, :mod:`.task_features`), finds regions with a finder (:mod:`.finders`) on an experience's rows
 (:mod:`.experience_data`) over the graftable tensors (:mod:`.targets`), exports one task as a plain model
-(:mod:`.export`) and reports task-identification accuracy (:mod:`.task_identification`). Nothing here imports
-the comparison harness (:mod:`cl_graft.strategies.comparison`).
+(:mod:`.export`) and reports task-identification accuracy (:mod:`.task_identification`). Its entries in
+``cl-graft run`` (:mod:`.entry`: settings in :mod:`.settings`, state between experiences in :mod:`.run_state`)
+import only the harness's interface (:mod:`cl_graft.strategies.comparison.entry`), never the harness.
 """

@@ -29,7 +29,7 @@ SKILLS_SCHEMA = Obj({"format_version": int, "tasks": ListOf(str), "names": ListO
                      "shapes": MapOf(ListOf(int)), "pre_fingerprint": str},
                     {"features": Nullable(ListOf(Nullable(int))), "sizes": ListOf(int), "pre": bool,
                      "task_meta": MapOf(dict), "adaptations": ListOf(ADAPTATION_SCHEMA)})
-_TASK_FOLDER = re.compile(r"^task-(\d+)$")
+TASK_FOLDER = re.compile(r"^task-(\d+)$")
 
 
 def check_task_name(name: str, where: str) -> str:
@@ -57,8 +57,8 @@ def load_skills(directory: str | os.PathLike, model: nn.Module) -> OwnerMap:
     tasks = cfg["tasks"]
     for k, task in enumerate(tasks):
         check_task_name(task, f"{config_path}: field 'tasks[{k}]'")
-    extra = sorted(p.name for p in directory.iterdir() if _TASK_FOLDER.match(p.name)
-                   and int(_TASK_FOLDER.match(p.name).group(1)) >= len(tasks))
+    extra = sorted(p.name for p in directory.iterdir() if TASK_FOLDER.match(p.name)
+                   and int(TASK_FOLDER.match(p.name).group(1)) >= len(tasks))
     if extra:
         raise UserError(f"{directory / extra[0]}: a task folder {MAP_CONFIG} does not list (field 'tasks' names "
                         f"{len(tasks)}); a leftover of another save?")

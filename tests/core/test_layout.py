@@ -10,13 +10,13 @@ functions count as much as those at the top: a lazy import running upwards is st
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
-from pathlib import Path
 
 from cl_graft.layers import AVALANCHE_GLUE, LAYERS
 
-from helpers import REPO_ROOT, package_modules
+from helpers import package_modules
 
 
 def _room_of(module: str) -> tuple[int, str]:
@@ -166,3 +166,18 @@ def test_the_walker_sees_lazy_relative_and_module_imports():
     assert _room_of("cl_graft") == (5, "facade") and _room_of("cl_graft.strategies")[1] == "strategies"
     assert _room_of("cl_graft.strategies.graft.plugin")[1] == "strategies.graft"
     assert _room_of("cl_graft.benchmarks.experiments.region_sweep")[1] == "experiments"
+
+
+def test_the_shared_harness_names_no_strategy():
+    """The runner and the command read the strategies' entries (:mod:`cl_graft.strategies.comparison.entry`):
+    no strategy's name, settings class or plugin appears in them."""
+    from cl_graft.strategies.comparison.registry import STRATEGIES
+
+    names = "|".join(re.escape(n) for n in STRATEGIES)
+    word = re.compile(rf"(?<![\w-])({names})(?![\w-])|Graft\w*|PackNet\w*|OwnerMap|owner_plugin|\bgraft\.|"
+                      r"plugins\.packnet|Replay\w*|EWC\w*|LwF\w*")
+    for module in ("cl_graft.strategies.comparison.runner", "cl_graft.cli.run"):
+        text = MODULES[module].read_text(encoding="utf-8").replace("cl-graft", "").replace("cl_graft", "")
+        found = [f"{MODULES[module]}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                 for m in word.finditer(text)]
+        assert not found, "\n".join(found)

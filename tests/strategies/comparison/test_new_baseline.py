@@ -18,8 +18,6 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.benchmarks.streams import Stream
-from cl_graft.cli import main
-from cl_graft.cli.run import run_command
 from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.registry import (
     STRATEGIES,
@@ -30,6 +28,9 @@ from cl_graft.strategies.comparison.registry import (
 )
 from cl_graft.strategies.comparison.runner import run_continual
 from cl_graft.strategies.comparison.settings import Settings
+
+from cl_graft.cli import main
+from cl_graft.cli.run import run_command
 
 GRID = ({"loss_scale": 0.5}, {"loss_scale": 1.0}, {"loss_scale": 2.0})
 WORDS = {0: ["bad", "dull", "terrible", "boring"], 1: ["good", "great", "fun", "wonderful"]}
@@ -52,10 +53,10 @@ class ScaledSettings(Settings):
 
 
 ENTRY = StrategyEntry(
-    "scaled", "fine-tuning with a scaled loss (registered by a test)",
-    lambda ctx: ScaledNaive(**ctx.template, plugins=ctx.plugins, loss_scale=ctx.settings.loss_scale),
-    lambda strategy, adapter: (model_bytes(adapter.clf), {"loss_scale": strategy.loss_scale}),
-    ScaledSettings, grid=GRID)
+    name="scaled", help="fine-tuning with a scaled loss (registered by a test)", stores="the trained weights",
+    build=lambda ctx: ScaledNaive(**ctx.template, plugins=ctx.plugins, loss_scale=ctx.settings.loss_scale),
+    kept_bytes=lambda strategy, model: (model_bytes(model.clf), {"loss_scale": strategy.loss_scale}),
+    settings=ScaledSettings, grid=GRID)
 
 
 def _rows(n: int, seed: int, flip: bool) -> list[dict]:
@@ -101,6 +102,7 @@ def run_args(tmp_path_factory) -> list[str]:
 def test_its_settings_are_cli_options_and_its_grid_is_tuned(registered, run_args, tmp_path):
     help_text = CliRunner().invoke(main, ["run", "--help"]).output
     assert "--loss-scale" in help_text and "Factor on every training loss." in help_text
+    assert "scaled: the trained weights" in help_text                 # what it stores, from its entry
     out = str(tmp_path / "given")
     result = CliRunner().invoke(main, [*run_args, "--strategies", "scaled,naive", "--loss-scale", "0.25",
                                        "--out", out])
@@ -130,4 +132,5 @@ def test_settings_that_name_another_strategys_setting_alike_are_refused():
 
     assert "loss_scale" in [o.name for o in registry_options([*STRATEGIES.values(), ENTRY])]
     with pytest.raises(ValueError, match="clashes with another strategy's 'size.tolerance'"):
-        registry_options([*STRATEGIES.values(), StrategyEntry("clash", "x", print, print, Clash)])
+        registry_options([*STRATEGIES.values(), StrategyEntry(name="clash", help="x", stores="y", build=print,
+                                                              kept_bytes=print, settings=Clash)])

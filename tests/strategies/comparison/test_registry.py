@@ -10,7 +10,11 @@ avalanche = pytest.importorskip("avalanche")
 from avalanche.training import Naive
 from cl_graft.benchmarks.streams import Stream
 from cl_graft.strategies.comparison.config import continual_setup
-from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, parse_strategies, strategy_settings
+from cl_graft.strategies.comparison.registry import (
+    STRATEGIES,
+    StrategyEntry,
+    parse_strategies,
+)
 from cl_graft.strategies.comparison.runner import run_strategy
 
 from helpers import TASKS, build_model, stream_rows
@@ -23,7 +27,8 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
         built.append(ctx.template["train_epochs"])
         return Naive(**ctx.template, plugins=ctx.plugins)
 
-    entry = StrategyEntry("mine", "plain fine-tuning, registered by a test", build, lambda s, a: (123, {"x": 1}))
+    entry = StrategyEntry(name="mine", help="plain fine-tuning, registered by a test", stores="nothing",
+                          build=build, kept_bytes=lambda s, a: (123, {"x": 1}))
     monkeypatch.setitem(STRATEGIES, "mine", entry)
     assert parse_strategies("graft,mine") == ["graft", "mine"]
     cfg = continual_setup("smoke", seed=0)[1]
@@ -32,30 +37,41 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     assert result.bytes == 123 and result.info["x"] == 1
 
 
-def test_storage_matched_replay_holds_grafts_bytes():
+def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
+    from cl_graft.strategies.comparison.registry import MATCHED
+    from cl_graft.strategies.comparison.runner import StrategyResult
+
     model, stream = build_model(), Stream.make(stream_rows(), build_model())
-    data, cfg = continual_setup("smoke", seed=0)
-    settings = strategy_settings("replay-matched", data, seed=0)   # auto size: the preset's sparsity estimates it
-    result = run_strategy("replay-matched", model, stream, cfg, settings)
-    params = dict(model.named_parameters())
-    numel = sum(p.numel() for n, p in params.items() if ".layer." in n)
-    heads = sum(p.numel() for n, p in params.items() if n.startswith("heads."))
-    graft_bytes = 2 * int(settings.localize.sparsity * numel) * 8 + 4 * heads   # index + value per element, heads
+    cfg = continual_setup("smoke", seed=0)[1]
     rows = [r for exp in stream.benchmark.train_stream for r in exp.dataset]
     tokens = sum(len(r["input_ids"]) for r in rows) / len(rows)
-    assert result.info["memory_rows"] == int(graft_bytes / (4 * tokens)) > 0
+    peer = StrategyResult(MATCHED, stream.tasks, [[1.0, 1.0]], 1.0, 1_000, {})
+    result = run_strategy("replay-matched", model, stream, cfg, peers={MATCHED: peer})
+    assert result.info["memory_rows"] == int(1_000 / (4 * tokens)) > 0          # fewer than the stream's rows
+    with pytest.raises(UserError, match=f"reads the result of {MATCHED}"):
+        run_strategy("replay-matched", model, stream, cfg)
 
 
 def test_every_entry_is_consistent():
+    from cl_graft.strategies.comparison.entry import FITS
+    from cl_graft.strategies.graft.routing import TASK_INFERENCE
+
     for name, entry in STRATEGIES.items():
-        assert entry.name == name and entry.help and entry.fit in ("stream", "joint", "separate")
-    assert [n for n, e in STRATEGIES.items() if e.resumable] == ["graft"]
+        assert entry.name == name and entry.help and entry.stores and entry.fit in FITS
+        assert all(p in STRATEGIES for p in entry.peers)
+        assert entry.routes is None or set(entry.routes.rules) <= set(TASK_INFERENCE)
+    assert [n for n, e in STRATEGIES.items() if e.state is not None] == ["graft"]
+    assert {n for n, e in STRATEGIES.items() if e.routes is not None} == {"graft", "graft-paper", "packnet",
+                                                                       "packnet-zero"}
     with pytest.raises(ValueError, match="fit must be"):
-        StrategyEntry("x", "y", print, print, fit="sometimes")
+        StrategyEntry(name="x", help="y", stores="z", build=print, kept_bytes=print, fit="sometimes")
+    with pytest.raises(ValueError, match="cannot read its own result"):
+        StrategyEntry(name="x", help="y", stores="z", build=print, kept_bytes=print, peers=("x",))
 
 
 @pytest.mark.parametrize("text,message", [("", "empty"), ("graft,nope", "unknown strategy 'nope'"),
-                                          ("naive,naive", "appears twice")])
+                                          ("naive,naive", "appears twice"),
+                                          ("replay-matched,graft", "put graft before it")])
 def test_parse_strategies_errors(text, message):
     with pytest.raises(UserError, match=message):
         parse_strategies(text)

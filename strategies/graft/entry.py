@@ -1,0 +1,101 @@
+"""Graft's entries in ``cl-graft run`` (:class:`~..comparison.entry.StrategyEntry`; collected by
+:mod:`cl_graft.strategies.comparison.registry`):
+
+- ``graft``: :class:`~.strategy.GraftStrategy` in stream mode (Panigrahi et al. 2023, §5.2): each experience
+  trains outside the earlier regions and keeps its learned region; resumable (:mod:`.run_state`);
+- ``graft-paper``: the paper's mode: regions from independent fine-tuning and localization of each task (text
+  streams).
+
+Both keep an owner map; what it stores is :func:`region_kept_bytes`, how they serve rows without task labels
+:class:`RegionRouting` (PackNet, which keeps one too, uses both).
+"""
+from __future__ import annotations
+
+from cl_graft.errors import UserError
+
+from ..comparison.entry import BuildContext, StrategyEntry
+from .run_state import OwnerMapState, region_plugin
+from .settings import SIZE_GRID, GraftSettings
+from .sizing import RegionSize
+
+STORES = "each task's region (an int32 index and a value per weight), its head and its feature statistics"
+
+
+class RegionRouting:
+    """Routes each test row to a learned task by the confidence of each task's model (``entropy``,
+    ``max-softmax``) or by the statistics of its head inputs (``features``), T forward passes per row
+    (:mod:`.routing`)."""
+
+    rules = ("entropy", "max-softmax", "features")
+
+    def route(self, strategy, rule: str | None) -> None:
+        region_plugin(strategy).task_inference = rule
+
+    def identified(self, strategy, n_tasks: int) -> list[float]:
+        task_id = region_plugin(strategy).task_id
+        return [task_id[j][0] / task_id[j][1] for j in range(n_tasks)]
+
+
+def class_scenario_rule(ctx: BuildContext) -> str | None:
+    """How a region-keeping strategy serves rows in ``ctx``'s scenario: with the task label (task-incremental,
+    None), else by the entropy of each task's model (class-incremental: a single-head model's output layer is
+    every task's, so feature routing, which reads per-task heads' inputs, does not apply)."""
+    return "entropy" if ctx.scenario == "class" else None
+
+
+def region_kept_bytes(strategy, model) -> tuple[int, dict]:
+    """Regions + heads + feature statistics of the owner map, in all and per task, with each task's region size,
+    density, the free share after it, the size search's record and its seconds."""
+    from .sizing import sizing_records
+
+    plugin = region_plugin(strategy)
+    owners = plugin.owners
+    sizes = [p.region.size for p in owners.patches]
+    numel = sum(o.numel() for o in owners.owner.values())
+    stored = owners.bytes()
+    return stored["total"], {"region_sizes": sizes, "graftable": numel, "bytes": stored,
+                             "task_bytes": owners.task_bytes(),
+                             "region_density": [s / numel for s in sizes],
+                             "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
+                             "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds}
+
+
+def _finder(ctx: BuildContext):
+    """The region finder: sized per task (:mod:`.sizing`) unless the size is fixed."""
+    from .finders import LocalizeFinder
+    from .sizing import SizedFinder
+
+    settings: GraftSettings = ctx.settings
+    finder = LocalizeFinder(settings.method, settings.localize_config(), progress=ctx.progress)
+    return SizedFinder(finder, settings.size) if isinstance(settings.size, RegionSize) else finder
+
+
+def _stream_mode(ctx: BuildContext):
+    from .strategy import GraftStrategy
+
+    return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
+                         reconstruct=ctx.settings.reconstruct, task_inference=class_scenario_rule(ctx),
+                         valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.resumed)
+
+
+def _paper_mode(ctx: BuildContext):
+    from .finders import independent_regions
+    from .strategy import GraftStrategy
+
+    if not hasattr(ctx.stream, "splits"):
+        raise UserError("graft-paper fine-tunes each task from its text rows; it runs on text streams only")
+    data = {s.spec.name: ([e for e in exp.dataset], s.dev)
+            for s, exp in zip(ctx.stream.splits, ctx.stream.benchmark.train_stream)}
+    regions = independent_regions(ctx.model.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
+    return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="paper", finder=_finder(ctx), regions=regions,
+                         reconstruct=ctx.settings.reconstruct, owners=ctx.resumed)
+
+
+ENTRIES = (
+    StrategyEntry(name="graft", help="GraftStrategy, stream mode: train outside earlier regions, keep the learned "
+                  "region", stores=STORES, build=_stream_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
+                  grid=SIZE_GRID, state=OwnerMapState(), routes=RegionRouting()),
+    StrategyEntry(name="graft-paper", help="GraftStrategy, paper mode: regions from independent fine-tuning of each "
+                  "task", stores=STORES, build=_paper_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
+                  grid=SIZE_GRID, routes=RegionRouting()),
+)

@@ -1,0 +1,92 @@
+"""Graft's state between the experiences of ``cl-graft run`` (the ``state`` of its entry, :mod:`.entry`): the
+owner map saved after every experience into ``<state>/skills``, loaded on ``--resume`` through
+:func:`~.saved_checks.load_skills` (every file cross-checked) into the fresh model.
+
+The runner's progress file is the commit point. After an experience, :meth:`OwnerMap.save <.owner_map.OwnerMap.save>`
+writes the new task's ``task-KK/`` folder, the feature statistics and ``skills.json`` (last), then the runner
+writes its progress file. A process killed between those writes leaves one of two things, and resume handles both:
+
+- ``skills.json`` lists one task more than the progress file commits: that task's files are whole
+  (``skills.json`` is written last, and every file is cross-checked on load); it is kept and only its accuracy
+  row is measured again;
+- a ``task-KK`` folder ``skills.json`` does not list, ``KK`` the next task's number, holding only a patch's
+  files (:data:`~cl_graft.grafting.patch_io.PATCH_CONFIG`, :data:`~cl_graft.grafting.patch_io.PATCH_TENSORS`)
+  or their temporary names: the new task's patch from a save that ended before ``skills.json``. It is removed
+  before loading, and the experience is trained again.
+
+Anything else beyond the progress file (another task folder, a file the project does not write there, a link)
+is no torn save of this run: resume refuses it with one line naming it and deletes nothing.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from torch import nn
+
+from cl_graft.errors import UserError
+from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
+from cl_graft.schema import ListOf, Obj, check_json, read_checked
+from cl_graft.written import is_temporary
+
+from ..comparison.entry import SavedState
+from .owner_map import MAP_CONFIG
+from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
+
+SKILLS_DIR = "skills"
+RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str})
+
+
+def region_plugin(strategy):
+    """The strategy's :class:`~.plugin.GraftPlugin` (graft's own, or a subclass such as PackNet's), which keeps
+    the owner map."""
+    from .plugin import GraftPlugin  # Avalanche: only once a strategy exists
+
+    return next(p for p in strategy.plugins if isinstance(p, GraftPlugin))
+
+
+def drop_torn_task_(skills: Path) -> None:
+    """Removes the ``task-KK`` folder a save torn before ``skills.json`` left in ``skills`` (see the module
+    docstring); nothing when there is none.
+
+    Raises:
+        UserError: a task folder beyond ``skills.json`` that no torn save of a run leaves.
+    """
+    listed = len(read_checked(skills / MAP_CONFIG, SKILLS_SCHEMA)["tasks"])
+    beyond = sorted(p for p in skills.iterdir() if (m := TASK_FOLDER.match(p.name)) and int(m.group(1)) >= listed)
+    if not beyond:
+        return
+    torn = beyond[0]
+    foreign = len(beyond) > 1 or torn.name != f"task-{listed:02d}" or torn.is_symlink() or not torn.is_dir() or \
+        any(f.is_symlink() or not f.is_file() or not (f.name in (PATCH_CONFIG, PATCH_TENSORS) or is_temporary(f.name))
+            for f in torn.iterdir())
+    if foreign:
+        where = beyond[1] if len(beyond) > 1 and torn.name == f"task-{listed:02d}" else torn
+        raise UserError(f"{where}: a task folder {MAP_CONFIG} does not list, and not one a torn save of this run "
+                        f"leaves; resume deletes nothing there (move it away or use a new --out)")
+    shutil.rmtree(torn)
+
+
+class OwnerMapState:
+    """Saves and loads the owner map of the strategy's :class:`~.plugin.GraftPlugin` (graft's and PackNet's)."""
+
+    def save(self, strategy, directory: Path) -> dict:
+        owners = region_plugin(strategy).owners
+        owners.save(directory / SKILLS_DIR)
+        return {"tasks": list(owners.tasks), "pre_fingerprint": owners.pre_fingerprint}
+
+    def load_(self, directory: Path, model: nn.Module, *, committed: int, record: dict) -> SavedState:
+        """The saved owner map, applied to ``model`` (a :class:`~cl_graft.strategies.adapter.TaskAdapter`'s
+        classifier, or the model itself), as :class:`SavedState` for the builder's ``owners``."""
+        skills = directory / SKILLS_DIR
+        record = check_json(directory, record, RECORD_SCHEMA)
+        drop_torn_task_(skills)
+        clf = getattr(model, "clf", model)
+        owners = load_skills(skills, clf)
+        done = len(owners.tasks)
+        if done not in (committed, committed + 1) or owners.tasks[:committed] != record["tasks"] or \
+                owners.pre_fingerprint != record["pre_fingerprint"]:
+            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' ({owners.tasks}) does not match the progress "
+                            f"file, which commits {record['tasks']}")
+        owners.apply_(clf)
+        return SavedState(owners, done)

@@ -1,0 +1,91 @@
+"""Graft's settings in ``cl-graft run`` (its entry is :mod:`.entry`): the region method, each task's region size
+and how evaluation serves the tasks, with the grid ``--tune`` tries. :class:`RegionServing` is shared with the
+other strategy that keeps one region per task (PackNet, :mod:`cl_graft.strategies.plugins.packnet_entry`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from cl_graft.errors import UserError
+from cl_graft.presets import Preset
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.methods import REGION_METHODS
+
+from ..comparison.settings import Settings
+from .sizing import RegionSize
+
+RECONSTRUCT = ("experience", "minibatch", "all")
+"""The plugin's evaluation modes (:class:`~.plugin.GraftPlugin`'s ``reconstruct``), checked when settings are
+made rather than when the plugin is built after earlier strategies ran."""
+
+SIZE_GRID = ({"size": "auto"}, {"size": 0.01}, {"size": 0.1}, {"size": 0.05}, {"size": 0.001})
+"""Region sizes ``--tune`` tries, in order: the run's budget takes the first ones."""
+
+
+@dataclass(frozen=True)
+class RegionServing(Settings):
+    """How a strategy that keeps one region per task (an owner map) serves its tasks at evaluation."""
+
+    reconstruct: str = field(default="experience", metadata={
+        "help": "How evaluation rebuilds a task's model: per experience, per minibatch, or all regions at once."})
+
+    def __post_init__(self) -> None:
+        if self.reconstruct not in RECONSTRUCT:
+            raise UserError(f"reconstruct must be experience, minibatch or all, got {self.reconstruct!r}")
+
+
+def parse_size(value) -> RegionSize | float:
+    """A region size setting: a :class:`~.sizing.RegionSize` (``"auto"``: its defaults) or a fixed share in
+    (0, 1] (a number or its text).
+
+    Raises:
+        UserError: anything else.
+    """
+    if isinstance(value, RegionSize):
+        return value
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return RegionSize()
+    try:
+        share = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        share = math.nan
+    if not 0 < share <= 1:
+        raise UserError(f"region size must be auto or a share in (0, 1], got {value!r}")
+    return share
+
+
+@dataclass(frozen=True)
+class GraftSettings(RegionServing):
+    """``graft``'s and ``graft-paper``'s."""
+
+    method: str = field(default="graft", metadata={
+        "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
+    size: RegionSize | float = field(default_factory=RegionSize, metadata={
+        "name": "region_size", "help": "Each task's region size: auto (the smallest its dev rows vouch for, "
+        "cl_graft.strategies.graft.sizing) or a fixed share of the graftable parameters, e.g. 0.01.",
+        "options": {"tolerance": "With --region-size auto: accuracy (a share) a task's graft may lose against its "
+                                 "trained model on dev rows.",
+                    "confidence": "With --region-size auto: the level of that statement.",
+                    "expected_tasks": "With --region-size auto: the stream length to plan capacity for (default: "
+                                      "the stream's).",
+                    "reserve": "With --region-size auto: tasks' shares kept free after the last expected task."}})
+    localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
+        "help": "region finding after each experience", "preset": True, "options": {}})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method not in REGION_METHODS:
+            raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
+        object.__setattr__(self, "size", parse_size(self.size))
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:
+        return cls(localize=replace(preset.continual.localize, seed=seed))
+
+    def batch_sizes(self) -> dict[str, int]:
+        return {"localization batch size": self.localize.batch_size}
+
+    def localize_config(self) -> LocalizeConfig:
+        """The region search's settings: with a fixed size, its sparsity is that size."""
+        return self.localize if isinstance(self.size, RegionSize) else replace(self.localize, sparsity=self.size)

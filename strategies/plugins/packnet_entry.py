@@ -1,0 +1,62 @@
+"""PackNet's entries in ``cl-graft run`` (:class:`~..comparison.entry.StrategyEntry`; collected by
+:mod:`cl_graft.strategies.comparison.registry`): :class:`~.packnet.PackNetPlugin` on any model (Mallya & Lazebnik
+2018), its released weights back to θ_pre (``packnet``) or zeroed as published (``packnet-zero``). It keeps an
+owner map as graft does, so it stores and routes as graft does (:mod:`cl_graft.strategies.graft.entry`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cl_graft.errors import UserError
+
+from ..comparison.entry import BuildContext, StrategyEntry
+from ..graft.entry import STORES, RegionRouting, class_scenario_rule, region_kept_bytes
+from ..graft.settings import RegionServing
+
+KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None}, {"packnet_keep": 0.05},
+             {"packnet_keep": 0.5})
+"""Kept shares ``--tune`` tries, in order (None: an even split); the run's budget takes the first ones."""
+
+
+@dataclass(frozen=True)
+class PackNetSettings(RegionServing):
+    """``packnet``'s and ``packnet-zero``'s."""
+
+    packnet_prune_at: float = field(default=0.75, metadata={"help": "PackNet prunes after this share of steps."})
+    packnet_keep: float | None = field(default=None, metadata={
+        "help": "PackNet's kept share of the free weights per task (default: an even split)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.packnet_prune_at <= 1 or (self.packnet_keep is not None and not 0 < self.packnet_keep <= 1):
+            raise UserError(f"packnet_prune_at and packnet_keep must be in (0, 1], got {self.packnet_prune_at} "
+                            f"and {self.packnet_keep}")
+
+
+def _packnet(release: str) -> Callable[[BuildContext], Any]:
+    """A builder of :class:`~.packnet.PackNetPlugin` whose released elements become ``release``."""
+    def build(ctx: BuildContext):
+        from avalanche.training.templates import SupervisedTemplate
+
+        from .packnet import PackNetPlugin
+
+        settings: PackNetSettings = ctx.settings
+        packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=settings.packnet_prune_at,
+                                keep=settings.packnet_keep, release=release, n_tasks=len(ctx.stream.tasks),
+                                reconstruct=settings.reconstruct)
+        packnet.task_inference = class_scenario_rule(ctx)
+        return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
+
+    return build
+
+
+ENTRIES = (
+    StrategyEntry(name="packnet", help="PackNet on any model: keep the largest free weights per task, release the "
+                  "rest to θ_pre", stores=STORES, build=_packnet("pre"), kept_bytes=region_kept_bytes,
+                  settings=PackNetSettings, grid=KEEP_GRID, routes=RegionRouting()),
+    StrategyEntry(name="packnet-zero", help="PackNet as published: released weights set to zero", stores=STORES,
+                  build=_packnet("zero"), kept_bytes=region_kept_bytes, settings=PackNetSettings, grid=KEEP_GRID,
+                  routes=RegionRouting()),
+)

@@ -1,0 +1,103 @@
+"""Resuming a stream from a strategy's state: the runner's progress file is the commit point, and graft's state
+(``strategies/graft/run_state.py``) handles what a save torn before that file leaves: its skills listed one task
+ahead are kept (only the row is measured again), the next task's folder written before ``skills.json`` is removed,
+anything else beyond the progress file is refused with one line and deleted nowhere."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from cl_graft.errors import UserError
+
+avalanche = pytest.importorskip("avalanche")
+
+from cl_graft.benchmarks.streams import Stream
+from cl_graft.strategies.comparison import runner
+from cl_graft.strategies.comparison.config import continual_setup
+from cl_graft.strategies.comparison.registry import strategy_settings
+
+from helpers import build_model, stream_rows
+
+DATA, CFG = continual_setup("smoke", seed=0)
+SETTINGS = strategy_settings("graft", DATA, seed=0, given={"size": 0.05})
+
+
+def _run(state_dir):
+    return runner.run_strategy("graft", build_model(), Stream.make(stream_rows(), build_model()), CFG, SETTINGS,
+                               state_dir=state_dir)
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("full") / "state")
+
+
+def _interrupt_training(monkeypatch, state_dir) -> None:
+    """Runs the stream until the second experience's training, which is killed (its task is never saved)."""
+    train = runner._train
+
+    def killed(strategy, experience, seed):
+        if experience.current_experience == 1:
+            raise KeyboardInterrupt
+        train(strategy, experience, seed)
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "_train", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _run(state_dir)
+
+
+def test_skills_saved_but_not_committed_are_kept_and_only_their_row_measured(full, tmp_path, monkeypatch):
+    state_dir, save, calls = tmp_path / "state", runner._save_progress, []
+
+    def killed_before_commit(*args, **kwargs):                  # the state's save has run (an argument of this call)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        save(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "_save_progress", killed_before_commit)
+        with pytest.raises(KeyboardInterrupt):
+            _run(state_dir)
+    assert len(json.loads((state_dir / "skills" / "skills.json").read_text())["tasks"]) == 2
+    assert len(json.loads((state_dir / "progress.json").read_text())["rows"]) == 1
+    trained = []
+    monkeypatch.setattr(runner, "_train", lambda *a: trained.append(a))
+    resumed = _run(state_dir)
+    assert trained == [] and resumed.matrix == full.matrix and resumed.bytes == full.bytes
+
+
+def test_a_task_folder_of_a_save_torn_before_skills_json_is_removed(full, tmp_path, monkeypatch):
+    state_dir = tmp_path / "state"
+    _interrupt_training(monkeypatch, state_dir)
+    skills = state_dir / "skills"
+    shutil.copytree(skills / "task-00", skills / "task-01")             # a patch's files, then a temporary name
+    (skills / "task-01" / ".patch.safetensors.x1y2.tmp").write_bytes(b"torn")
+    resumed = _run(state_dir)
+    assert resumed.matrix == full.matrix and resumed.bytes == full.bytes
+    assert sorted(p.name for p in (skills / "task-01").iterdir()) == ["patch.safetensors", "patch_config.json"]
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda s: (shutil.copytree(s / "task-00", s / "task-01"), (s / "task-01" / "notes.txt").write_text("mine")),
+     "task-01"),
+    (lambda s: shutil.copytree(s / "task-00", s / "task-02"), "task-02"),
+    (lambda s: (shutil.copytree(s / "task-00", s / "task-01"), shutil.copytree(s / "task-00", s / "task-02")),
+     "task-02"),
+    (lambda s: (s / "task-01").symlink_to(s / "task-00"), "task-01"),
+])
+def test_anything_else_beyond_the_progress_file_is_refused_and_kept(tmp_path, monkeypatch, make, named):
+    state_dir = tmp_path / "state"
+    _interrupt_training(monkeypatch, state_dir)
+    skills = state_dir / "skills"
+    make(skills)
+    before = sorted(str(p.relative_to(skills)) for p in skills.rglob("*"))
+    with pytest.raises(UserError) as error:
+        _run(state_dir)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"{skills / named}:")
+    assert "not one a torn save of this run leaves" in message
+    assert sorted(str(p.relative_to(skills)) for p in skills.rglob("*")) == before
