@@ -18,6 +18,7 @@ from typing import Any
 from cl_graft.errors import UserError
 from cl_graft.presets import Preset
 
+from ..baselines import ENTRIES as BASELINE_ENTRIES
 from ..graft.entry import ENTRIES as GRAFT_ENTRIES
 from ..plugins.packnet_entry import ENTRIES as PACKNET_ENTRIES
 from .entry import BuildContext, StrategyEntry, model_bytes, row_bytes
@@ -106,7 +107,7 @@ def _collect(*groups: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
     return table
 
 
-STRATEGIES: dict[str, StrategyEntry] = _collect(GRAFT_ENTRIES, PACKNET_ENTRIES, STOCK_ENTRIES)
+STRATEGIES: dict[str, StrategyEntry] = _collect(GRAFT_ENTRIES, PACKNET_ENTRIES, STOCK_ENTRIES, BASELINE_ENTRIES)
 DEFAULT_STRATEGIES = ("graft", "naive", "ewc", "lwf", "replay", "joint")
 
 

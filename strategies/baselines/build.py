@@ -1,0 +1,109 @@
+"""Builders of Avalanche's baselines: ``build(ctx) -> template`` from a
+:class:`~..comparison.entry.BuildContext`, each with the model of the stream's scenario
+(:func:`.scenario.task_aware_model`) and its settings (:mod:`.settings`). Avalanche is imported only here,
+when a strategy is built.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from cl_graft import distributed
+from cl_graft.errors import UserError
+
+from ..comparison.entry import BuildContext
+from .kept import plugin_of
+from .scenario import check_new_classes, check_scenario, is_multi_head, task_aware_model
+
+Builder = Callable[[BuildContext], Any]
+
+
+def scenario_template(ctx: BuildContext, name: str) -> dict[str, Any]:
+    """``ctx.template`` with the model of the stream's scenario: in the task-incremental one a single-head model
+    is replaced by its multi-head copy (and an optimizer over the copy's parameters)."""
+    from ..plugins.recipe import recipe_optimizer
+
+    model = task_aware_model(ctx, name)
+    if model is ctx.model:
+        return ctx.template
+    optimizer = recipe_optimizer(model, ctx.cfg.recipe)
+    return {**ctx.template, "model": distributed.wrap(model, unused=True), "optimizer": optimizer}
+
+
+def stock(name: str, cls_name: str, scenarios: tuple[str, ...], **arguments: str) -> Builder:
+    """A builder of strategy ``name``: ``avalanche.training.<cls_name>`` serving ``scenarios``, with keyword
+    arguments from its settings (argument → settings field)."""
+    def build(ctx: BuildContext):
+        import avalanche.training
+
+        check_scenario(name, ctx.scenario, scenarios)
+        kwargs = {arg: getattr(ctx.settings, field) for arg, field in arguments.items()}
+        return getattr(avalanche.training, cls_name)(**scenario_template(ctx, name), plugins=ctx.plugins, **kwargs)
+
+    return build
+
+
+def gem(ctx: BuildContext):
+    """GEM (needs the ``quadprog`` solver: ``pip install -e ".[baselines]"``)."""
+    try:
+        import quadprog  # noqa: F401
+    except ImportError:
+        raise UserError('gem needs the quadprog solver: pip install -e ".[baselines]"') from None
+    return stock("gem", "GEM", ("task", "class"), patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
+
+
+def agem(ctx: BuildContext):
+    """A-GEM; its reference sample has at least one row of every experience (Avalanche divides the sample by the
+    number of experiences kept and fails on 0)."""
+    from avalanche.training import AGEM
+
+    from .seeding import PythonSeed
+
+    sample = max(ctx.settings.agem_sample, len(ctx.stream.tasks))
+    return AGEM(**scenario_template(ctx, "agem"), plugins=[*ctx.plugins, PythonSeed()],
+                patterns_per_exp=ctx.settings.gem_patterns, sample_size=sample)
+
+
+def _single_head(ctx: BuildContext, name: str) -> torch.nn.Module:
+    """The single-head model a class-incremental method trains (refusing what it cannot serve)."""
+    check_scenario(name, ctx.scenario, ("class",))
+    check_new_classes(name, ctx.stream)
+    if is_multi_head(ctx.model):
+        raise UserError(f"{name} needs a single-head model (--model mlp)")
+    return ctx.model
+
+
+def icarl(ctx: BuildContext):
+    """iCaRL on an ``nn.Sequential`` model: its layers before the last are the feature extractor, the last (a
+    linear layer) the training classifier; at test Avalanche's nearest-mean-of-exemplars classifier."""
+    from avalanche.training import ICaRL
+
+    model = _single_head(ctx, "icarl")
+    if not isinstance(model, torch.nn.Sequential) or not isinstance(model[-1], torch.nn.Linear):
+        raise UserError("icarl needs an nn.Sequential model ending in a linear layer (--model mlp)")
+    kwargs = {k: v for k, v in ctx.template.items() if k not in ("model", "criterion")}   # its own loss
+    strategy = ICaRL(**kwargs, feature_extractor=model[:-1], classifier=model[-1], plugins=list(ctx.plugins),
+                     memory_size=ctx.settings.replay_mem, buffer_transform=None,
+                     fixed_memory=ctx.settings.icarl_fixed_memory)
+    # its exemplars and class means are made after each experience before any other plugin (the recipe's
+    # FiniteGuard) evaluates the model: at test the model answers by those means alone
+    herding = plugin_of(strategy, "_ICaRLPlugin")
+    strategy.plugins.remove(herding)
+    strategy.plugins.insert(0, herding)
+    return strategy
+
+
+def bic(ctx: BuildContext):
+    """BiC as Avalanche's ``BiC`` strategy builds it (a ``SupervisedTemplate`` with its plugin last), with its
+    bias-correction stage runnable on this torch (:mod:`.bic_plugin`); Avalanche's bias-layer optimizer (SGD,
+    lr 0.1), temperature 2 and distillation weight (the old classes' share)."""
+    from avalanche.training.templates import SupervisedTemplate
+
+    from .bic_plugin import BiasCorrection
+
+    _single_head(ctx, "bic")
+    plugin = BiasCorrection(mem_size=ctx.settings.replay_mem, val_percentage=ctx.settings.bic_val_share,
+                            stage_2_epochs=ctx.settings.bic_stage2_epochs)
+    return SupervisedTemplate(**ctx.template, plugins=[*ctx.plugins, plugin])

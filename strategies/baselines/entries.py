@@ -1,0 +1,55 @@
+"""The baselines' entries of ``cl-graft run`` (Avalanche's strategies, named as its classes in lower case with
+hyphens): how each is built (:mod:`.build`), its settings and grid (:mod:`.settings`), the scenarios it serves
+(:mod:`.scenario`) and what it keeps (:mod:`.kept`, and in words its ``stores``).
+"""
+from __future__ import annotations
+
+from ..comparison.entry import StrategyEntry
+from . import build, kept
+from .settings import (
+    GRIDS,
+    AGEMSettings,
+    BiCSettings,
+    DERSettings,
+    ERACESettings,
+    GEMSettings,
+    ICaRLSettings,
+    SISettings,
+)
+
+BOTH, CLASS = ("task", "class"), ("class",)
+MODEL = "the trained weights"
+
+ENTRIES: tuple[StrategyEntry, ...] = (
+    StrategyEntry(name="si", help="Avalanche SynapticIntelligence (path-integral importances, quadratic penalty)",
+                  stores=MODEL + ", the weights after the last experience, their importances and path integral, "
+                  "and Avalanche's per-step copies (4 × the weights)",
+                  build=build.stock("si", "SynapticIntelligence", BOTH, si_lambda="si_lambda", eps="si_eps"),
+                  kept_bytes=kept.si, settings=SISettings, grid=GRIDS["si"]),
+    StrategyEntry(name="gem", help="Avalanche GEM (each step's gradient projected so that no experience's memory "
+                  "loss rises)", stores=MODEL + ", gem_patterns rows per experience and one gradient per experience",
+                  build=build.gem, kept_bytes=kept.gem, settings=GEMSettings, grid=GRIDS["gem"]),
+    StrategyEntry(name="agem", help="Avalanche AGEM (one averaged memory gradient constrains each step)",
+                  stores=MODEL + ", gem_patterns rows per experience and a reference gradient",
+                  build=build.agem, kept_bytes=kept.agem, settings=AGEMSettings, grid=GRIDS["agem"]),
+    StrategyEntry(name="cumulative", help="Avalanche Cumulative: retrain on every experience so far (the ceiling)",
+                  stores=MODEL + " and every training row seen", build=build.stock("cumulative", "Cumulative", BOTH),
+                  kept_bytes=kept.cumulative),
+    StrategyEntry(name="er-ace", help="Avalanche ER_ACE (replay, asymmetric cross-entropy; --scenario class)",
+                  stores=MODEL + " and replay_mem rows",
+                  build=build.stock("er-ace", "ER_ACE", CLASS, mem_size="replay_mem", batch_size_mem="er_ace_batch"),
+                  kept_bytes=kept.replay, settings=ERACESettings, grid=GRIDS["er-ace"]),
+    StrategyEntry(name="der", help="Avalanche DER (DER++: replay of rows and their logits; --scenario class)",
+                  stores=MODEL + ", replay_mem rows and their logits",
+                  build=build.stock("der", "DER", CLASS, mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
+                  kept_bytes=kept.der, settings=DERSettings, grid=GRIDS["der"]),
+    StrategyEntry(name="icarl", help="Avalanche ICaRL (herded exemplars, nearest-mean classifier; --scenario class, "
+                  "--model mlp, new classes per experience)",
+                  stores=MODEL + ", replay_mem exemplars, a mean feature vector per class and the previous model",
+                  build=build.icarl, kept_bytes=kept.icarl, settings=ICaRLSettings),
+    StrategyEntry(name="bic", help="Avalanche BiC (replay, distillation, a bias layer on old classes; --scenario "
+                  "class, --model mlp, new classes per experience)",
+                  stores=MODEL + ", replay_mem rows (a share held out), the bias layer and the previous model",
+                  build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"]),
+)
+"""Every baseline entry of this package, in ``--help`` order."""

@@ -1,0 +1,138 @@
+"""The settings of Avalanche's baselines in ``cl-graft run``: one small frozen dataclass per strategy, each with the
+grid ``--tune`` tries (:data:`GRIDS`, three points: the budget every strategy gets).
+
+The replay family (``er-ace``, ``der``, ``icarl``, ``bic``) keeps ``replay_mem`` rows, the same option as
+``replay`` (the preset sizes it): memory is the budget the user sets, bytes are recorded, and each grid tunes
+the method's own knob at that memory. GEM and A-GEM keep ``gem_patterns`` rows per experience.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cl_graft.errors import UserError
+from cl_graft.presets import Preset
+
+from ..comparison.settings import Settings
+
+REPLAY_MEM_HELP = "Replay memory size in rows."
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise UserError(f"{name} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class SISettings(Settings):
+    """``si``'s (Zenke et al. 2017; Avalanche clips each importance at 1e-3, so useful λ are large)."""
+
+    si_lambda: float = field(default=1e3, metadata={"help": "SI penalty weight (tune with --tune)."})
+    si_eps: float = field(default=1e-7, metadata={"help": "SI damping ξ of the importance denominator."})
+
+    def __post_init__(self) -> None:
+        _positive("si_lambda", self.si_lambda)
+        _positive("si_eps", self.si_eps)
+
+
+@dataclass(frozen=True)
+class GEMSettings(Settings):
+    """``gem``'s (Lopez-Paz & Ranzato 2017)."""
+
+    gem_patterns: int = field(default=32, metadata={"help": "GEM / A-GEM: rows kept per experience."})
+    gem_strength: float = field(default=0.5, metadata={
+        "help": "GEM's memory strength γ (offset of the projected gradient towards backward transfer)."})
+
+    def __post_init__(self) -> None:
+        _positive("gem_patterns", self.gem_patterns)
+        if self.gem_strength < 0:
+            raise UserError(f"gem_strength must be >= 0, got {self.gem_strength}")
+
+
+@dataclass(frozen=True)
+class AGEMSettings(Settings):
+    """``agem``'s (Chaudhry et al. 2019)."""
+
+    gem_patterns: int = field(default=32, metadata={"help": "GEM / A-GEM: rows kept per experience."})
+    agem_sample: int = field(default=256, metadata={
+        "help": "A-GEM: memory rows per reference gradient (split evenly over the experiences kept; at least "
+                "one per experience)."})
+
+    def __post_init__(self) -> None:
+        _positive("gem_patterns", self.gem_patterns)
+        _positive("agem_sample", self.agem_sample)
+
+
+@dataclass(frozen=True)
+class ReplayFamily(Settings):
+    """A memory of ``replay_mem`` rows, sized by the preset as ``replay``'s."""
+
+    replay_mem: int = field(default=256, metadata={"help": REPLAY_MEM_HELP, "preset": True})
+
+    def __post_init__(self) -> None:
+        if self.replay_mem < 1:
+            raise UserError(f"replay_mem must be >= 1, got {self.replay_mem}")
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, seed: int):
+        return cls(replay_mem=preset.continual.replay_mem)
+
+
+@dataclass(frozen=True)
+class ERACESettings(ReplayFamily):
+    """``er-ace``'s (Caccia et al. 2022)."""
+
+    er_ace_batch: int = field(default=10, metadata={"help": "ER-ACE: memory rows per training step."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive("er_ace_batch", self.er_ace_batch)
+
+
+@dataclass(frozen=True)
+class DERSettings(ReplayFamily):
+    """``der``'s (DER++, Buzzega et al. 2020; β = 0 is DER)."""
+
+    der_alpha: float = field(default=0.1, metadata={"help": "DER: weight of the logit-matching loss on memory."})
+    der_beta: float = field(default=0.5, metadata={"help": "DER++: weight of the label loss on memory (0: DER)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.der_alpha < 0 or self.der_beta < 0:
+            raise UserError(f"der_alpha and der_beta must be >= 0, got {self.der_alpha}, {self.der_beta}")
+
+
+@dataclass(frozen=True)
+class ICaRLSettings(ReplayFamily):
+    """``icarl``'s (Rebuffi et al. 2017): exemplars by herding, nearest-mean-of-exemplars at test."""
+
+    icarl_fixed_memory: bool = field(default=True, metadata={
+        "help": "iCaRL: replay_mem rows in all (shared by the classes seen); off: replay_mem rows per class."})
+
+
+@dataclass(frozen=True)
+class BiCSettings(ReplayFamily):
+    """``bic``'s (Wu et al. 2019): replay + distillation, then a bias layer fitted on held-out memory rows."""
+
+    bic_val_share: float = field(default=0.1, metadata={
+        "help": "BiC: share of the memory held out to fit the bias layer."})
+    bic_stage2_epochs: int = field(default=200, metadata={"help": "BiC: epochs fitting the bias layer."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.bic_val_share < 1:
+            raise UserError(f"bic_val_share must be in (0, 1), got {self.bic_val_share}")
+        _positive("bic_stage2_epochs", self.bic_stage2_epochs)
+
+
+GRIDS = {
+    "si": ({"si_lambda": 1e2}, {"si_lambda": 1e3}, {"si_lambda": 1e4}),
+    "gem": ({"gem_strength": 0.0}, {"gem_strength": 0.5}, {"gem_strength": 1.0}),
+    "agem": ({"agem_sample": 64}, {"agem_sample": 256}, {"agem_sample": 1024}),
+    "er-ace": ({"er_ace_batch": 10}, {"er_ace_batch": 32}, {"er_ace_batch": 64}),
+    "der": ({"der_alpha": 0.1, "der_beta": 0.5}, {"der_alpha": 0.5, "der_beta": 0.5},
+            {"der_alpha": 0.5, "der_beta": 1.0}),
+    "icarl": (),
+    "bic": ({"bic_val_share": 0.05}, {"bic_val_share": 0.1}, {"bic_val_share": 0.2}),
+}
+"""Strategy → the points ``--tune`` tries (iCaRL: none; its one knob besides the memory budget is how that
+budget is shared, a choice of the user)."""
