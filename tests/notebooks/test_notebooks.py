@@ -1,4 +1,5 @@
-"""The notebooks execute without error on a small results folder made here by a tiny-model skill-map run.
+"""The notebooks execute without error on a small results folder made here by a tiny-model skill-map run, and on
+the committed artifacts they read by default (a clone runs them as they are).
 
 Self-sufficient on a fresh machine: the kernel is a kernelspec written into a temporary JUPYTER_PATH that runs
 this very interpreter, so no `ipykernel install` is needed.
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -87,6 +89,54 @@ def test_notebook_executes(name, kernel_env, results):
     assert "most similar regions" in text and "toypair" in text
     assert images >= (1 if name.startswith("01") else 6)
     assert (kernel_env / "figures" / "overlap.png").is_file()
+
+
+def _relative_paths(name: str) -> tuple[set[str], set[str]]:
+    """Every path a notebook's code names relative to ``notebooks/`` (string constants starting ``../``), and
+    those that are the default of ``CL_GRAFT_RESULTS`` (what it reads when nothing is set)."""
+    named, read = set(), set()
+    for source in _code_cells(name):
+        source = "\n".join(line for line in source.splitlines() if not line.startswith("%"))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("../"):
+                named.add(node.value)
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "os.environ.get" and len(node.args) == 2
+                    and ast.unparse(node.args[0]) == "'CL_GRAFT_RESULTS'"):
+                read.add(node.args[1].value)
+    return named, read
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("name", [*NAMES, "03_graft_in_avalanche.ipynb"])
+def test_every_path_a_notebook_names_is_committed_or_an_ignored_output(name):
+    """A clone runs the notebooks as they are: what a notebook reads by default is committed (tracked by git),
+    and every other folder it names is one it writes, which git ignores."""
+    named, read = _relative_paths(name)
+    assert read <= named and (read or not name.startswith(("01", "02")))
+    if _git("rev-parse", "--git-dir").returncode != 0:                        # a copy without git
+        assert all((NOTEBOOKS / p).exists() for p in read)
+        return
+    for rel in sorted(named):
+        path = str((NOTEBOOKS / rel).resolve().relative_to(REPO_ROOT))
+        tracked = bool(_git("ls-files", "--", path).stdout.strip())
+        ignored = _git("check-ignore", "-q", "--no-index", path).returncode == 0
+        if rel in read:
+            assert tracked, f"{name} reads {rel} by default, which is not committed"
+        else:
+            assert tracked or ignored, f"{name} names {rel}: neither committed nor an ignored output folder"
+
+
+def test_quickstart_notebook_runs_on_the_committed_4_task_map_by_default(kernel_env, monkeypatch):
+    monkeypatch.delenv("CL_GRAFT_RESULTS")
+    outputs = _execute("01_quickstart.ipynb")
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "snli: 21537 of 10646784 graftable elements" in text and "share of the region by layer" in text
+    assert "sst2~cr 0.157" in text                                        # the committed map's top IoU pair
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 1
+    assert (kernel_env / "figures" / "accuracy.png").is_file()
 
 
 def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, monkeypatch):
