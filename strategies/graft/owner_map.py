@@ -113,13 +113,13 @@ class OwnerMap:
 
     def task_bytes(self) -> list[dict[str, int]]:
         """What each learned task adds to the run, in the order learned: its region (an int32 index and a value
-        per element, the sparse form the skills are saved in), its head tensors, its feature statistics
-        (float32 mean and covariance, ``d + d²``) and their ``total``."""
+        per element, the sparse form the skills are saved in), its head tensors, its feature statistics (the
+        float32 tensors their form keeps, :meth:`~.task_features.FeatureStats.nbytes`) and their ``total``."""
         out = []
         for task, patch in zip(self.tasks, self.patches):
             region = patch.bytes(extra=False)
             stats = self.features.get(task)
-            features = 4 * (stats.mean.numel() + stats.cov.numel()) if stats is not None else 0
+            features = stats.nbytes() if stats is not None else 0
             out.append({"region": region, "head": patch.bytes() - region, "features": features,
                         "total": patch.bytes() + features})
         return out

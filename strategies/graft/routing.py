@@ -15,9 +15,9 @@ under a millisecond on MiniLM) and back, never copying the model.
   plus T patch switches per mini-batch); it goes to the task whose model is the most confident — lowest entropy
   of the softmax (``"entropy"``) or highest top probability (``"max-softmax"``) — and gets that task's logits.
   With ``"features"`` the task is chosen on the input side instead: one forward pass at θ_pre (every region
-  rolled back) gives the input of the head, the task whose feature statistics score it highest
-  (:class:`~.task_features.FeatureRouter`, a linear discriminant) is chosen, and one more pass in that task's
-  state gives the logits (2 forward passes per input instead of T).
+  rolled back) gives the input of the head (of a single-head model: of its output layer, every task's), the task
+  whose feature statistics score it highest (:class:`~.task_features.FeatureRouter`, a linear discriminant) is
+  chosen, and one more pass in that task's state gives the logits (2 forward passes per input instead of T).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from cl_graft.grafting.graft import Stash, patch_, restore_
 from ..adapter import MASK_VALUE
 from .owner_map import OwnerMap
 from .targets import GraftTarget
-from .task_features import FeatureRouter, HeadInputs, head_module
+from .task_features import FeatureRouter, HeadInputs, feature_layer
 
 TASK_INFERENCE = ("entropy", "max-softmax", "features")
 
@@ -63,7 +63,7 @@ class TaskRouter:
         self._patches: dict[int, object] = {}
         self._stash: Stash | None = None
         self._state: int | None = None                                   # None: every region (as trained)
-        self._heads: dict[int, torch.nn.Module] = {}
+        self._layer: torch.nn.Module | None = None
         self._features: FeatureRouter | None = None
 
     def order(self, label: int) -> int | None:
@@ -112,24 +112,31 @@ class TaskRouter:
         missing = [t for t in self.owners.tasks if t not in self.owners.features]
         if how == "features" and missing:
             raise UserError(f"task {missing[0]!r} has no feature statistics (skills saved before they were "
-                            f"collected, or no per-task head module); use task inference entropy or max-softmax")
+                            f"collected, or heads with no module of their own); use task inference entropy or max-softmax")
 
-    def head(self, k: int) -> torch.nn.Module:
-        """The head module of the ``k``-th learned task (the smallest module holding its head tensors)."""
-        if k not in self._heads:
-            label = self.target.label(self.owners.tasks[k])
-            module = head_module(self.target.root, self.target.heads(label))
+    def feature_layer(self, x: Tensor) -> torch.nn.Module:
+        """The module whose input is the routing features (:func:`~.task_features.feature_layer`): the first
+        learned task's head module, every task's in a multi-head model, or a single-head model's output layer
+        (found once, by a forward pass of ``x[:1]``).
+
+        Raises:
+            UserError: the first task's head tensors sit in no module of their own (e.g. prompt heads).
+        """
+        if self._layer is None:
+            label = self.target.label(self.owners.tasks[0])
+            module = feature_layer(self.target.root, self.target.heads(label),
+                                   lambda: avalanche_forward(self.target.model, x[:1], label))
             if module is None:
-                raise UserError(f"task {self.owners.tasks[k]!r} has no head module of its own; feature routing "
+                raise UserError(f"task {self.owners.tasks[0]!r} has no head module of its own; feature routing "
                                 f"needs one")
-            self._heads[k] = module
-        return self._heads[k]
+            self._layer = module
+        return self._layer
 
     def features(self, x: Tensor) -> Tensor:
-        """Head-input features ``(B, d)`` of ``x`` at θ_pre (the space of the tasks' feature statistics): the
-        input of the first learned task's head, which every task's head shares in a multi-head model."""
+        """Features ``(B, d)`` of ``x`` at θ_pre (the space of the tasks' feature statistics): the input of
+        :meth:`feature_layer`."""
         self.switch_(-1)
-        with HeadInputs(self.head(0)) as rec:
+        with HeadInputs(self.feature_layer(x)) as rec:
             avalanche_forward(self.target.model, x, self.target.label(self.owners.tasks[0]))
         return rec.take(x.shape[0])
 

@@ -24,7 +24,7 @@ by :class:`~.owner_map.OwnerMap`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -40,21 +40,98 @@ SHRINK = 0.1
 """Weight of ``mean(diag C)·I`` in the pooled covariance (see :class:`FeatureRouter`)."""
 EPS = 1e-6
 FEATURES_FILE = "features.safetensors"
+FORMS = ("full", "lowrank:R", "diagonal", "mean")
+"""What a task's statistics keep besides the mean (:meth:`FeatureStats.reduce`); ``R`` a rank below d."""
+DEFAULT_FORM = "lowrank:16"
+"""The form every task keeps unless told otherwise (see the module docstring for why)."""
+_TENSORS = {"full": ("mean", "cov"), "lowrank": ("mean", "basis", "var"), "diagonal": ("mean", "var"),
+            "mean": ("mean",)}
+
+
+def parse_form(form: str) -> tuple[str, int]:
+    """``(kind, rank)`` of a form name: ``("lowrank", R)`` for ``lowrank:R``, ``(form, 0)`` for the others.
+
+    Raises:
+        UserError: not one of :data:`FORMS` (R a whole number ≥ 1).
+    """
+    kind, _, rank = str(form).partition(":")
+    if kind == "lowrank" and rank.isdigit() and int(rank) >= 1:
+        return kind, int(rank)
+    if kind in _TENSORS and kind != "lowrank" and not rank:
+        return kind, 0
+    raise UserError(f"feature statistics form {form!r} is not one of {', '.join(FORMS)} (R ≥ 1)")
 
 
 @dataclass
 class FeatureStats:
-    """One task's head-input features at θ_pre.
+    """One task's head-input features at θ_pre, in one of :data:`FORMS` (which tensors are set says which).
 
     Attributes:
         mean: ``(d,)`` float32, μ_k.
-        cov: ``(d, d)`` float32, the (population) covariance of the task's features around μ_k.
+        cov: ``(d, d)`` float32, the (population) covariance C_k of the features around μ_k (form ``full``).
         count: examples it was fitted on.
+        basis: ``(r, d)`` float32, rows ``√λ_i·u_i`` for the top r eigenpairs of C_k (form ``lowrank:r``).
+        var: ``(d,)`` float32: ``diag C_k`` (form ``diagonal``), or what the basis leaves of it (``lowrank``),
+            so the diagonal is kept exactly.
     """
 
     mean: Tensor
-    cov: Tensor
+    cov: Tensor | None
     count: int
+    basis: Tensor | None = None
+    var: Tensor | None = None
+
+    @property
+    def form(self) -> str:
+        """``full``, ``lowrank:r``, ``diagonal`` or ``mean``."""
+        if self.cov is not None:
+            return "full"
+        if self.basis is not None:
+            return f"lowrank:{self.basis.shape[0]}"
+        return "diagonal" if self.var is not None else "mean"
+
+    def tensors(self) -> dict[str, Tensor]:
+        """What is kept (name → tensor): exactly what :func:`save_stats` writes and :meth:`nbytes` counts."""
+        names = _TENSORS[parse_form(self.form)[0]]
+        return {n: getattr(self, n) for n in names}
+
+    def nbytes(self) -> int:
+        """Bytes of the kept tensors (float32: 4 per number)."""
+        return sum(t.numel() * t.element_size() for t in self.tensors().values())
+
+    def covariance(self) -> Tensor | None:
+        """The covariance these statistics describe, ``(d, d)`` float64 (``basisᵀ·basis + diag(var)`` for
+        ``lowrank``), None for ``mean``."""
+        if self.cov is not None:
+            return self.cov.double()
+        if self.var is None:
+            return None
+        low = self.basis.double().T @ self.basis.double() if self.basis is not None else 0.0
+        return low + torch.diag(self.var.double())
+
+    def reduce(self, form: str) -> FeatureStats:
+        """These statistics kept in ``form`` (the same mean and count). ``lowrank:R`` keeps the R largest
+        eigenpairs of the covariance and the diagonal it leaves (``full`` when R ≥ d, which is no smaller).
+
+        Raises:
+            UserError: an unknown form, or a covariance asked of ``mean`` statistics.
+        """
+        kind, rank = parse_form(form)
+        if kind == "mean":
+            return FeatureStats(self.mean, None, self.count)
+        cov = self.covariance()
+        if cov is None:
+            raise UserError(f"statistics of form 'mean' cannot give form {form!r} (they keep no covariance)")
+        d = cov.shape[0]
+        if kind == "full" or (kind == "lowrank" and rank >= d):
+            return FeatureStats(self.mean, cov.float(), self.count)
+        if kind == "diagonal":
+            return FeatureStats(self.mean, None, self.count, var=cov.diagonal().float().clone())
+        values, vectors = torch.linalg.eigh(cov)                          # ascending
+        basis = (vectors[:, -rank:] * values[-rank:].clamp_min(0).sqrt()).T.flip(0)      # (r, d), largest first
+        basis = basis * basis.gather(1, basis.abs().argmax(1, keepdim=True)).sign()     # signs: one answer
+        var = (cov.diagonal() - (basis ** 2).sum(0)).clamp_min(0)
+        return FeatureStats(self.mean, None, self.count, basis=basis.float().contiguous(), var=var.float())
 
 
 class FeatureAccumulator:
@@ -87,21 +164,24 @@ class FeatureAccumulator:
         self.m2 = self.m2 + m2 + torch.outer(delta, delta) * (self.count * n / total)
         self.count = total
 
-    def finish(self) -> FeatureStats:
-        """The fitted :class:`FeatureStats`.
+    def finish(self, form: str = DEFAULT_FORM) -> FeatureStats:
+        """The fitted :class:`FeatureStats`, kept in ``form`` (:meth:`FeatureStats.reduce`).
 
         Raises:
-            UserError: no rows were added.
+            UserError: no rows were added, or an unknown form.
         """
         if self.mean is None:
             raise UserError("no features to fit statistics on")
-        return FeatureStats(self.mean.float(), (self.m2 / self.count).float(), self.count)
+        parse_form(form)
+        full = FeatureStats(self.mean.float(), (self.m2 / self.count).float(), self.count)
+        return full if form == "full" else full.reduce(form)
 
 
 class FeatureRouter:
-    """Linear-discriminant task scores of features from the tasks' :class:`FeatureStats`.
+    """Linear-discriminant task scores of features from the tasks' :class:`FeatureStats` (any forms).
 
-    The pooled covariance ``C = Σ_k n_k C_k / Σ_k n_k`` is shrunk toward its average variance,
+    The pooled covariance ``C = Σ_k n_k C_k / Σ_k n_k`` over the tasks that keep one (:meth:`FeatureStats.
+    covariance`; the identity when none does, i.e. the nearest mean) is shrunk toward its average variance,
     ``Σ = (1 − shrink)·C + shrink·mean(diag C)·I + EPS·(mean(diag C) + 1)·I``, which keeps it invertible with
     fewer examples than dimensions; its Cholesky factor is computed once.
 
@@ -116,10 +196,13 @@ class FeatureRouter:
         widths = {s.mean.shape[0] for s in stats}
         if len(widths) != 1:
             raise UserError(f"tasks' head inputs have different widths {sorted(widths)}; feature routing needs one")
-        counts = torch.tensor([float(s.count) for s in stats], dtype=torch.float64)
-        pooled = sum(s.cov.double() * c for s, c in zip(stats, counts, strict=True)) / counts.sum()
+        d = widths.pop()
+        kept = [(float(s.count), c) for s in stats if (c := s.covariance()) is not None]
+        if kept:
+            pooled = sum(c * n for n, c in kept) / sum(n for n, _ in kept)
+        else:
+            pooled = torch.eye(d, dtype=torch.float64)
         avg = pooled.diagonal().mean()
-        d = pooled.shape[0]
         sigma = (1 - shrink) * pooled + (shrink * avg + EPS * (avg + 1)) * torch.eye(d, dtype=torch.float64)
         self.chol = torch.linalg.cholesky(sigma)                             # (d, d) lower, float64
         self.means = torch.stack([s.mean.double() for s in stats])          # (T, d)
@@ -152,6 +235,36 @@ def head_module(root: nn.Module, names: Sequence[str]) -> nn.Module | None:
             i += 1
         prefix = prefix[:i]
     return root.get_submodule(".".join(prefix)) if prefix else None
+
+
+def output_layer(root: nn.Module, run: Callable[[], object]) -> nn.Module:
+    """The output layer of a model without per-task head modules (a single-head model): the last module with
+    parameters of its own that one forward pass ``run()`` calls (for ``Sequential(Linear, ReLU, Linear)`` the
+    second ``Linear``). Its input at θ_pre is the features every task shares.
+
+    Raises:
+        UserError: the forward pass calls no module with parameters.
+    """
+    called: list[nn.Module] = []
+    hooks = [m.register_forward_hook(lambda m, args, out: called.append(m)) for m in root.modules()
+             if next(m.parameters(recurse=False), None) is not None]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    if not called:
+        raise UserError(f"{type(root).__name__}'s forward pass calls no module with parameters; feature routing "
+                        f"reads the input of its output layer")
+    return called[-1]
+
+
+def feature_layer(root: nn.Module, head_names: Sequence[str], run: Callable[[], object]) -> nn.Module | None:
+    """The module whose input is the routing features: the smallest module holding the first task's head tensors
+    ``head_names`` (:func:`head_module`; None when only ``root`` holds them, e.g. prompt heads), or for a model
+    with no per-task heads (a single-head model, ``head_names`` empty) its :func:`output_layer`, found by the
+    forward pass ``run()``."""
+    return head_module(root, head_names) if head_names else output_layer(root, run)
 
 
 class HeadInputs:
@@ -194,14 +307,12 @@ class HeadInputs:
 
 # ----- storage ---------------------------------------------------------------------------------------
 def save_stats(directory: str | os.PathLike, stats: Sequence[FeatureStats | None]) -> list[int | None]:
-    """Writes ``features.safetensors`` (tensors ``<k>.mean``, ``<k>.cov`` for each task position ``k`` with
-    statistics; removed when there are none) and returns the counts for the map's JSON (None: no statistics)."""
+    """Writes ``features.safetensors`` (tensors ``<k>.<name>`` for each task position ``k`` with statistics and
+    each tensor its form keeps, :meth:`FeatureStats.tensors`; removed when there are none) and returns the counts
+    for the map's JSON (None: no statistics)."""
     path = Path(directory) / FEATURES_FILE
-    tensors = {}
-    for k, s in enumerate(stats):
-        if s is not None:
-            tensors[f"{k}.mean"] = s.mean.detach().cpu().float().contiguous()
-            tensors[f"{k}.cov"] = s.cov.detach().cpu().float().contiguous()
+    tensors = {f"{k}.{name}": t.detach().cpu().float().contiguous()
+               for k, s in enumerate(stats) if s is not None for name, t in s.tensors().items()}
     if tensors:
         atomic_write(path, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
     else:
@@ -209,26 +320,42 @@ def save_stats(directory: str | os.PathLike, stats: Sequence[FeatureStats | None
     return [None if s is None else int(s.count) for s in stats]
 
 
+def _checked(path: Path, k: int, count: int, parts: Mapping[str, Tensor]) -> FeatureStats:
+    """Task ``k``'s statistics from its tensors (name → tensor), their form told by which names are there."""
+    names = tuple(sorted(parts))
+    kind = next((kind for kind, want in _TENSORS.items() if tuple(sorted(want)) == names), None)
+    mean = parts.get("mean")
+    if kind is None or mean is None or mean.dim() != 1:
+        raise UserError(f"{path}: statistics of task {k} are missing or malformed (tensors {list(names)})")
+    d = mean.shape[0]
+    cov, basis, var = parts.get("cov"), parts.get("basis"), parts.get("var")
+    shapes_ok = ((cov is None or cov.shape == (d, d)) and (var is None or var.shape == (d,))
+                 and (basis is None or (basis.dim() == 2 and 1 <= basis.shape[0] < d and basis.shape[1] == d)))
+    if not shapes_ok:
+        raise UserError(f"{path}: statistics of task {k} have shapes that do not fit a mean of width {d}")
+    negative = var is not None and bool((var < 0).any())
+    if (count < 1 or negative or (cov is not None and (not torch.allclose(cov, cov.T)
+                                                          or bool((cov.diagonal() < 0).any())))):
+        raise UserError(f"{path}: statistics of task {k} are not a covariance of {count} rows "
+                        f"(tensor '{k}.{'cov' if cov is not None else 'var'}')")
+    return FeatureStats(mean, cov, int(count), basis=basis, var=var)
+
+
 def load_stats(directory: str | os.PathLike, counts: Sequence[int | None]) -> list[FeatureStats | None]:
     """Reads what :func:`save_stats` wrote, for the counts recorded in the map's JSON.
 
     Raises:
-        UserError: the file is missing, unreadable, lacks a task's tensors, or holds NaN, an infinity or a
-            matrix that is no covariance.
+        UserError: the file is missing or unreadable, lacks a task's tensors, holds a tensor of no task with
+            statistics, NaN, an infinity, or a matrix that is no covariance.
     """
     if not any(c is not None for c in counts):
         return [None] * len(counts)
     path = Path(directory) / FEATURES_FILE
     tensors: Mapping[str, Tensor] = read_safetensors(path)
-    out: list[FeatureStats | None] = []
-    for k, c in enumerate(counts):
-        if c is None:
-            out.append(None)
-            continue
-        mean, cov = tensors.get(f"{k}.mean"), tensors.get(f"{k}.cov")
-        if mean is None or cov is None or mean.dim() != 1 or cov.shape != (mean.shape[0], mean.shape[0]):
-            raise UserError(f"{path}: statistics of task {k} are missing or malformed")
-        if c < 1 or not torch.allclose(cov, cov.T) or bool((cov.diagonal() < 0).any()):
-            raise UserError(f"{path}: statistics of task {k} are not a covariance of {c} rows (tensor '{k}.cov')")
-        out.append(FeatureStats(mean, cov, int(c)))
-    return out
+    by_task: dict[int, dict[str, Tensor]] = {}
+    for key, t in tensors.items():
+        k, _, name = key.partition(".")
+        if not k.isdigit() or int(k) >= len(counts) or counts[int(k)] is None:
+            raise UserError(f"{path}: tensor {key!r} belongs to no task with statistics in the map")
+        by_task.setdefault(int(k), {})[name] = t
+    return [None if c is None else _checked(path, k, c, by_task.get(k, {})) for k, c in enumerate(counts)]

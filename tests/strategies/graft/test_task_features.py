@@ -36,7 +36,7 @@ def test_statistics_by_hand():
     split.update(f[1:3])
     split.update(f[3:])
     for acc in (one, split):
-        stats = acc.finish()
+        stats = acc.finish("full")
         assert stats.count == 4
         assert torch.allclose(stats.mean, torch.tensor([2.0, 2.0]))
         assert torch.allclose(stats.cov, torch.tensor([[2.0, 1.0], [1.0, 2.0]]))

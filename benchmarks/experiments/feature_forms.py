@@ -1,0 +1,156 @@
+"""Task identification against the bytes of the router's feature statistics, per form (:data:`~cl_graft.
+strategies.graft.task_features.FORMS`), in the class-incremental setting (no task label at test).
+
+Feature statistics are fitted **at θ_pre**, which never changes during a stream, so what they identify does not
+depend on training: each task's statistics are the mean and covariance of the input of the model's output layer
+(the head module of a multi-head model, the shared output layer of a single-head one) over the task's training
+rows at θ_pre, exactly what :class:`~cl_graft.strategies.graft.plugin.GraftPlugin` fits when an experience ends;
+every test row is routed by :class:`~cl_graft.strategies.graft.task_features.FeatureRouter` over every task of
+the stream, and a row is identified when its own task scores highest.
+
+- digits streams (``split-digits``, ``permuted-digits:N``) with the single-head ``mlp`` (θ_pre: its random
+  initialisation, built by the seed as ``cl-graft run`` builds it), plus the raw 64 pixels as a reference
+  feature space (``--input-space``);
+- the text stream from a finished ``cl-graft run`` (``--run``: its saved skills hold each task's full
+  statistics; test rows' features computed once at θ_pre).
+
+Every form is reduced from the same full statistics (:meth:`FeatureStats.reduce`), so rows differ only by what is
+kept; ``pooled once`` is the pooled covariance stored once plus a mean per task (the router's decisions of
+``full`` by construction, ``T·d + d²`` floats). Prints a markdown table and writes JSON.
+
+Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out f.json``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import torch
+
+FORMS = ("full", "lowrank:64", "lowrank:32", "lowrank:16", "lowrank:8", "lowrank:4", "lowrank:2", "lowrank:1",
+         "diagonal", "mean")
+
+
+def identification(stats: list, test: list[torch.Tensor], form: str) -> float:
+    """Share of test rows (per task j: ``(N_j, d)`` features) whose own task j scores highest, ``form`` kept."""
+    from cl_graft.strategies.graft.task_features import FeatureRouter
+
+    router = FeatureRouter([s.reduce(form) for s in stats])
+    hits = sum(int((router.scores(f).argmax(0) == j).sum()) for j, f in enumerate(test))
+    return hits / sum(len(f) for f in test)
+
+
+def score_forms(stats: list, test: list[torch.Tensor]) -> dict[str, dict[str, float]]:
+    """Per form: identification (%) and bytes kept over the stream (``pooled once`` included)."""
+    out = {}
+    for form in FORMS:
+        out[form] = {"task_id": 100 * identification(stats, test, form),
+                     "bytes": sum(s.reduce(form).nbytes() for s in stats)}
+    d = stats[0].mean.numel()
+    out["pooled once"] = {"task_id": out["full"]["task_id"], "bytes": 4 * (len(stats) * d + d * d)}
+    return out
+
+
+@torch.no_grad()
+def digits_features(name: str, seed: int, input_space: bool) -> tuple[list, list[torch.Tensor]]:
+    """Full statistics per task (training rows) and test features per task, at the ``mlp``'s θ_pre."""
+    from cl_graft.benchmarks.digits import DigitsStream, digits_model
+    from cl_graft.strategies.graft.task_features import FeatureAccumulator, HeadInputs, output_layer
+
+    stream = DigitsStream.make(name, "mlp", seed=seed, scenario="class")
+    model = digits_model("mlp", seed).eval()
+
+    def rows(exp) -> torch.Tensor:
+        return torch.stack([exp.dataset[i][0] for i in range(len(exp.dataset))])
+
+    first = rows(stream.benchmark.train_stream[0])
+    layer = output_layer(model, lambda: model(first[:2]))
+
+    def features(x: torch.Tensor) -> torch.Tensor:
+        if input_space:
+            return x
+        with HeadInputs(layer) as rec:
+            model(x)
+        return rec.take(len(x))
+
+    stats = []
+    for exp in stream.benchmark.train_stream:
+        acc = FeatureAccumulator()
+        acc.update(features(rows(exp)))
+        stats.append(acc.finish())
+    return stats, [features(rows(exp)) for exp in stream.benchmark.test_stream]
+
+
+@torch.no_grad()
+def text_features(run: Path, data_dir: str | None) -> tuple[list, list[torch.Tensor]]:
+    """The saved full statistics of a text run's tasks and its test rows' features at θ_pre."""
+    from cl_graft.benchmarks import load_rows
+    from cl_graft.benchmarks.streams import make_benchmark
+    from cl_graft.strategies.adapter import TaskAdapter
+    from cl_graft.strategies.comparison.config import continual_setup
+    from cl_graft.strategies.graft.routing import TaskRouter
+    from cl_graft.strategies.graft.saved_checks import load_skills
+    from cl_graft.strategies.graft.targets import graft_target
+
+    from cl_graft.files import read_json
+    from cl_graft.training.models import build_classifier
+
+    rec = read_json(run / "config.json")
+    tasks, seed = rec["stream"], rec["seed"]
+    data, _ = continual_setup(rec["preset"], seed=seed, k=rec["k"])
+    splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
+    torch.manual_seed(seed)
+    clf = build_classifier(rec["model"], head=rec["head"], max_length=data.max_length)
+    for i, s in enumerate(splits):
+        clf.add_task(s.spec, seed=seed + i)
+    bm = make_benchmark(splits, clf)
+    owners = load_skills(run / "graft" / "state" / "skills", clf)
+    owners.apply_(clf)
+    router = TaskRouter(graft_target(TaskAdapter(clf, tasks).eval()), owners)
+    test = []
+    for exp in bm.test_stream:
+        ds = exp.dataset
+        batches = [ds.collate_fn([ds[i] for i in range(s, min(s + 64, len(ds)))]) for s in range(0, len(ds), 64)]
+        test.append(torch.cat([router.features(b[0]) for b in batches]))
+    router.close_()
+    return [owners.features[t] for t in tasks], test
+
+
+def table(results: dict[str, dict]) -> str:
+    """Markdown: one row per form, identification mean over seeds (min–max) and kB kept, per setting."""
+    settings = list(results)
+    head = "| form | " + " | ".join(f"{s}: id % | kB" for s in settings) + " |"
+    lines = [head, "|---|" + "---|---|" * len(settings)]
+    for form in (*FORMS, "pooled once"):
+        cells = []
+        for s in settings:
+            per_seed = [r[form] for r in results[s].values()]
+            ids = [r["task_id"] for r in per_seed]
+            cells.append(f"{sum(ids) / len(ids):.1f} ({min(ids):.1f}–{max(ids):.1f}) | "
+                         f"{per_seed[0]['bytes'] / 1000:.1f}")
+        lines.append(f"| {form} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@click.command(help=__doc__.splitlines()[0])
+@click.option("--stream", "streams", multiple=True, help="A digits stream (repeat for several).")
+@click.option("--seeds", default="0,1,2", show_default=True)
+@click.option("--input-space", is_flag=True, help="Digits: the raw pixels as features instead (a reference).")
+@click.option("--run", "runs", multiple=True, help="A finished text cl-graft run folder (repeat per seed).")
+@click.option("--data-dir", default=None)
+@click.option("--out", default=None, help="JSON file to write.")
+def main(streams, seeds, input_space, runs, data_dir, out) -> None:
+    results: dict[str, dict] = {}
+    for name in streams:
+        key = name + (" (pixels)" if input_space else "")
+        results[key] = {s: score_forms(*digits_features(name, int(s), input_space)) for s in seeds.split(",")}
+    if runs:
+        results["text"] = {Path(r).name: score_forms(*text_features(Path(r), data_dir)) for r in runs}
+    print(table(results))
+    if out:
+        Path(out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Forms of the router's feature statistics (full, lowrank:R, diagonal, mean): what each keeps, that it round-trips
+through the saved skills with its bytes counted exactly as written, that tampered files are refused, that each
+routes a small synthetic problem; and routing through a single-head model's output layer."""
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+avalanche = pytest.importorskip("avalanche")
+
+from cl_graft.strategies import OwnerMap, TaskRouter, graft_target
+from cl_graft.strategies.graft.task_features import (
+    DEFAULT_FORM,
+    FEATURES_FILE,
+    FeatureAccumulator,
+    FeatureRouter,
+    FeatureStats,
+    feature_layer,
+    load_stats,
+    output_layer,
+    parse_form,
+    save_stats,
+)
+
+from cl_graft.errors import UserError
+from cl_graft.regions.region import Region
+
+FORMS = ("full", "lowrank:3", "diagonal", "mean")
+D = 6
+
+
+def task_rows(k: int, n: int = 200, seed: int = 0) -> torch.Tensor:
+    """Task k's features ``(n, D)``: a mean of its own (3 on coordinate k) and a covariance shared by the tasks
+    with a strong correlated direction, so that the covariance matters (rows drawn by ``seed``)."""
+    g = torch.Generator().manual_seed(100 * seed + k)
+    z = torch.randn(n, D, generator=g)
+    shared = torch.randn(n, 1, generator=g) * 3 * torch.ones(1, D)              # spread along (1, ..., 1)
+    return z + shared + 3 * torch.eye(D)[k]
+
+
+def fitted(form: str, tasks: int = 3) -> list[FeatureStats]:
+    out = []
+    for k in range(tasks):
+        acc = FeatureAccumulator()
+        acc.update(task_rows(k))
+        out.append(acc.finish(form))
+    return out
+
+
+def test_forms_keep_what_they_say():
+    full = fitted("full")[0]
+    assert full.form == "full" and set(full.tensors()) == {"mean", "cov"} and full.nbytes() == 4 * (D + D * D)
+    low = full.reduce("lowrank:3")
+    assert low.form == "lowrank:3" and low.basis.shape == (3, D) and low.nbytes() == 4 * (D + 3 * D + D)
+    assert torch.allclose(low.covariance().diagonal(), full.cov.double().diagonal(), atol=1e-5)  # diagonal exact
+    top = torch.linalg.eigvalsh(full.cov.double())[-1]
+    assert torch.isclose((low.basis[0].double() ** 2).sum(), top, rtol=1e-4)           # largest eigenvalue first
+    diag = full.reduce("diagonal")
+    assert diag.form == "diagonal" and diag.nbytes() == 8 * D and torch.equal(diag.var, full.cov.diagonal())
+    mean = full.reduce("mean")
+    assert mean.form == "mean" and mean.covariance() is None and mean.nbytes() == 4 * D
+    assert full.reduce(f"lowrank:{D}").form == "full"                                 # no smaller than full
+    assert [parse_form(f) for f in ("full", "lowrank:16", "mean")] == [("full", 0), ("lowrank", 16), ("mean", 0)]
+    for bad in ("lowrank", "lowrank:0", "low", "full:2", "diagonal:1"):
+        with pytest.raises(UserError, match="is not one of"):
+            parse_form(bad)
+    with pytest.raises(UserError, match="keep no covariance"):
+        mean.reduce("full")
+    assert parse_form(DEFAULT_FORM)
+
+
+def test_each_form_routes_held_out_rows():
+    """Held-out rows of three tasks: the pooled covariance (full, lowrank) undoes the shared spread that the
+    diagonal and the nearest mean fall for."""
+    test = [task_rows(k, 300, seed=1) for k in range(3)]
+    ids = {}
+    for form in FORMS:
+        router = FeatureRouter(fitted(form))
+        ids[form] = sum(int((router.scores(f).argmax(0) == k).sum()) for k, f in enumerate(test)) / 900
+    assert ids["full"] >= 0.95 and ids["lowrank:3"] >= ids["full"] - 0.01, ids
+    assert 0.5 < ids["mean"] <= ids["diagonal"] < ids["full"] - 0.03, ids
+
+
+def two_task_map(form: str) -> OwnerMap:
+    model = nn.Linear(D, 2)
+    owners = OwnerMap({"weight": model.weight})
+    for task, row in (("a", 0), ("b", 1)):
+        mask = torch.zeros(2, D, dtype=torch.bool)
+        mask[row] = True
+        owners.add_(model, task, Region.adopt({"weight": mask}))
+    owners.features = dict(zip(("a", "b"), fitted(form, 2)))
+    return owners
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_each_form_round_trips_and_counts_what_is_written(tmp_path, form):
+    owners = two_task_map(form)
+    owners.save(tmp_path, pre=True)
+    written = load_file(tmp_path / FEATURES_FILE)
+    assert sum(t.numel() * t.element_size() for t in written.values()) == owners.bytes()["features"]
+    assert [b["features"] for b in owners.task_bytes()] == [s.nbytes() for s in owners.features.values()]
+    loaded = OwnerMap.load(tmp_path, nn.Linear(D, 2))
+    for t, s in owners.features.items():
+        got = loaded.features[t]
+        assert got.form == s.form == form and got.count == s.count
+        assert all(torch.equal(got.tensors()[n], v) for n, v in s.tensors().items())
+    assert loaded.bytes() == owners.bytes()
+
+
+def tampered(tmp_path, change) -> None:
+    stats = fitted("lowrank:3", 2)
+    counts = save_stats(tmp_path, stats)
+    tensors = load_file(tmp_path / FEATURES_FILE)
+    change(tensors)
+    save_file(tensors, tmp_path / FEATURES_FILE)
+    load_stats(tmp_path, counts)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.__setitem__("2.mean", torch.zeros(D)), "tensor '2.mean' belongs to no task"),
+    (lambda t: t.__setitem__("1.cov", torch.eye(D)), "statistics of task 1 are missing or malformed"),
+    (lambda t: t.pop("0.var"), "statistics of task 0 are missing or malformed"),
+    (lambda t: t.__setitem__("0.var", -torch.ones(D)), "not a covariance of 200 rows"),
+    (lambda t: t.__setitem__("1.basis", torch.zeros(3, D + 1)), "shapes that do not fit"),
+    (lambda t: t.__setitem__("1.basis", torch.zeros(D, D)), "shapes that do not fit"),
+])
+def test_tampered_statistics_are_refused_in_one_line(tmp_path, change, message):
+    with pytest.raises(UserError, match=message) as err:
+        tampered(tmp_path, change)
+    assert "\n" not in str(err.value)
+
+
+def test_single_head_features_are_the_output_layers_input():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    x = torch.randn(5, 4)
+    assert output_layer(model, lambda: model(x)) is model[2]
+    assert feature_layer(model, [], lambda: model(x)) is model[2]
+    root = nn.Module()
+    root.body, root.heads = nn.Linear(2, 2), nn.ModuleList([nn.Linear(2, 1)])
+    assert feature_layer(root, ["heads.0.weight"], lambda: None) is root.heads[0]       # no forward pass needed
+    assert feature_layer(root, ["weight"], lambda: None) is None                         # heads without a module
+    with pytest.raises(UserError, match="calls no module with parameters"):
+        output_layer(nn.ReLU(), lambda: None)
+
+
+def test_single_head_router_reads_the_output_layer_at_theta_pre():
+    """A single-head model: every tensor is graftable, there are no head tensors; the router reads the input of
+    its last Linear with every region rolled back, and routes by it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D, 16), nn.ReLU(), nn.Linear(16, 3))
+    owners = OwnerMap({"0.weight": model[0].weight})
+    for task, row in (("0", 0), ("1", 1)):
+        mask = torch.zeros(16, D, dtype=torch.bool)
+        mask[row] = True
+        owners.add_(model, task, Region.adopt({"0.weight": mask}))
+    pre_hidden = model[1](model[0](task_rows(0)))
+    with torch.no_grad():
+        model[0].weight[:2] += 1.0                                                         # the tasks' regions
+    router = TaskRouter(graft_target(model), owners)
+    with torch.no_grad():
+        assert torch.allclose(router.features(task_rows(0)), pre_hidden.detach(), atol=1e-6)   # θ_pre
+    assert router.feature_layer(task_rows(0)) is model[2]
+    owners.features = {}
+    for k, task in enumerate(("0", "1")):
+        acc = FeatureAccumulator()
+        acc.update(router.features(task_rows(k)))
+        owners.features[task] = acc.finish(DEFAULT_FORM)
+    _, chosen = router.infer(torch.cat([task_rows(0, 50), task_rows(1, 50)]), "features")
+    assert float((chosen == torch.tensor([0] * 50 + [1] * 50)).float().mean()) >= 0.9
+    router.close_()
