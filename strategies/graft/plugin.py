@@ -56,32 +56,26 @@ masked gradients; :class:`~.strategy.GraftStrategy` does, and routes batches in 
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
-import torch
 from avalanche.core import SupervisedPlugin
-from avalanche.models.utils import avalanche_forward
 from torch import Tensor
 
 from cl_graft import distributed
 from cl_graft.errors import UserError
-from cl_graft.grafting.graft import patch_, restore_
-from cl_graft.regions.data import RegionData, TextRegionData
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
-from cl_graft.training.models import clone_model
 
-from .experience_data import EVAL_BATCH, ExperienceData, collate, eval_view
-from .experience_undo import ExperienceUndo
-from .finders import RegionFinder
-from .owner_map import OwnerMap
-from .routing import TASK_INFERENCE, TaskRouter
 from .adaptations import adaptation_record
 from .capacity import check_budget, experience_finder, plugin_finder, record_size_
+from .experience_undo import ExperienceUndo
+from .feature_fit import fit_task_features
+from .finders import RegionFinder
+from .owner_map import OwnerMap
+from .region_search import finder_data, localize_
+from .routing import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
-from .task_features import FeatureAccumulator, HeadInputs, head_module
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -267,7 +261,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             region = free & self._paper_region(task)
         else:
             finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
-            region = self._localize(target, free, self._data(strategy, target, label, task), finder)
+            data = finder_data(strategy, target, label, task, self._split, self.valid)
+            region, seconds = localize_(target, self.owners, free, data, finder)
+            self.localize_seconds.append(seconds)
             record_size_(self.finder, target.root, self.owners, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
         self._split = None
@@ -275,65 +271,14 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._fit_features(strategy, target, label, task)
         strategy.model.zero_grad(set_to_none=True)
 
-    @torch.no_grad()
     def _fit_features(self, strategy, target: GraftTarget, label: int, task: str) -> None:
-        """Records the task's head-input statistics (see the module docstring) in the owner map: the model is put
-        at θ_pre on every owned element (free elements are there already after :meth:`OwnerMap.add_`) and back.
-        Eval mode, no gradients, no random numbers."""
-        owners = self.owners
-        first = target.label(owners.tasks[0])
-        module = head_module(target.root, target.heads(first))
-        if module is None or not target.heads(label):
-            return
+        """Records the task's head-input statistics (see the module docstring; :mod:`.feature_fit`) in the owner
+        map, over the experience's training examples and its ``valid_stream`` examples."""
         datasets = [strategy.experience.dataset] + ([self.valid[label]] if label in self.valid else [])
-        was_training = target.model.training
-        target.model.eval()
-        acc = FeatureAccumulator()
-        batch = getattr(strategy, "eval_mb_size", None) or EVAL_BATCH
-        rollback = owners.rollback_patch(-1)
-        stash = patch_(target.root, rollback) if rollback is not None else None
-        try:
-            with HeadInputs(module) as rec:
-                for dataset in map(eval_view, datasets):
-                    for s in range(0, len(dataset), batch):
-                        x = collate(dataset, list(range(s, min(s + batch, len(dataset)))))[0].to(strategy.device)
-                        avalanche_forward(target.model, x, first)
-                        acc.update(rec.take(x.shape[0]))
-        finally:
-            if stash is not None:
-                restore_(target.root, stash)
-            target.model.train(was_training)
-        if acc.count:
-            owners.features[task] = acc.finish()
-
-    def _data(self, strategy, target: GraftTarget, label: int, task: str) -> RegionData:
-        """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches; with an
-        automatic size and no ``valid_stream``, the rows it trained on and the rows it held out."""
-        dataset, held_out = self._split or (strategy.experience.dataset, self.valid.get(label))
-        if target.task_names is not None:
-            dev = [held_out[i] for i in range(len(held_out))] if held_out is not None else []
-            return TextRegionData([dataset[i] for i in range(len(dataset))], dev, task=task)
-        return ExperienceData(dataset, criterion=strategy._criterion, held_out=held_out, task=task)
-
-    @torch.no_grad()
-    def _localize(self, target: GraftTarget, free: Region, data: RegionData, finder: RegionFinder) -> Region:
-        """Finds γ_t among the free elements, then resets the other free elements to θ_pre (in place)."""
-        root, owners = target.root, self.owners
-        was_training = target.model.training
-        pre = clone_model(root)                                      # θ_pre(t): free elements at θ_pre
-        params, pre_params = dict(root.named_parameters()), dict(pre.named_parameters())
-        for n, m in free.masks.items():
-            device = params[n].device
-            pre_params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
-        t0 = time.perf_counter()
-        with torch.enable_grad():
-            region = finder(pre, root, data, names=owners.names, candidates=free)
-        self.localize_seconds.append(round(time.perf_counter() - t0, 3))
-        region = region.restrict(owners.names) & free
-        for n, m in (free - region).masks.items():
-            params[n].copy_(torch.where(m.to(params[n].device), pre_params[n], params[n]))
-        target.model.train(was_training)
-        return region
+        stats = fit_task_features(target, self.owners, label, datasets, device=strategy.device,
+                                  batch=getattr(strategy, "eval_mb_size", None))
+        if stats is not None:
+            self.owners.features[task] = stats
 
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:

@@ -1,0 +1,52 @@
+"""A task's head-input statistics fitted at the end of its experience (:mod:`.task_features` has the statistics;
+this module runs the model over the experience's examples to collect them; :class:`~.plugin.GraftPlugin` and
+PackNet call :func:`fit_task_features`).
+
+The features are those of one shared space, the model at θ_pre on every owned element: the input of the first
+task's head module, which every head of a multi-head model sees alike.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from avalanche.models.utils import avalanche_forward
+
+from cl_graft.grafting.graft import patch_, restore_
+
+from .experience_data import EVAL_BATCH, collate, eval_view
+from .owner_map import OwnerMap
+from .targets import GraftTarget
+from .task_features import FeatureAccumulator, FeatureStats, HeadInputs, head_module
+
+
+@torch.no_grad()
+def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
+                      batch: int | None = None) -> FeatureStats | None:
+    """The head-input statistics (mean ``(d,)``, covariance ``(d, d)``) of the examples of ``datasets`` (Avalanche
+    datasets of task ``label``), computed with every owned element at θ_pre (free elements are there already after
+    :meth:`OwnerMap.add_`) and put back. None when the first task has no head module of its own (a single-head
+    model, prompt heads), task ``label`` has no head, or there are no examples. Eval mode, no gradients, no random
+    numbers; the model's train/eval mode is kept."""
+    first = target.label(owners.tasks[0])
+    module = head_module(target.root, target.heads(first))
+    if module is None or not target.heads(label):
+        return None
+    was_training = target.model.training
+    target.model.eval()
+    acc = FeatureAccumulator()
+    batch = batch or EVAL_BATCH
+    rollback = owners.rollback_patch(-1)
+    stash = patch_(target.root, rollback) if rollback is not None else None
+    try:
+        with HeadInputs(module) as rec:
+            for dataset in map(eval_view, datasets):
+                for s in range(0, len(dataset), batch):
+                    x = collate(dataset, list(range(s, min(s + batch, len(dataset)))))[0].to(device)
+                    avalanche_forward(target.model, x, first)
+                    acc.update(rec.take(x.shape[0]))
+    finally:
+        if stash is not None:
+            restore_(target.root, stash)
+        target.model.train(was_training)
+    return acc.finish() if acc.count else None
