@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 from click.testing import CliRunner
@@ -62,7 +63,10 @@ def test_end_to_end_writes_table_regions_and_png(setup):
     assert "| graft-0.01 |" in output and "OOD toyood" in output
     assert "finetune toy" not in output and "localize toy" not in output   # no progress bars off a terminal
     assert (out / "table.md").read_text().startswith("toy:")
-    assert json.loads((out / "config.json").read_text())["localize"]["steps"] == 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["localize"]["steps"] == 2
+    words = [*shlex.split(config["command_line"]), config["data"], config["model"]]  # typed as absolute paths
+    assert "--data-dir" in words and not [w for w in words if w.startswith("/")]  # recorded relative to the cwd
 
 
 def test_finetuned_model_and_saved_region(setup):
