@@ -3,8 +3,8 @@
 Every strategy trains each experience with the same optimizer recipe
 (:class:`~cl_graft.training.finetune.FinetuneConfig`: SGD, lr, batch size, ``steps`` optimizer steps per experience,
 weight decay, clipping, frozen embeddings) and is evaluated with the same batch size. What only one strategy reads
-(EWC's λ, the replay memory, graft's region size...) is that strategy's own settings class, beside its entry in
-:mod:`.registry`. Presets (:data:`cl_graft.presets.PRESETS`, their ``continual`` sizes) size the data and the steps;
+(a penalty's weight, a memory's size, a region's size...) is that strategy's own settings class, beside its entry
+(:mod:`.entry`). Presets (:data:`cl_graft.presets.PRESETS`, their ``continual`` sizes) size the data and the steps;
 costs are in ``benchmarks/results/continual.md``.
 """
 from __future__ import annotations

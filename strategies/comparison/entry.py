@@ -143,6 +143,8 @@ class StrategyEntry:
         state: saves after every experience and resumes with ``--resume`` (:class:`StrategyState`), or None.
         routes: scores test rows without their task labels (:class:`Routing`), or None.
         peers: strategies whose results its builder reads; they run before it in the same run.
+        phase_after_training: ``phase_after_training(strategy) -> label`` of what it does between an experience's
+            last training step and evaluation when that takes time (the progress line shows it), or None.
     """
 
     name: str
@@ -156,6 +158,7 @@ class StrategyEntry:
     state: StrategyState | None = None
     routes: Routing | None = None
     peers: tuple[str, ...] = ()
+    phase_after_training: Callable[[Any], str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:
@@ -176,7 +179,7 @@ def model_bytes(model: torch.nn.Module) -> int:
 
 
 def row_bytes(item) -> int:
-    """Bytes a replay memory keeps for one row: a text row's token ids (int32), else its input tensor."""
+    """Bytes a memory of training rows keeps for one row: a text row's token ids (int32), else its input tensor."""
     if isinstance(item, dict):
         return 4 * len(item["input_ids"])
     return item[0].numel() * item[0].element_size()

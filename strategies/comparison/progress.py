@@ -1,38 +1,40 @@
 """What ``cl-graft run`` shows while a strategy runs: Avalanche's callbacks on the command's live progress line
 (:class:`~cl_graft.console.Console`), and one result line per task as it ends.
 
-The progress line reads ``graft · task 2/3 agnews · train`` (steps done of the experience's optimizer steps, with
-an ETA), then ``… · size search`` or ``… · localize`` (graft's region search after training, timed) or ``… · prune``
-(PackNet), then ``… · eval`` (test rows done of the stream's). A task's result line gives its test accuracy just
-after training it, the average over the tasks seen so far, its region's share of the graftable weights (strategies
-that keep regions) and what the strategy stores by then (:attr:`.runner.StrategyResult.bytes`).
+The progress line reads ``<strategy> · task 2/3 agnews · train`` (steps done of the experience's optimizer steps, with
+an ETA), then what the strategy does after training when its entry names it (``… · size search``: a region
+search, :attr:`.entry.StrategyEntry.phase_after_training`), then ``… · eval`` (test rows done of the stream's).
+A task's result line gives its test accuracy just after training it, the average over the tasks seen so far, its
+region's share of the graftable weights (strategies that keep regions) and what the strategy stores by then
+(:attr:`.runner.StrategyResult.bytes`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from avalanche.core import SupervisedPlugin
 
 from cl_graft.console import Console
 
-from ..graft.plugin import GraftPlugin
-from ..graft.sizing import SizedFinder
-from ..plugins.packnet import PackNetPlugin
-
 
 @dataclass(frozen=True)
 class Report:
-    """Where one strategy run reports: the command's console, the run's label on the progress line (``graft``,
-    ``graft · tune 2/3``) and whether it prints a result line per task (not while tuning)."""
+    """Where one strategy run reports: the command's console, the run's label on the progress line (the strategy,
+    ``<strategy> · tune 2/3``) and whether it prints a result line per task (not while tuning)."""
 
     console: Console
     label: str
     lines: bool = True
 
-    def plugin(self, tasks: list[str], steps: int, *, whole_stream: bool = False) -> ConsolePlugin:
+    def plugin(self, tasks: list[str], steps: int, *, whole_stream: bool = False,
+               phase_after_training: Callable[[Any], str | None] | None = None) -> ConsolePlugin:
         """The Avalanche plugin that moves the progress line (``steps``: optimizer steps of one ``train``;
-        ``whole_stream``: that ``train`` is on the whole stream)."""
-        return ConsolePlugin(self.console, self.label, tasks, steps, whole_stream=whole_stream)
+        ``whole_stream``: that ``train`` is on the whole stream; ``phase_after_training``: the entry's label for
+        what follows the last step)."""
+        return ConsolePlugin(self.console, self.label, tasks, steps, whole_stream=whole_stream,
+                             phase_after_training=phase_after_training)
 
     def task_line(self, i: int, tasks: list[str], row: list[float], stored: int, info: dict,
                   seconds: float) -> None:
@@ -60,11 +62,11 @@ class ConsolePlugin(SupervisedPlugin, supports_distributed=True):
     """Moves the console's progress line on Avalanche's callbacks (training steps, the search after training,
     evaluation rows); prints nothing itself."""
 
-    def __init__(self, console: Console, label: str, tasks: list[str], steps: int, *,
-                 whole_stream: bool = False) -> None:
+    def __init__(self, console: Console, label: str, tasks: list[str], steps: int, *, whole_stream: bool = False,
+                 phase_after_training: Callable[[Any], str | None] | None = None) -> None:
         super().__init__()
         self.console, self.label, self.tasks, self.steps = console, label, tasks, steps
-        self.whole_stream = whole_stream
+        self.whole_stream, self.phase_after_training = whole_stream, phase_after_training
         self.where, self.done = "", 0
 
     def before_training_exp(self, strategy, **kwargs) -> None:
@@ -76,7 +78,8 @@ class ConsolePlugin(SupervisedPlugin, supports_distributed=True):
     def after_training_iteration(self, strategy, **kwargs) -> None:
         self.done += 1
         self.console.advance()
-        after = _after_training(strategy) if self.done == self.steps else None
+        last = self.done == self.steps and self.phase_after_training is not None
+        after = self.phase_after_training(strategy) if last else None
         if after:
             self.console.phase(f"{self.label} · {self.where} · {after}")
 
@@ -95,14 +98,3 @@ def human_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"
-
-
-def _after_training(strategy) -> str | None:
-    """What the strategy does between its last training step and evaluation, if it takes time: graft's region
-    search (``size search`` when each task's size is chosen, else ``localize``) or PackNet's pruning."""
-    for p in strategy.plugins:
-        if isinstance(p, PackNetPlugin):
-            return "prune"
-        if isinstance(p, GraftPlugin) and p.mode == "stream":
-            return "size search" if isinstance(p.finder, SizedFinder) else "localize"
-    return None

@@ -132,7 +132,8 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
                 "eval_mb_size": cfg.eval_batch, "evaluator": _evaluator(verbose)}
     plugins = [ClipGrad(cfg.recipe.clip), StepLimit(steps), FiniteGuard(), WholeEval()]
     if report is not None:
-        plugins.append(report.plugin(stream.tasks, steps, whole_stream=entry.fit == "whole-stream"))
+        plugins.append(report.plugin(stream.tasks, steps, whole_stream=entry.fit == "whole-stream",
+                                     phase_after_training=entry.phase_after_training))
     peers = {p: (peers or {})[p] for p in entry.peers}
     strategy = entry.build(BuildContext(model=model, cfg=cfg, settings=settings, template=template, plugins=plugins,
                                         stream=stream, resumed=resumed, progress=verbose, peers=peers))

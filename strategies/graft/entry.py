@@ -60,6 +60,14 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds}
 
 
+def search_label(strategy) -> str:
+    """The progress line's label for the region search after training: ``size search`` when each task's size is
+    chosen, else ``localize``."""
+    from .sizing import SizedFinder
+
+    return "size search" if isinstance(region_plugin(strategy).finder, SizedFinder) else "localize"
+
+
 def _finder(ctx: BuildContext):
     """The region finder: sized per task (:mod:`.sizing`) unless the size is fixed."""
     from .finders import LocalizeFinder
@@ -94,7 +102,8 @@ def _paper_mode(ctx: BuildContext):
 ENTRIES = (
     StrategyEntry(name="graft", help="GraftStrategy, stream mode: train outside earlier regions, keep the learned "
                   "region", stores=STORES, build=_stream_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
-                  grid=SIZE_GRID, state=OwnerMapState(), routes=RegionRouting()),
+                  grid=SIZE_GRID, state=OwnerMapState(), routes=RegionRouting(),
+                  phase_after_training=search_label),
     StrategyEntry(name="graft-paper", help="GraftStrategy, paper mode: regions from independent fine-tuning of each "
                   "task", stores=STORES, build=_paper_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
                   grid=SIZE_GRID, routes=RegionRouting()),

@@ -52,11 +52,16 @@ def _packnet(release: str) -> Callable[[BuildContext], Any]:
     return build
 
 
+def _pruned(strategy) -> str:
+    return "prune"
+
+
 ENTRIES = (
     StrategyEntry(name="packnet", help="PackNet on any model: keep the largest free weights per task, release the "
                   "rest to θ_pre", stores=STORES, build=_packnet("pre"), kept_bytes=region_kept_bytes,
-                  settings=PackNetSettings, grid=KEEP_GRID, routes=RegionRouting()),
+                  settings=PackNetSettings, grid=KEEP_GRID, routes=RegionRouting(),
+                  phase_after_training=_pruned),
     StrategyEntry(name="packnet-zero", help="PackNet as published: released weights set to zero", stores=STORES,
                   build=_packnet("zero"), kept_bytes=region_kept_bytes, settings=PackNetSettings, grid=KEEP_GRID,
-                  routes=RegionRouting()),
+                  routes=RegionRouting(), phase_after_training=_pruned),
 )

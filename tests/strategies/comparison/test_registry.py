@@ -75,3 +75,19 @@ def test_every_entry_is_consistent():
 def test_parse_strategies_errors(text, message):
     with pytest.raises(UserError, match=message):
         parse_strategies(text)
+
+def test_the_progress_line_shows_what_an_entry_does_after_training():
+    from types import SimpleNamespace
+
+    from cl_graft.strategies.comparison.progress import Report
+
+    phases = []
+    console = SimpleNamespace(phase=lambda text, *a: phases.append(text), advance=lambda *a: None)
+    strategy = SimpleNamespace(experience=SimpleNamespace(current_experience=1))
+    plugin = Report(console, "mine").plugin(["a", "b"], 2,
+                                            phase_after_training=lambda s: f"search {s is strategy}")
+    plugin.before_training_exp(strategy)
+    for _ in range(2):
+        plugin.after_training_iteration(strategy)
+    assert phases == ["mine · task 2/2 b · train", "mine · task 2/2 b · search True"]
+    assert STRATEGIES["graft"].phase_after_training is not None and STRATEGIES["naive"].phase_after_training is None
