@@ -2,6 +2,16 @@
 :class:`~.entry.StrategyEntry` of every method, each kept beside its method (:mod:`.entry` documents the
 interface), and checks the names of a run's ``--strategies``.
 
+An entry (peft style: each method's folder owns it) declares everything the harness needs, so the runner and the
+command name no strategy: ``settings`` (its settings class, one ``cl-graft run`` option per field) and ``grid``
+(its ``--tune`` candidates in order; the run's one ``--tune-budget`` takes the first ones), ``build(ctx)`` (its
+Avalanche template from a :class:`~.entry.BuildContext`), ``kept_bytes`` and ``stores`` (what it keeps beyond the
+model it starts from, as a number and in words), ``fit`` (how it walks the stream), and its capabilities as
+objects, never inferred from its plugins: ``state`` (a :class:`~.entry.StrategyState`, saved after every
+experience and loaded by ``--resume``; the runner's progress file is the commit point), ``routes`` (a
+:class:`~.entry.Routing`: serves test rows without their task labels), ``peers`` (strategies whose results it
+reads; they run before it) and ``phase_after_training`` (a label for the progress line).
+
 - ``graft``, ``graft-paper``: :mod:`cl_graft.strategies.graft.entry`;
 - ``packnet``, ``packnet-zero``: :mod:`cl_graft.strategies.plugins.packnet_entry`;
 - ``naive``, ``ewc``, ``lwf``, ``replay``: Avalanche's stock strategies, unchanged (settings in
