@@ -36,11 +36,12 @@ class RegionRouting:
         return [task_id[j][0] / task_id[j][1] for j in range(n_tasks)]
 
 
-def class_scenario_rule(ctx: BuildContext) -> str | None:
+def class_scenario_rule(ctx: BuildContext, rule: str = "entropy") -> str | None:
     """How a region-keeping strategy serves rows in ``ctx``'s scenario: with the task label (task-incremental,
-    None), else by the entropy of each task's model (class-incremental: a single-head model's output layer is
-    every task's, so feature routing, which reads per-task heads' inputs, does not apply)."""
-    return "entropy" if ctx.scenario == "class" else None
+    None), else by ``rule`` (class-incremental): graft by ``features`` (every task's statistics of the features at
+    θ_pre, for a single-head model the input of its shared output layer, :mod:`.task_features`), PackNet, which
+    keeps no statistics, by the entropy of each task's model."""
+    return rule if ctx.scenario == "class" else None
 
 
 def region_kept_bytes(strategy, model) -> tuple[int, dict]:
@@ -82,7 +83,7 @@ def _stream_mode(ctx: BuildContext):
     from .strategy import GraftStrategy
 
     return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
-                         reconstruct=ctx.settings.reconstruct, task_inference=class_scenario_rule(ctx),
+                         reconstruct=ctx.settings.reconstruct, task_inference=class_scenario_rule(ctx, "features"),
                          valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.resumed)
 
 

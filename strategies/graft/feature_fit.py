@@ -3,7 +3,8 @@ this module runs the model over the experience's examples to collect them; :clas
 PackNet call :func:`fit_task_features`).
 
 The features are those of one shared space, the model at θ_pre on every owned element: the input of the first
-task's head module, which every head of a multi-head model sees alike.
+task's head module, which every head of a multi-head model sees alike, or of a single-head model's output layer
+(:func:`~.task_features.feature_layer`).
 """
 from __future__ import annotations
 
@@ -17,20 +18,20 @@ from cl_graft.grafting.graft import patch_, restore_
 from .experience_data import EVAL_BATCH, collate, eval_view
 from .owner_map import OwnerMap
 from .targets import GraftTarget
-from .task_features import FeatureAccumulator, FeatureStats, HeadInputs, head_module
+from .task_features import FeatureAccumulator, FeatureStats, HeadInputs, feature_layer
 
 
 @torch.no_grad()
 def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
                       batch: int | None = None) -> FeatureStats | None:
-    """The head-input statistics (mean ``(d,)``, covariance ``(d, d)``) of the examples of ``datasets`` (Avalanche
-    datasets of task ``label``), computed with every owned element at θ_pre (free elements are there already after
-    :meth:`OwnerMap.add_`) and put back. None when the first task has no head module of its own (a single-head
-    model, prompt heads), task ``label`` has no head, or there are no examples. Eval mode, no gradients, no random
-    numbers; the model's train/eval mode is kept."""
+    """The head-input statistics (mean ``(d,)`` and the covariance in :data:`~.task_features.DEFAULT_FORM`) of the
+    examples of ``datasets`` (Avalanche datasets of task ``label``), computed with every owned element at θ_pre
+    (free elements are there already after :meth:`OwnerMap.add_`) and put back. None when the first task's head
+    tensors sit in no module of their own (prompt heads), task ``label`` has no head while the first has one, or
+    there are no examples. Eval mode, no gradients, no random numbers; the model's train/eval mode is kept."""
     first = target.label(owners.tasks[0])
-    module = head_module(target.root, target.heads(first))
-    if module is None or not target.heads(label):
+    datasets = [eval_view(d) for d in datasets if len(d)]
+    if not datasets or (target.heads(first) and not target.heads(label)):
         return None
     was_training = target.model.training
     target.model.eval()
@@ -39,8 +40,12 @@ def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, dataset
     rollback = owners.rollback_patch(-1)
     stash = patch_(target.root, rollback) if rollback is not None else None
     try:
+        one = collate(datasets[0], [0])[0].to(device)
+        module = feature_layer(target.root, target.heads(first), lambda: avalanche_forward(target.model, one, first))
+        if module is None:
+            return None
         with HeadInputs(module) as rec:
-            for dataset in map(eval_view, datasets):
+            for dataset in datasets:
                 for s in range(0, len(dataset), batch):
                     x = collate(dataset, list(range(s, min(s + batch, len(dataset)))))[0].to(device)
                     avalanche_forward(target.model, x, first)

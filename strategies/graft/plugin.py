@@ -35,13 +35,14 @@ head adaptation in :class:`~.strategy.GraftStrategy` (unlabelled data on a ``Mul
 plain template cannot do.
 
 Feature statistics (:mod:`.task_features`: mean and covariance of the input of the first task's head module at
-θ_pre, one feature space for every task; every head of a multi-head model sees the same input) are **always**
-collected at the end of each experience, over the experience's
-training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the owner map
-(saved with the skills). They cost one forward pass without gradients over those examples and d² + d floats per
-task, and any run can then be served with any routing rule later (resume, ``task_inference_rules``) without
-retraining; a model whose task has no head module of its own (a single-head model, prompt heads) gets none, and
-asking for ``"features"`` then is a :class:`~cl_graft.errors.UserError`.
+θ_pre, one feature space for every task; every head of a multi-head model sees the same input; a single-head
+model's: the input of its output layer) are **always** collected at the end of each experience, over the
+experience's training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the
+owner map (saved with the skills). They cost one forward pass without gradients over those examples and, in the
+default form (:data:`~.task_features.DEFAULT_FORM`), a mean, a diagonal and a few leading directions of the
+covariance per task; any run can then be served with any routing rule later (resume, ``task_inference_rules``)
+without retraining. Heads whose tensors sit in no module of their own (prompt heads) get none, and asking for
+``"features"`` then is a :class:`~cl_graft.errors.UserError`.
 
 Avalanche's distributed mode (torchrun; ``supports_distributed``): the model in ``DistributedDataParallel``,
 each rank trains on its shard of every mini-batch, the region search averages its gradient over the ranks

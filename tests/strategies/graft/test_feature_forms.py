@@ -170,3 +170,62 @@ def test_single_head_router_reads_the_output_layer_at_theta_pre():
     _, chosen = router.infer(torch.cat([task_rows(0, 50), task_rows(1, 50)]), "features")
     assert float((chosen == torch.tensor([0] * 50 + [1] * 50)).float().mean()) >= 0.9
     router.close_()
+
+
+def _blob_stream(classes_per_task: int = 2, tasks: int = 2):
+    """Gaussian blobs in D dims, one class per blob; experiences of ``classes_per_task`` global classes with task
+    labels (Avalanche's ``nc_benchmark``)."""
+    from avalanche.benchmarks import nc_benchmark
+    from torch.utils.data import TensorDataset
+
+    n_classes = classes_per_task * tasks
+    centres = torch.randn(n_classes, D, generator=torch.Generator().manual_seed(0)) * 3
+
+    def blobs(n: int, seed: int) -> TensorDataset:
+        y = torch.arange(n_classes).repeat(n // n_classes)
+        ds = TensorDataset(centres[y] + torch.randn(len(y), D, generator=torch.Generator().manual_seed(seed)), y)
+        ds.targets = y.tolist()
+        return ds
+
+    return nc_benchmark(blobs(128, 1), blobs(64, 2), n_experiences=tasks, task_labels=True, seed=0,
+                        fixed_class_order=list(range(n_classes)))
+
+
+def test_single_head_graft_strategy_routes_by_features():
+    """The class-incremental setting on a single-head model: statistics fitted at the output layer's input, in
+    the default form, and the test rows routed by them (2 forward passes per row)."""
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+    from cl_graft.strategies import GraftStrategy, LocalizeFinder, TaskInferenceAccuracy
+
+    from cl_graft.regions.config import LocalizeConfig
+
+    bm = _blob_stream()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D, 64), nn.ReLU(), nn.Linear(64, 4))
+    evaluator = EvaluationPlugin(accuracy_metrics(stream=True), TaskInferenceAccuracy(), loggers=[])
+    strategy = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
+                             train_epochs=2, eval_mb_size=64, evaluator=evaluator, task_inference="features",
+                             finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=4, select_rows=64)))
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    owners = strategy.graft.owners
+    assert [owners.features[t].form for t in owners.tasks] == [DEFAULT_FORM] * 2
+    assert [owners.features[t].count for t in owners.tasks] == [64, 64]
+    metrics = strategy.eval(bm.test_stream)
+    assert metrics["TaskInference_Acc_Stream/eval_phase/test_stream"] >= 0.95
+
+
+def test_class_scenario_serves_graft_by_features_and_packnet_by_entropy():
+    """``cl-graft run --scenario class``: graft's builder routes by features (any model), PackNet by entropy."""
+    from types import SimpleNamespace
+
+    from cl_graft.strategies.graft.entry import _stream_mode, class_scenario_rule
+    from cl_graft.strategies.graft.settings import GraftSettings
+
+    model = nn.Sequential(nn.Linear(D, 8), nn.ReLU(), nn.Linear(8, 4))
+    for scenario, graft, packnet in (("class", "features", "entropy"), ("task", None, None)):
+        ctx = SimpleNamespace(scenario=scenario, settings=GraftSettings(), plugins=[], progress=False, resumed=None,
+                              stream=SimpleNamespace(benchmark=None), template={
+                                  "model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)})
+        assert _stream_mode(ctx).graft.task_inference == graft and class_scenario_rule(ctx) == packnet
