@@ -1,7 +1,8 @@
 """The region_size experiment's report: tables, paired intervals and figures from its ``runs.jsonl``.
 
 :func:`summary` (per benchmark and strategy: mean/sd accuracy and forgetting, times, size-search share, capacity
-warnings; paired 95% t-intervals of default graft minus every other strategy), :func:`render` (the Markdown
+warnings; paired 95% t-intervals of default graft minus every other strategy; the seeds on which a strategy
+looks misconfigured: its matrix equals Naive's or it sits at chance, marked ``!``), :func:`render` (the Markdown
 page), :func:`plot_capacity` / :func:`plot_final` (the figures) and :func:`write_report` (all of them, with the
 run record). The runs themselves: :mod:`.region_size`.
 """
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from cl_graft.strategies.comparison.metrics import CHANCE_MARGIN, EQUAL_TOLERANCE, chance_band, sanity_flags
 
 from cl_graft.files import atomic_write, write_json, write_text
 from cl_graft.provenance import finish_record
@@ -62,11 +64,45 @@ def summary(runs: list[dict]) -> dict:
                 entry["at_chance"] = (sum(len(r["at_chance"]) for r in rs) if all("at_chance" in r for r in rs)
                                       else None)
                 entry["mean_size"] = float(np.mean([np.mean([s["share"] for s in r["sizes"]]) for r in rs]))
+            entry["sanity"] = _sanity(rs, [r for r in rows if r["strategy"] == "naive"], bench)
             table[name] = entry
         by = {name: {r["seed"]: r["average"] for r in rows if r["strategy"] == name} for name in table}
         diffs = {name: paired(by["graft"], by[name]) for name in table if name != "graft" and "graft" in by}
         out[bench] = {"strategies": table, "graft_minus": diffs}
     return out
+
+
+def classes_per_task(benchmark: str) -> int:
+    """The classes of each task of a region_size benchmark: 2 on split digits (a 2-unit head per task), 10 on
+    permuted digits."""
+    return 2 if benchmark.startswith("split-digits") else 10
+
+
+def _sanity(rs: list[dict], naive: list[dict], bench: str) -> dict[str, list[int]]:
+    """The seeds on which a strategy's runs are flagged by
+    :func:`~cl_graft.strategies.comparison.metrics.sanity_flags` (``{flag: [seeds]}``): its matrix equals
+    Naive's of the same seed (the final rows alone for ``--final-only`` runs), or it is at chance on most
+    tasks."""
+    naive_by_seed = {r["seed"]: r for r in naive}
+    flagged: dict[str, list[int]] = {}
+    for r in (r for r in rs if "final" in r):
+        key = "matrix" if "matrix" in r and all("matrix" in n for n in naive) else "final"
+        ref = naive_by_seed.get(r["seed"]) if r["strategy"] != "naive" else None
+        bands = [chance_band(classes_per_task(bench))] * len(r["final"])
+        matrix = r[key] if key == "matrix" else [r["final"]]
+        reference = None if ref is None else (ref[key] if key == "matrix" else [ref["final"]])
+        for flag in sanity_flags(matrix, naive=reference, bands=bands):
+            flagged.setdefault(flag["flag"], []).append(r["seed"])
+    return flagged
+
+
+def sanity_lines(bench: str, summ: dict) -> list[str]:
+    """One "probably misconfigured" line per flag of a benchmark's strategies (``!`` marks them in its table)."""
+    texts = {"equals_naive": f"accuracy matrix equals naive's (every cell within {100 * EQUAL_TOLERANCE:.1f} points)",
+             "at_chance": f"at chance (1/classes ± {100 * CHANCE_MARGIN:.0f} points) on more than half of the tasks "
+                          "after the last experience"}
+    return [f"! {name} probably misconfigured on {bench}: {texts[flag]}, seeds {', '.join(map(str, seeds))}"
+            for name, e in summ["strategies"].items() for flag, seeds in e.get("sanity", {}).items()]
 
 
 def render(runs: list[dict], summ: dict, record: dict) -> str:
@@ -97,9 +133,11 @@ def render(runs: list[dict], summ: dict, record: dict) -> str:
                      f"| {100 * e['search_share']:.1f}% | {100 * e['region_share']:.1f}% | {100 * e['mean_size']:.2f}% "
                      f"| {100 * e['owned']:.1f}% | {'-' if e['below_target'] is None else e['below_target']} | "
                      f"{'-' if e.get('at_chance') is None else e['at_chance']} |")
-            lines.append(f"| {name} | {len(e['seeds'])} | {_ms(e['average'])} | "
+            lines.append(f"| {name}{'!' if e.get('sanity') else ''} | {len(e['seeds'])} | {_ms(e['average'])} | "
                          f"{_ms(forget) if forget else '-'} | {ci} | {e['train_seconds']:.1f} | "
                          f"{e['eval_seconds']:.1f} {extra}")
+        flags = sanity_lines(bench, s)
+        lines += ["", *flags] if flags else []
         sizes = [r for r in runs if r["benchmark"] == bench and r["strategy"] == "graft"]
         if sizes:
             r = sizes[0]
