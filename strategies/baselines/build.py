@@ -5,7 +5,7 @@ when a strategy is built.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -13,7 +13,7 @@ import torch
 from cl_graft import distributed
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext
+from ..comparison.entry import BuildContext, row_bytes
 from .kept import plugin_of
 from .scenario import check_new_classes, check_scenario, is_multi_head, task_aware_model
 
@@ -32,17 +32,41 @@ def scenario_template(ctx: BuildContext, name: str) -> dict[str, Any]:
     return {**ctx.template, "model": distributed.wrap(model, unused=True), "optimizer": optimizer}
 
 
-def stock(name: str, cls_name: str, scenarios: tuple[str, ...], **arguments: str) -> Builder:
-    """A builder of strategy ``name``: ``avalanche.training.<cls_name>`` serving ``scenarios``, with keyword
-    arguments from its settings (argument → settings field)."""
+def stock(name: str, cls_name: str, scenarios: tuple[str, ...], fixed: Mapping[str, Any] | None = None,
+          **arguments: str) -> Builder:
+    """A builder of strategy ``name``: ``avalanche.training.<cls_name>`` serving ``scenarios``, with the keyword
+    arguments ``fixed`` and, from its settings, ``arguments`` (argument → settings field)."""
     def build(ctx: BuildContext):
         import avalanche.training
 
         check_scenario(name, ctx.scenario, scenarios)
-        kwargs = {arg: getattr(ctx.settings, field) for arg, field in arguments.items()}
+        kwargs = {**(fixed or {}), **{arg: getattr(ctx.settings, field) for arg, field in arguments.items()}}
         return getattr(avalanche.training, cls_name)(**scenario_template(ctx, name), plugins=ctx.plugins, **kwargs)
 
     return build
+
+
+def replay_matched(peer: str) -> Builder:
+    """A builder of Replay whose memory holds as many bytes as strategy ``peer`` kept in the same run (its result
+    in ``ctx.peers``), in rows of the stream's average size (:func:`~..comparison.entry.row_bytes`)."""
+    def build(ctx: BuildContext):
+        from avalanche.training import Replay
+
+        rows = [row for exp in ctx.stream.benchmark.train_stream for row in exp.dataset]
+        per_row = sum(row_bytes(r) for r in rows) / max(1, len(rows))
+        memory = max(1, int(ctx.peers[peer].bytes / per_row))
+        return Replay(**scenario_template(ctx, "replay-matched"), plugins=ctx.plugins, mem_size=memory)
+
+    return build
+
+
+def single(ctx: BuildContext):
+    """A fresh model per task (the runner's ``separate`` fit), trained by Naive: it answers a task's rows with
+    that task's model, so it needs the task label at test."""
+    from avalanche.training import Naive
+
+    check_scenario("single", ctx.scenario, ("task",))
+    return Naive(**ctx.template, plugins=ctx.plugins)
 
 
 def gem(ctx: BuildContext):

@@ -1,6 +1,9 @@
 """The baselines' entries of ``cl-graft run`` (Avalanche's strategies, named as its classes in lower case with
 hyphens): how each is built (:mod:`.build`), its settings and grid (:mod:`.settings`), the scenarios it serves
 (:mod:`.scenario`) and what it keeps (:mod:`.kept`, and in words its ``stores``).
+
+``replay-matched`` is Replay with a memory of as many bytes as :data:`MATCHED` kept in the same run; ``joint``
+is Avalanche's ``JointTraining`` on the whole stream; ``single`` a model per task, each fine-tuned alone.
 """
 from __future__ import annotations
 
@@ -12,15 +15,43 @@ from .settings import (
     BiCSettings,
     DERSettings,
     ERACESettings,
+    EWCSettings,
     GEMSettings,
     ICaRLSettings,
+    LwFSettings,
+    ReplaySettings,
     SISettings,
 )
 
 BOTH, CLASS = ("task", "class"), ("class",)
+MATCHED = "graft"
+"""The strategy whose kept bytes ``replay-matched``'s memory holds."""
 MODEL = "the trained weights"
 
 ENTRIES: tuple[StrategyEntry, ...] = (
+    StrategyEntry(name="naive", help="Avalanche Naive: plain fine-tuning on each experience", stores=MODEL,
+                  build=build.stock("naive", "Naive", BOTH), kept_bytes=kept.nothing),
+    StrategyEntry(name="ewc", help="Avalanche EWC (a penalty per experience: separate mode)",
+                  stores=MODEL + ", and per experience the diagonal Fisher and the weights after it",
+                  build=build.stock("ewc", "EWC", BOTH, {"mode": "separate"}, ewc_lambda="ewc_lambda"),
+                  kept_bytes=kept.ewc, settings=EWCSettings, grid=GRIDS["ewc"]),
+    StrategyEntry(name="lwf", help="Avalanche LwF (distillation from the previous model)",
+                  stores=MODEL + " and the previous model",
+                  build=build.stock("lwf", "LwF", BOTH, alpha="lwf_alpha", temperature="lwf_temperature"),
+                  kept_bytes=kept.lwf, settings=LwFSettings, grid=GRIDS["lwf"]),
+    StrategyEntry(name="replay", help="Avalanche Replay (reservoir memory of earlier rows)",
+                  stores=MODEL + " and the replay memory's rows (token ids or inputs)",
+                  build=build.stock("replay", "Replay", BOTH, mem_size="replay_mem"), kept_bytes=kept.replay,
+                  settings=ReplaySettings, grid=GRIDS["replay"]),
+    StrategyEntry(name="replay-matched", help=f"Avalanche Replay with a memory of as many bytes as {MATCHED} keeps "
+                  "in the same run", stores=MODEL + f" and as many bytes of memory rows as {MATCHED} keeps",
+                  build=build.replay_matched(MATCHED), kept_bytes=kept.replay, peers=(MATCHED,)),
+    StrategyEntry(name="joint", help="Avalanche JointTraining on the whole stream (upper reference)",
+                  stores=MODEL, build=build.stock("joint", "JointTraining", BOTH), kept_bytes=kept.nothing,
+                  fit="whole-stream"),
+    StrategyEntry(name="single", help="one model per task, each fine-tuned alone from θ_pre (--scenario task)",
+                  stores="one trained copy of the weights per task", build=build.single, kept_bytes=kept.nothing,
+                  fit="separate"),
     StrategyEntry(name="si", help="Avalanche SynapticIntelligence (path-integral importances, quadratic penalty)",
                   stores=MODEL + ", the weights after the last experience, their importances and path integral, "
                   "and Avalanche's per-step copies (4 × the weights)",

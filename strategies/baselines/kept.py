@@ -71,7 +71,7 @@ def _with_model(kept: Callable[[Any], dict[str, int]], rows: Callable[[Any], int
 
 @_with_model
 def nothing(strategy) -> dict[str, int]:
-    """The trained model alone (naive, joint, single)."""
+    """The trained model alone (naive, joint; single counts it once per task)."""
     return {}
 
 

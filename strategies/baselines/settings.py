@@ -1,9 +1,11 @@
-"""The settings of Avalanche's baselines in ``cl-graft run``: one small frozen dataclass per strategy, each with the
-grid ``--tune`` tries (:data:`GRIDS`, three points: the budget every strategy gets).
+"""The settings of Avalanche's baselines in ``cl-graft run``: one small frozen dataclass per strategy (as peft's
+per-method configs), each with the candidate points ``--tune`` tries (:data:`GRIDS`, in order: a run's tuning
+budget takes the first ones, the same number for every strategy).
 
-The replay family (``er-ace``, ``der``, ``icarl``, ``bic``) keeps ``replay_mem`` rows, the same option as
-``replay`` (the preset sizes it): memory is the budget the user sets, bytes are recorded, and each grid tunes
-the method's own knob at that memory. GEM and A-GEM keep ``gem_patterns`` rows per experience.
+``replay`` tunes its memory size, as it always has. The rest of the replay family (``er-ace``, ``der``,
+``icarl``, ``bic``) keeps ``replay_mem`` rows (the same option, sized by the preset): the memory is the budget
+the user sets, their bytes are recorded, and their grids tune each method's own knob at that memory. GEM and
+A-GEM keep ``gem_patterns`` rows per experience.
 """
 from __future__ import annotations
 
@@ -20,6 +22,30 @@ REPLAY_MEM_HELP = "Replay memory size in rows."
 def _positive(name: str, value: float) -> None:
     if not value > 0:
         raise UserError(f"{name} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class EWCSettings(Settings):
+    """``ewc``'s (Kirkpatrick et al. 2017; a penalty per experience, Avalanche's ``separate`` mode)."""
+
+    ewc_lambda: float = field(default=1e4, metadata={"help": "EWC penalty weight (tune with --tune)."})
+
+    def __post_init__(self) -> None:
+        if self.ewc_lambda < 0:
+            raise UserError(f"ewc_lambda must be >= 0, got {self.ewc_lambda}")
+
+
+@dataclass(frozen=True)
+class LwFSettings(Settings):
+    """``lwf``'s (Li & Hoiem 2016; Avalanche's defaults)."""
+
+    lwf_alpha: float = field(default=1.0, metadata={"help": "LwF distillation weight."})
+    lwf_temperature: float = field(default=2.0, metadata={"help": "LwF softmax temperature."})
+
+    def __post_init__(self) -> None:
+        if self.lwf_alpha < 0:
+            raise UserError(f"lwf_alpha must be >= 0, got {self.lwf_alpha}")
+        _positive("lwf_temperature", self.lwf_temperature)
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,11 @@ class ReplayFamily(Settings):
 
 
 @dataclass(frozen=True)
+class ReplaySettings(ReplayFamily):
+    """``replay``'s (a class-balanced reservoir over experiences, Avalanche's ``Replay``)."""
+
+
+@dataclass(frozen=True)
 class ERACESettings(ReplayFamily):
     """``er-ace``'s (Caccia et al. 2022)."""
 
@@ -125,14 +156,25 @@ class BiCSettings(ReplayFamily):
 
 
 GRIDS = {
-    "si": ({"si_lambda": 1e2}, {"si_lambda": 1e3}, {"si_lambda": 1e4}),
-    "gem": ({"gem_strength": 0.0}, {"gem_strength": 0.5}, {"gem_strength": 1.0}),
-    "agem": ({"agem_sample": 64}, {"agem_sample": 256}, {"agem_sample": 1024}),
-    "er-ace": ({"er_ace_batch": 10}, {"er_ace_batch": 32}, {"er_ace_batch": 64}),
+    "ewc": ({"ewc_lambda": 1e2}, {"ewc_lambda": 1e3}, {"ewc_lambda": 1e4}, {"ewc_lambda": 1e1}, {"ewc_lambda": 1e5}),
+    "lwf": ({"lwf_alpha": 0.5, "lwf_temperature": 2.0}, {"lwf_alpha": 1.0, "lwf_temperature": 2.0},
+            {"lwf_alpha": 1.0, "lwf_temperature": 1.0}, {"lwf_alpha": 2.0, "lwf_temperature": 2.0},
+            {"lwf_alpha": 0.5, "lwf_temperature": 1.0}),
+    "replay": ({"replay_mem": 64}, {"replay_mem": 256}, {"replay_mem": 1024}, {"replay_mem": 16},
+               {"replay_mem": 4096}),
+    "si": ({"si_lambda": 1e2}, {"si_lambda": 1e3}, {"si_lambda": 1e4}, {"si_lambda": 1e1}, {"si_lambda": 1e5}),
+    "gem": ({"gem_strength": 0.0}, {"gem_strength": 0.5}, {"gem_strength": 1.0}, {"gem_strength": 0.25},
+            {"gem_strength": 2.0}),
+    "agem": ({"agem_sample": 64}, {"agem_sample": 256}, {"agem_sample": 1024}, {"agem_sample": 32},
+             {"agem_sample": 512}),
+    "er-ace": ({"er_ace_batch": 10}, {"er_ace_batch": 32}, {"er_ace_batch": 64}, {"er_ace_batch": 16},
+               {"er_ace_batch": 128}),
     "der": ({"der_alpha": 0.1, "der_beta": 0.5}, {"der_alpha": 0.5, "der_beta": 0.5},
-            {"der_alpha": 0.5, "der_beta": 1.0}),
+            {"der_alpha": 0.5, "der_beta": 1.0}, {"der_alpha": 0.2, "der_beta": 0.0},
+            {"der_alpha": 1.0, "der_beta": 0.5}),
     "icarl": (),
-    "bic": ({"bic_val_share": 0.05}, {"bic_val_share": 0.1}, {"bic_val_share": 0.2}),
+    "bic": ({"bic_val_share": 0.1}, {"bic_val_share": 0.05}, {"bic_val_share": 0.2}, {"bic_val_share": 0.3},
+            {"bic_val_share": 0.02}),
 }
-"""Strategy → the points ``--tune`` tries (iCaRL: none; its one knob besides the memory budget is how that
-budget is shared, a choice of the user)."""
+"""Strategy → the points ``--tune`` tries, in order (iCaRL: none; its one knob besides the memory budget is
+how that budget is shared, a choice of the user)."""

@@ -14,15 +14,15 @@ reads; they run before it) and ``phase_after_training`` (a label for the progres
 
 - ``graft``, ``graft-paper``: :mod:`cl_graft.strategies.graft.entry`;
 - ``packnet``, ``packnet-zero``: :mod:`cl_graft.strategies.plugins.packnet_entry`;
-- ``naive``, ``ewc``, ``lwf``, ``replay``: Avalanche's stock strategies, unchanged (settings in
-  :mod:`.method_settings`); ``replay-matched``: Replay with a memory of as many bytes as graft keeps in the same
-  run; ``joint``: Avalanche's ``JointTraining`` on the whole stream; ``single``: each task fine-tuned alone.
+- ``naive``, ``ewc``, ``lwf``, ``replay``, ``replay-matched``, ``joint``, ``single``, ``si``, ``gem``, ``agem``,
+  ``cumulative``, ``er-ace``, ``der``, ``icarl``, ``bic``: Avalanche's strategies,
+  :mod:`cl_graft.strategies.baselines`.
 
 Avalanche is imported only when a strategy is built.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cl_graft.errors import UserError
@@ -31,74 +31,8 @@ from cl_graft.presets import Preset
 from ..baselines import ENTRIES as BASELINE_ENTRIES
 from ..graft.entry import ENTRIES as GRAFT_ENTRIES
 from ..plugins.packnet_entry import ENTRIES as PACKNET_ENTRIES
-from .entry import BuildContext, StrategyEntry, model_bytes, row_bytes
-from .method_settings import EWC_GRID, LWF_GRID, REPLAY_GRID, EWCSettings, LwFSettings, ReplaySettings
+from .entry import StrategyEntry
 from .settings import SettingOption, Settings, apply_point, has_setting, setting_options
-
-MATCHED = "graft"
-"""The strategy whose kept bytes ``replay-matched``'s memory holds."""
-MODEL_STORES = "the trained weights (every tensor fine-tuning moves)"
-
-
-def _avalanche(cls_name: str, fixed: Mapping[str, Any] | None = None, **settings: str) -> Callable[[BuildContext], Any]:
-    """A builder of Avalanche's stock strategy ``cls_name`` (in ``avalanche.training``) with the keyword
-    arguments ``fixed`` and, from the strategy's settings, ``settings`` (argument → settings field)."""
-    def build(ctx: BuildContext):
-        import avalanche.training
-
-        kwargs = {**(fixed or {}), **{arg: getattr(ctx.settings, field) for arg, field in settings.items()}}
-        return getattr(avalanche.training, cls_name)(**ctx.template, plugins=ctx.plugins, **kwargs)
-
-    return build
-
-
-def _replay_matched(ctx: BuildContext):
-    """Replay whose memory holds as many bytes as :data:`MATCHED` kept in the same run (its result in
-    ``ctx.peers``), in rows of the stream's average size (:func:`.entry.row_bytes`)."""
-    from avalanche.training import Replay
-
-    rows = [row for exp in ctx.stream.benchmark.train_stream for row in exp.dataset]
-    per_row = sum(row_bytes(r) for r in rows) / max(1, len(rows))
-    mem = max(1, int(ctx.peers[MATCHED].bytes / per_row))
-    return Replay(**ctx.template, plugins=ctx.plugins, mem_size=mem)
-
-
-def _model_bytes(strategy, model) -> tuple[int, dict]:
-    return model_bytes(model), {}
-
-
-def _replay_bytes(strategy, model) -> tuple[int, dict]:
-    """The model plus the replay memory's rows (:func:`.entry.row_bytes`)."""
-    buffer = next(p for p in strategy.plugins if hasattr(p, "storage_policy")).storage_policy.buffer
-    memory = sum(row_bytes(buffer[i]) for i in range(len(buffer)))
-    return model_bytes(model) + memory, {"memory_rows": len(buffer), "memory_bytes": memory}
-
-
-REPLAY_STORES = MODEL_STORES + " and the replay memory's rows (token ids or inputs)"
-STOCK_ENTRIES = (
-    StrategyEntry(name="naive", help="Avalanche Naive: plain fine-tuning on each experience", stores=MODEL_STORES,
-                  build=_avalanche("Naive"), kept_bytes=_model_bytes),
-    StrategyEntry(name="ewc", help="Avalanche EWC (separate penalties per task)",
-                  stores=MODEL_STORES + " (the Fisher tensors are not counted)",
-                  build=_avalanche("EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"), kept_bytes=_model_bytes,
-                  settings=EWCSettings, grid=EWC_GRID),
-    StrategyEntry(name="lwf", help="Avalanche LwF (distillation from the previous model)",
-                  stores=MODEL_STORES + " (the previous model is not counted)",
-                  build=_avalanche("LwF", alpha="lwf_alpha", temperature="lwf_temperature"), kept_bytes=_model_bytes,
-                  settings=LwFSettings, grid=LWF_GRID),
-    StrategyEntry(name="replay", help="Avalanche Replay (reservoir memory of earlier rows)", stores=REPLAY_STORES,
-                  build=_avalanche("Replay", mem_size="replay_mem"), kept_bytes=_replay_bytes,
-                  settings=ReplaySettings, grid=REPLAY_GRID),
-    StrategyEntry(name="replay-matched", help=f"Avalanche Replay with a memory of as many bytes as {MATCHED} keeps "
-                  "in the same run", stores=REPLAY_STORES, build=_replay_matched, kept_bytes=_replay_bytes,
-                  peers=(MATCHED,)),
-    StrategyEntry(name="joint", help="Avalanche JointTraining on the whole stream (upper reference)",
-                  stores=MODEL_STORES, build=_avalanche("JointTraining"), kept_bytes=_model_bytes,
-                  fit="whole-stream"),
-    StrategyEntry(name="single", help="one model per task, each fine-tuned alone from θ_pre",
-                  stores="one trained copy of the weights per task", build=_avalanche("Naive"),
-                  kept_bytes=_model_bytes, fit="separate"),
-)
 
 
 def _collect(*groups: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
@@ -117,7 +51,7 @@ def _collect(*groups: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
     return table
 
 
-STRATEGIES: dict[str, StrategyEntry] = _collect(GRAFT_ENTRIES, PACKNET_ENTRIES, STOCK_ENTRIES, BASELINE_ENTRIES)
+STRATEGIES: dict[str, StrategyEntry] = _collect(GRAFT_ENTRIES, PACKNET_ENTRIES, BASELINE_ENTRIES)
 DEFAULT_STRATEGIES = ("graft", "naive", "ewc", "lwf", "replay", "joint")
 
 

@@ -31,7 +31,8 @@ def test_task_scenario_runs_every_kind_of_strategy_and_resumes(tmp_path):
     assert saved["run"]["stream"] == "permuted-digits:2" and saved["run"]["model"] == "mlp"
     runs = saved["strategies"]
     assert runs["graft"]["summary"]["forgetting"] == 0 == runs["packnet"]["summary"]["forgetting"]
-    assert runs["naive"]["bytes"] == (64 * 256 + 256 + 256 * 10 + 10) * 4            # the trained MLP
+    assert runs["naive"]["bytes"] == (64 * 256 + 256 + 2 * (256 * 10 + 10)) * 4      # its multi-head copy
+    assert runs["naive"]["info"]["task_aware"].startswith("multi-head copy")        # the task label at test
     memory = runs["replay-matched"]["info"]["memory_rows"]
     assert memory == int(runs["graft"]["bytes"] / (64 * 4)) > 0                      # graft's bytes, in rows
     assert runs["replay-matched"]["info"]["memory_bytes"] == memory * 64 * 4

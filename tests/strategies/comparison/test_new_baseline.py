@@ -19,10 +19,10 @@ avalanche = pytest.importorskip("avalanche")
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.benchmarks.streams import Stream
 from cl_graft.strategies.comparison.config import continual_setup
+from cl_graft.strategies.comparison.entry import model_bytes
 from cl_graft.strategies.comparison.registry import (
     STRATEGIES,
     StrategyEntry,
-    model_bytes,
     registry_options,
     strategy_settings,
 )

@@ -38,7 +38,7 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
 
 
 def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
-    from cl_graft.strategies.comparison.registry import MATCHED
+    from cl_graft.strategies.baselines.entries import MATCHED
     from cl_graft.strategies.comparison.runner import StrategyResult
 
     model, stream = build_model(), Stream.make(stream_rows(), build_model())
@@ -75,6 +75,7 @@ def test_every_entry_is_consistent():
 def test_parse_strategies_errors(text, message):
     with pytest.raises(UserError, match=message):
         parse_strategies(text)
+
 
 def test_the_progress_line_shows_what_an_entry_does_after_training():
     from types import SimpleNamespace

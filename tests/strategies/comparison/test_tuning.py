@@ -13,8 +13,9 @@ from helpers import SENTIMENT, cli
 avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.strategies import RegionSize
+from cl_graft.strategies.baselines.settings import EWCSettings
 from cl_graft.strategies.comparison.config import continual_setup
-from cl_graft.strategies.comparison.registry import STRATEGIES, EWCSettings, StrategyEntry, strategy_settings
+from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, strategy_settings
 from cl_graft.strategies.comparison.settings import apply_point
 from cl_graft.strategies.comparison.tuning import TUNE_BUDGET, split_dev, tune
 
