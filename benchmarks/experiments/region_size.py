@@ -4,8 +4,11 @@ Every strategy gets the same model (seeded), optimizer (SGD lr 0.05, momentum 0.
 experience; only the strategy line differs, and every strategy runs at its defaults: ``GraftStrategy`` with no
 size argument (the automatic size of :mod:`cl_graft.strategies.graft.sizing`), ``GraftStrategy(size=s)`` for fixed
 shares s, and Avalanche's ``Naive``, ``EWC``, ``LwF``, ``SynapticIntelligence``, ``Replay``, ``GEM`` and ``AGEM``
-(Avalanche's defaults; where Avalanche has none: EWC λ = 100, LwF α = 1 and T = 2, SI λ = 1, GEM/A-GEM 32
-patterns per experience, the values of ``avalanche_digits``; GEM needs the ``quadprog`` solver:
+(Avalanche's defaults; where Avalanche has none: EWC λ = 100, LwF α = 1 and T = 2, GEM/A-GEM 32 patterns per
+experience, the values of ``avalanche_digits``; SI is ``Naive`` with
+:class:`~cl_graft.strategies.plugins.synaptic_intelligence.CopiedSynapticIntelligence` at λ = 100, damping 0.1,
+because Avalanche's own SI learns no importance on CPU and equals Naive; ``benchmarks/results/sanity.md``;
+GEM needs the ``quadprog`` solver:
 ``pip install -e ".[baselines]"``). Benchmarks, all from sklearn's digits (1797 8×8
 images, 70/30 stratified split; offline):
 
@@ -76,6 +79,7 @@ def make_strategy(name: str, model, evaluator, epochs: int = EPOCHS):
     import avalanche.training as av
 
     from cl_graft.strategies import GraftStrategy
+    from cl_graft.strategies.plugins.synaptic_intelligence import CopiedSynapticIntelligence
 
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     common = {"model": model, "optimizer": opt, "criterion": torch.nn.CrossEntropyLoss(), "train_mb_size": MB,
@@ -87,7 +91,7 @@ def make_strategy(name: str, model, evaluator, epochs: int = EPOCHS):
     return {"naive": lambda: av.Naive(**common),
             "ewc": lambda: av.EWC(**common, ewc_lambda=100.0),
             "lwf": lambda: av.LwF(**common, alpha=1.0, temperature=2.0),
-            "si": lambda: av.SynapticIntelligence(**common, si_lambda=1.0),
+            "si": lambda: av.Naive(**common, plugins=[CopiedSynapticIntelligence(si_lambda=100.0)]),
             "replay": lambda: av.Replay(**common),
             "gem": lambda: av.GEM(**common, patterns_per_exp=32),
             "agem": lambda: av.AGEM(**common, patterns_per_exp=32)}[name]()
