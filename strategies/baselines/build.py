@@ -69,6 +69,17 @@ def single(ctx: BuildContext):
     return Naive(**ctx.template, plugins=ctx.plugins)
 
 
+def si(ctx: BuildContext):
+    """SI as Naive with the copied-snapshot SI plugin (:mod:`cl_graft.strategies.plugins.synaptic_intelligence`:
+    Avalanche's ``SynapticIntelligence`` learns no importance on CPU, so it trains exactly as Naive)."""
+    from avalanche.training import Naive
+
+    from ..plugins.synaptic_intelligence import CopiedSynapticIntelligence
+
+    plugin = CopiedSynapticIntelligence(si_lambda=ctx.settings.si_lambda, eps=ctx.settings.si_eps)
+    return Naive(**scenario_template(ctx, "si"), plugins=[*ctx.plugins, plugin])
+
+
 def gem(ctx: BuildContext):
     """GEM (needs the ``quadprog`` solver: ``pip install -e ".[baselines]"``)."""
     try:

@@ -52,10 +52,11 @@ ENTRIES: tuple[StrategyEntry, ...] = (
     StrategyEntry(name="single", help="one model per task, each fine-tuned alone from θ_pre (--scenario task)",
                   stores="one trained copy of the weights per task", build=build.single, kept_bytes=kept.nothing,
                   fit="separate"),
-    StrategyEntry(name="si", help="Avalanche SynapticIntelligence (path-integral importances, quadratic penalty)",
+    StrategyEntry(name="si", help="Avalanche's SynapticIntelligence plugin with copied weight snapshots (path-integral "
+                  "importances, quadratic penalty)",
                   stores=MODEL + ", the weights after the last experience, their importances and path integral, "
                   "and Avalanche's per-step copies (4 × the weights)",
-                  build=build.stock("si", "SynapticIntelligence", BOTH, si_lambda="si_lambda", eps="si_eps"),
+                  build=build.si,
                   kept_bytes=kept.si, settings=SISettings, grid=GRIDS["si"]),
     StrategyEntry(name="gem", help="Avalanche GEM (each step's gradient projected so that no experience's memory "
                   "loss rises)", stores=MODEL + ", gem_patterns rows per experience and one gradient per experience",

@@ -86,7 +86,7 @@ def ewc(strategy) -> dict[str, int]:
 def si(strategy) -> dict[str, int]:
     """SI: the parameters after the last experience, their importances, the running path integral; and the
     per-step scratch copies Avalanche keeps (old and new parameters, gradients, trajectory: 4 more × P)."""
-    plugin = plugin_of(strategy, "SynapticIntelligencePlugin")
+    plugin = next(p for p in strategy.plugins if hasattr(p, "syn_data"))
     syn = plugin.syn_data
     return {"old_params": tensor_bytes(plugin.ewc_data[0]), "importances": tensor_bytes(plugin.ewc_data[1]),
             "path_integral": tensor_bytes(syn["cum_trajectory"]),

@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 avalanche = pytest.importorskip("avalanche")
 
-from cl_graft.cli import main
 from cl_graft.strategies.baselines import ENTRIES
+
+from cl_graft.cli import main
 
 RUN = ["run", "--model", "mlp", "--preset", "smoke", "--quiet", "--steps", "2"]
 MLP = 64 * 256 + 256 + 256 * 10 + 10                                # floats of the single-head MLP
@@ -96,7 +97,6 @@ def test_bic_bias_stage_runs_where_avalanches_fails(tmp_path):
     import torch
     from avalanche.training import BiC
     from avalanche.training.templates import SupervisedTemplate
-
     from cl_graft.benchmarks.digits import DigitsStream, digits_model
     from cl_graft.strategies.baselines.bic_plugin import BiasCorrection
 
