@@ -18,6 +18,7 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.benchmarks.streams import Stream
+from cl_graft.strategies.baselines.build import scenario_template
 from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.entry import model_bytes
 from cl_graft.strategies.comparison.registry import (
@@ -54,8 +55,9 @@ class ScaledSettings(Settings):
 
 ENTRY = StrategyEntry(
     name="scaled", help="fine-tuning with a scaled loss (registered by a test)", stores="the trained weights",
-    build=lambda ctx: ScaledNaive(**ctx.template, plugins=ctx.plugins, loss_scale=ctx.settings.loss_scale),
-    kept_bytes=lambda strategy, model: (model_bytes(model.clf), {"loss_scale": strategy.loss_scale}),
+    build=lambda ctx: ScaledNaive(**scenario_template(ctx, "scaled"), plugins=ctx.plugins,
+                                  loss_scale=ctx.settings.loss_scale),
+    kept_bytes=lambda strategy, model: (model_bytes(strategy.model), {"loss_scale": strategy.loss_scale}),
     settings=ScaledSettings, grid=GRID)
 
 
@@ -116,6 +118,20 @@ def test_its_settings_are_cli_options_and_its_grid_is_tuned(registered, run_args
     scaled = json.loads(Path(out, "results.json").read_text())["strategies"]["scaled"]
     assert scaled["info"]["tuning"]["grid"] == list(GRID) and len(scaled["info"]["tuning"]["dev_average"]) == 3
     assert {"loss_scale": scaled["info"]["loss_scale"]} == scaled["info"]["tuning"]["chosen"]
+
+
+@pytest.mark.parametrize("scenario,floats", [("task", 64 * 256 + 256 + 2 * (256 * 10 + 10)),   # a head per task
+                                             ("class", 64 * 256 + 256 + 256 * 10 + 10)])     # one head
+def test_it_runs_on_a_digits_stream_in_either_scenario(registered, scenario, floats, tmp_path):
+    out = str(tmp_path / scenario)
+    result = CliRunner().invoke(main, ["run", "--stream", "permuted-digits:2", "--model", "mlp", "--scenario",
+                                       scenario, "--preset", "smoke", "--quiet", "--steps", "2",
+                                       "--strategies", "scaled", "--tune", "--out", out])
+    assert result.exit_code == 0, result.output
+    saved = json.loads(Path(out, "results.json").read_text())
+    scaled = saved["strategies"]["scaled"]
+    assert saved["scenario"] == scenario and scaled["bytes"] == floats * 4
+    assert scaled["info"]["tuning"]["grid"] == list(GRID) and scaled["info"]["tuning"]["chosen"] in list(GRID)
 
 
 def test_a_setting_of_no_chosen_strategy_is_refused(run_args, tmp_path):
