@@ -1,9 +1,12 @@
 """The BENCHMARKS.md generator: measures the performance figures and renders the page with the reproduction tables.
 
 Run from a checkout: ``python -m cl_graft.benchmarks.experiments.benchmarks_page --quick --data-dir ../shared/data
---out BENCHMARKS.md --json benchmarks/results/report.json`` (about 10 minutes on
-2 CPU cores; without ``--quick`` the continual timing runs the quick preset on qnli → agnews → sst2, sized for a
-GPU). Performance figures are measured fresh on this machine with MiniLM; the reproduction tables (Panigrahi et
+--out runs/benchmarks_page --page BENCHMARKS.md`` (about 10 minutes on 2 CPU cores; without ``--quick`` the
+continual timing runs the quick preset on qnli → agnews → sst2, sized for a GPU), then ``cp
+runs/benchmarks_page/report.json benchmarks/results/``. ``--out`` gets ``report.json`` (the numbers),
+``BENCHMARKS.md``, the run record ``config.json`` and the scratch (the timed runs, a checkpoint) in ``work/``
+(:mod:`.script_out`); ``--tables-only`` measures nothing and re-reads the tables into the figures of
+``--measured`` (default: the committed ``report.json``). Performance figures are measured fresh on this machine with MiniLM; the reproduction tables (Panigrahi et
 al. 2023, Tables 2 and 4 analogues, the region-size sweep, the automatic region size) are read from the committed
 run artifacts they name, with the commands that made them; the "More results" index lists ``MORE_RESULTS``. Ratios
 are measured within one run (these machines are noisy).
@@ -15,7 +18,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from safetensors.torch import load_file
 from cl_graft.artifacts import load_classifier, save_classifier
 from cl_graft.files import read_json, write_json
 from cl_graft.grafting.graft import patch_, restore_
+from cl_graft.outdir import OutDir
 from cl_graft.presets import get_preset
 from cl_graft.provenance import portable_command, run_record
 from cl_graft.regions.region import Region, graftable_names
@@ -47,6 +50,7 @@ from .report_tables import (
     relative_command,
     sweep_lines,
 )
+from .script_out import adopt, claimed, out_options, settings_of, work_folder, write_page
 
 RESULTS = Path("benchmarks/results")
 """The committed run artifacts, relative to the current directory (a checkout's root); the page names them so."""
@@ -241,22 +245,33 @@ def more_results_lines(pages=MORE_RESULTS) -> list[str]:
 @click.option("--quick", is_flag=True, help="CPU sizes (smoke-preset strategy timing)")
 @click.option("--tasks", default="1,10,100", show_default=True,
               help="numbers of stored skills for the serving table")
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/report"), show_default=True,
-              help="the strategy-timing runs")
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="the page to write (BENCHMARKS.md)")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), required=True,
-              help="the measured numbers (benchmarks/results/report.json); read back with --tables-only")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tables-only", is_flag=True,
-              help="keep the performance figures of --json, re-read the reproduction tables from the artifacts")
-def main(data_dir, quick, tasks, work, out, json_path, seed, tables_only) -> dict:
-    if tables_only:
-        measured = read_json(json_path)
-        report = {**{k: measured[k] for k in MEASURED}, "reproduction": reproduction(),
-                  "rendered": run_record(command="benchmarks.benchmarks_page", tables_only=True)}
-        return _write(report, json_path, out)
-    work.mkdir(parents=True, exist_ok=True)
+              help="measure nothing: keep the performance figures of --measured, re-read the reproduction tables "
+                   "from the artifacts")
+@click.option("--measured", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=RESULTS / "report.json", show_default=True,
+              help="with --tables-only: the report.json whose performance figures are kept")
+@out_options(page=True)
+def main(data_dir, quick, tasks, seed, tables_only, measured, out, overwrite, page) -> dict:
+    params = click.get_current_context().params
+    settings = {k: v for k, v in settings_of(params).items() if tables_only or k != "measured"}
+    with claimed("benchmarks_page", params, settings=settings) as run_dir:
+        if tables_only:
+            numbers = read_json(measured)
+            report = {**{k: numbers[k] for k in MEASURED}, "reproduction": reproduction(),
+                      "rendered": run_record(command="benchmarks.benchmarks_page", tables_only=True)}
+        else:
+            report = _measure(run_dir, data_dir, quick, [int(t) for t in tasks.split(",")], seed)
+        write_json(run_dir.path / "report.json", json.loads(json.dumps(report, default=float)))
+        text = render(report)
+        write_page(text, run_dir, "BENCHMARKS.md", page)
+    print(text)
+    return report
+
+
+def _measure(run_dir: OutDir, data_dir: str | None, quick: bool, tasks: list[int], seed: int) -> dict:
+    """The performance figures, measured now (scratch: ``<out>/work``), and the reproduction tables."""
     record = run_record(command="benchmarks.benchmarks_page", device="cpu", quick=quick,
                         load_average_start=os.getloadavg())
     preset = get_preset("smoke", seed=seed)
@@ -267,20 +282,14 @@ def main(data_dir, quick, tasks, work, out, json_path, seed, tables_only) -> dic
     ft = clone_model(pre)
     finetune_(ft, rows.train, [], FinetuneConfig(batch_size=8, steps=10, eval_every=10), progress=False)
     cost = measure_cost(pre, ft, rows.train, short=2, long=10 if quick else 20)
-    with tempfile.TemporaryDirectory() as d:
-        save_classifier(ft, d)
-        serving = measure_serving(clone_model(ft), Path(d), [int(t) for t in tasks.split(",")], seed)
-    report = {"record": record, "cost": cost, "serving": serving,
-              "strategies": measure_strategies(data_dir, quick, work), "reproduction": reproduction()}
+    checkpoint = work_folder(run_dir, "checkpoint")
+    save_classifier(ft, checkpoint)
+    serving = measure_serving(clone_model(ft), checkpoint, tasks, seed)
+    strategies = measure_strategies(data_dir, quick, work_folder(run_dir))
+    adopt(run_dir, work_folder(run_dir))
+    report = {"record": record, "cost": cost, "serving": serving, "strategies": strategies,
+              "reproduction": reproduction()}
     record["load_average_end"] = os.getloadavg()
-    return _write(report, json_path, out)
-
-
-def _write(report: dict, json_path: Path, out: Path) -> dict:
-    write_json(json_path, json.loads(json.dumps(report, default=float)))
-    text = render(report)
-    out.write_text(text, encoding="utf-8")
-    print(text)
     return report
 
 

@@ -1,16 +1,18 @@
 """The continual table on several seeds with dev-tuned settings (Panigrahi et al. 2023, Table 4 analogue).
 
 Run: ``python -m cl_graft.benchmarks.experiments.continual_seeds --data-dir ../shared/data --seeds 0,1,2,3,4
---results DIR`` (add ``--k 128 --steps 40`` to size it for 2 CPU cores; the defaults are the quick preset's, a GPU run).
+--out DIR`` (add ``--k 128 --steps 40`` to size it for 2 CPU cores; the defaults are the quick preset's, a GPU run).
 
 The first seed runs ``cl-graft run --tune``: every strategy with settings of its own tries its grid (the same
 budget for each) on dev rows and runs on test rows with the best point. The other seeds run with those choices
-(``--settings-from``), so test rows never take part in a choice. Each seed's run goes to ``--work/seed<s>``; its
-light files (results, matrices, figures, run record) are copied to ``--results/seed<s>``, and ``--results/summary.json`` /
-``summary.md`` get the mean ± std of every strategy's final average accuracy and graft minus each strategy,
-paired by seed, with a 95% t-interval (:func:`cl_graft.strategies.comparison.metrics.paired_interval`). A seed whose
-``results.json`` is already in ``--work`` is not run again. Paths in the summary are relative to the current
-directory.
+(``--settings-from``), so test rows never take part in a choice. ``--out DIR`` is claimed as a command's folder
+(:mod:`.script_out`): each seed's run goes to ``DIR/work/seed<s>`` (its log beside it); its light files (results,
+matrices, figures, run record) are copied to ``DIR/seed<s>``, and ``DIR/summary.json`` / ``summary.md`` get the
+mean ± std of every strategy's final average accuracy and graft minus each strategy, paired by seed, with a 95%
+t-interval (:func:`cl_graft.strategies.comparison.metrics.paired_interval`); ``DIR/config.json`` is the run
+record. With ``--resume`` a seed whose ``results.json`` is already in ``DIR/work`` is not run again. Paths in the
+summary are relative to the current directory. The repository keeps ``DIR`` less ``work/`` as
+``benchmarks/results/continual_tuned``.
 """
 from __future__ import annotations
 
@@ -24,20 +26,21 @@ from pathlib import Path
 
 import click
 
-from cl_graft.files import write_json
+from cl_graft.files import write_json, write_text
 from cl_graft.provenance import run_record
 
 from .report_tables import continual_lines, continual_summary
+from .script_out import adopt, claimed, out_options, settings_of, work_folder
 
 LIGHT_FILES = ("results.json", "results.csv", "matrices.csv", "config.json", "figures")
 STRATEGIES = "graft,packnet,naive,ewc,lwf,replay,replay-matched"
 
 
-def run_seed(seed: int, options: dict, extra: list[str], threads: int) -> Path:
+def run_seed(seed: int, work: Path, options: dict, extra: list[str], threads: int) -> Path:
     """``cl-graft run`` for one seed into ``<work>/seed<seed>`` (skipped when its results exist); ``options``
-    are the command's."""
-    work, stream, strategies, model, preset, device, k, steps, data_dir = (options[name] for name in (
-        "work", "stream", "strategies", "model", "preset", "device", "k", "steps", "data_dir"))
+    are the script's."""
+    stream, strategies, model, preset, device, k, steps, data_dir = (options[name] for name in (
+        "stream", "strategies", "model", "preset", "device", "k", "steps", "data_dir"))
     out = work / f"seed{seed}"
     if (out / "results.json").exists():
         return out
@@ -65,36 +68,35 @@ def run_seed(seed: int, options: dict, extra: list[str], threads: int) -> Path:
 @click.option("--device", default="auto", show_default=True)
 @click.option("--jobs", type=int, default=1, show_default=True,
               help="seeds run at once after the tuned one (threads split)")
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/continual_tuned"),
-              show_default=True,
-              help="the runs, one folder per seed")
-@click.option("--results", type=click.Path(path_type=Path), required=True,
-              help="folder for each seed's light files and summary.json / summary.md")
-def main(data_dir, stream, strategies, seeds, model, preset, k, steps, device, jobs, work, results) -> dict:
+@out_options(resume=True)
+def main(data_dir, stream, strategies, seeds, model, preset, k, steps, device, jobs, out, overwrite, resume) -> dict:
     seeds = [int(s) for s in seeds.split(",")]
     if len(seeds) < 2:
         raise click.BadParameter("needs at least two seeds (the interval is over seeds)", param_hint="--seeds")
-    work.mkdir(parents=True, exist_ok=True)
     options = click.get_current_context().params
-    record = run_record(command="benchmarks.continual_seeds", **{n: str(v) for n, v in options.items()})
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    tuned = run_seed(seeds[0], options, ["--tune"], threads)
-    with ThreadPoolExecutor(jobs) as pool:
-        folders = [tuned, *pool.map(lambda s: run_seed(s, options, ["--settings-from", str(tuned)], threads),
-                                    seeds[1:])]
-    for folder in folders:
-        dest = results / folder.name
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in LIGHT_FILES:
-            if (folder / name).is_dir():
-                shutil.copytree(folder / name, dest / name, dirs_exist_ok=True)
-            elif (folder / name).exists():
-                shutil.copy2(folder / name, dest / name)
-    summary = continual_summary([results / f.name for f in folders], root=Path.cwd())
-    summary["record"] = record
-    write_json(results / "summary.json", summary)
-    text = "\n".join(continual_lines(summary)) + "\n"
-    (results / "summary.md").write_text(text, encoding="utf-8")
+    settings = {name: v for name, v in settings_of(options).items() if name != "jobs"}   # jobs change no number
+    with claimed("continual_seeds", options, settings=settings) as run_dir:
+        work = work_folder(run_dir)
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        tuned = run_seed(seeds[0], work, options, ["--tune"], threads)
+        with ThreadPoolExecutor(jobs) as pool:
+            folders = [tuned, *pool.map(lambda s: run_seed(s, work, options, ["--settings-from", str(tuned)],
+                                                           threads), seeds[1:])]
+        adopt(run_dir, work)
+        for folder in folders:
+            dest = run_dir.path / folder.name
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in LIGHT_FILES:
+                if (folder / name).is_dir():
+                    shutil.copytree(folder / name, dest / name, dirs_exist_ok=True)
+                elif (folder / name).exists():
+                    shutil.copy2(folder / name, dest / name)
+            adopt(run_dir, dest)
+        summary = continual_summary([run_dir.path / f.name for f in folders], root=Path.cwd())
+        summary["record"] = run_record(command="benchmarks.continual_seeds", **settings)
+        write_json(run_dir.path / "summary.json", summary)
+        text = "\n".join(continual_lines(summary)) + "\n"
+        write_text(run_dir.path / "summary.md", text)
     print(text)
     return summary
 

@@ -12,8 +12,9 @@ and ``OMP_NUM_THREADS`` torch threads per process (``--configs``, e.g. ``1x1,1x2
 
 ::
 
-    python -m cl_graft.benchmarks.experiments.distributed_scaling --data-dir ../shared/data --out DIR/distributed
-        # -> DIR/distributed.{json,md}
+    python -m cl_graft.benchmarks.experiments.distributed_scaling --data-dir ../shared/data --out DIR \\
+        --page benchmarks/results/distributed.md
+        # -> DIR/distributed.{json,md}, the run record DIR/config.json, the timed runs in DIR/work (script_out)
 
 On a CPU machine the processes share the same cores, so this measures overhead and per-process efficiency, not
 extra hardware; on a machine with N GPUs each process gets its own (``--device cuda``).
@@ -24,12 +25,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
+from cl_graft.files import write_json
 from cl_graft.provenance import run_record
+
+from .script_out import adopt, claimed, out_options, work_folder, write_page
 
 BATCH = 16
 
@@ -70,32 +73,31 @@ def measure(workload: str, n: int, threads: int, steps: int, data_dir: str, devi
 @click.option("--configs", default="1x1,1x2,2x1", show_default=True,
               help="comma-separated PROCESSESxTHREADS (torch threads per process)")
 @click.option("--steps", type=int, default=30, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="path without suffix: writes OUT.json and OUT.md")
-def main(data_dir, device, configs, steps, out) -> None:
+@out_options(page=True)
+def main(data_dir, device, configs, steps, out, overwrite, page) -> None:
+    params = click.get_current_context().params
     configs = [tuple(int(v) for v in c.split("x")) for c in configs.split(",")]
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with claimed("distributed_scaling", params) as run_dir:
+        rows = []
         for workload in ("finetune", "stream"):
             for n, threads in configs:
-                rows.append(measure(workload, n, threads, steps, data_dir, device, Path(tmp)))
+                rows.append(measure(workload, n, threads, steps, data_dir, device, work_folder(run_dir)))
                 print(json.dumps(rows[-1]), flush=True)
-    for r in rows:
-        first = next(x for x in rows if x["workload"] == r["workload"])
-        r["speedup_vs_first"] = round(first["seconds"] / r["seconds"], 2)
-    load = os.getloadavg()
-    record = run_record(device=device, steps=steps, configs=configs,
-                        load_average=[round(x, 2) for x in load])
-    Path(out).with_suffix(".json").write_text(json.dumps({"rows": rows, "config": record}, indent=2) + "\n")
-    lines = ["| workload | processes | threads each | s / step | examples / s | speed-up | score |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['workload']} | {r['processes']} | {r['threads_per_process']} | {r['seconds_per_step']} | "
-              f"{r['examples_per_second']} | {r['speedup_vs_first']} | {r['score']:.3f} |" for r in rows]
-    table = "\n".join(lines)
-    Path(out).with_suffix(".md").write_text(
-        f"# Data-parallel scaling (torchrun, {device})\n\n```bash\n{record['command_line']}\n```\n\n"
-        f"Device: {record['device_name']}; load average at the end {record['load_average']}; git "
-        f"{record['git_revision']}.\n\n{table}\n")
+        adopt(run_dir, work_folder(run_dir))
+        for r in rows:
+            first = next(x for x in rows if x["workload"] == r["workload"])
+            r["speedup_vs_first"] = round(first["seconds"] / r["seconds"], 2)
+        load = os.getloadavg()
+        record = run_record(device=device, steps=steps, configs=configs, load_average=[round(x, 2) for x in load])
+        write_json(run_dir.path / "distributed.json", {"rows": rows, "config": record})
+        lines = ["| workload | processes | threads each | s / step | examples / s | speed-up | score |",
+                 "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['workload']} | {r['processes']} | {r['threads_per_process']} | {r['seconds_per_step']} | "
+                  f"{r['examples_per_second']} | {r['speedup_vs_first']} | {r['score']:.3f} |" for r in rows]
+        table = "\n".join(lines)
+        write_page(f"# Data-parallel scaling (torchrun, {device})\n\n```bash\n{record['command_line']}\n```\n\n"
+                   f"Device: {record['device_name']}; load average at the end {record['load_average']}; git "
+                   f"{record['git_revision']}.\n\n{table}\n", run_dir, "distributed.md", page)
     print(table)
 
 

@@ -1,7 +1,8 @@
 """Benchmark of skill localization on MiniLM (Panigrahi et al. 2023, https://arxiv.org/abs/2302.06600).
 
-Run: ``python -m cl_graft.benchmarks.experiments.localization --data-dir ../shared/data`` (add ``--skip-quality`` for the
-cost figures only). Prints the figures and writes one JSON (``--out``):
+Run: ``python -m cl_graft.benchmarks.experiments.localization --data-dir ../shared/data --out DIR`` (add
+``--skip-quality`` for the cost figures only). Prints the figures and writes ``DIR/localization.json`` (the run
+record ``DIR/config.json``; regions and fine-tuned models made on the way in ``DIR/work``, :mod:`.script_out`):
 
 - ``cost``: seconds of one localization step vs one fine-tuning step on the same batch (16 rows), measured as
   the difference between runs of the real loops with more and fewer steps (fixed costs cancel); target ≤ 1.15;
@@ -10,6 +11,8 @@ cost figures only). Prints the figures and writes one JSON (``--out``):
 - ``storage``: bytes of a stored skill (region indices + values + the task head) vs the checkpoint; ≤ 0.5%;
 - ``quality``: per task (quick preset), FT vs the learned graft region (and top-k) at each sparsity: test
   accuracy and ECE. Fine-tuned models are reused from ``--finetuned-root/<task>`` when present.
+
+The repository's copy is ``benchmarks/results/localization.json`` (copied from ``DIR``).
 """
 from __future__ import annotations
 
@@ -35,6 +38,8 @@ from cl_graft.regions.methods import find_region
 from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier, clone_model
 
+from .script_out import claimed, out_options, settings_of, work_folder
+
 
 def median_seconds(fn, repeats: int) -> float:
     times = []
@@ -45,18 +50,20 @@ def median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def get_finetuned(task: str, root: Path, data_dir: str | None, seed: int):
-    """``root/<task>`` if it holds a fine-tuned model, else fine-tune MiniLM (quick preset) and save it there."""
+def get_finetuned(task: str, root: Path, scratch: Path, data_dir: str | None, seed: int):
+    """The fine-tuned model of ``task``, its rows, the preset and its folder: ``root/<task>`` if it holds one, else
+    ``scratch/<task>`` (MiniLM fine-tuned with the quick preset and saved there, unless an earlier task did)."""
     preset = get_preset("quick", seed=seed)
     splits = load_rows(task, data_dir, preset, seed=seed)
-    if (root / task / "model.safetensors").exists():
-        return load_classifier(root / task), splits, preset
+    for folder in (root / task, scratch / task):
+        if (folder / "model.safetensors").exists():
+            return load_classifier(folder), splits, preset, folder
     torch.manual_seed(seed)
     ft = build_classifier("minilm", max_length=preset.max_length)
     ft.add_task(splits.spec, seed=seed)
     finetune_(ft, splits.train, splits.dev, preset.finetune)
-    save_classifier(ft, root / task)
-    return ft, splits, preset
+    save_classifier(ft, scratch / task)
+    return ft, splits, preset, scratch / task
 
 
 def measure_cost(pre, ft, rows: list[dict], *, short: int, long: int) -> dict:
@@ -124,54 +131,52 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
 @click.option("--tasks", default="sst2,agnews,qnli", show_default=True)
 @click.option("--sparsities", default="1e-4,5e-4,1e-3,1e-2", show_default=True)
 @click.option("--methods", default="graft,topk", show_default=True)
-@click.option("--finetuned-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/bench-localization"),
-              show_default=True,
-              help="regions go here")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="the JSON file to write")
+@click.option("--finetuned-root", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+              show_default=True, help="fine-tuned models are read from <root>/<task> when there")
 @click.option("--steps", type=int, default=LocalizeConfig.steps, show_default=True)
 @click.option("--n-batches", type=int, default=LocalizeConfig.n_batches, show_default=True)
 @click.option("--lr", type=float, default=LocalizeConfig.lr, show_default=True)
 @click.option("--base-fraction", type=float, default=LocalizeConfig.base_fraction, show_default=True)
 @click.option("--skip-quality", is_flag=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-def main(data_dir, tasks, sparsities, methods, finetuned_root, work, out, steps, n_batches, lr, base_fraction,
-         skip_quality, seed) -> None:
+@out_options()
+def main(data_dir, tasks, sparsities, methods, finetuned_root, steps, n_batches, lr, base_fraction, skip_quality,
+         seed, out, overwrite) -> None:
+    params = click.get_current_context().params
     tasks = tasks.split(",")
     sparsities = [float(s) for s in sparsities.split(",")]
-    result: dict = {"config": run_record(command="benchmarks.localization", **{k: str(v) for k, v in
-                                                                              click.get_current_context().params.items()})}
-    ft, splits, preset = get_finetuned(tasks[0], finetuned_root, data_dir, seed)
-    pre = build_classifier("minilm", max_length=preset.max_length)
-    result["cost"] = measure_cost(pre, ft, splits.train, short=2, long=8)
-    cost = result["cost"]
-    for key in (k for k in cost if k.startswith("n_batches")):
-        print(f"cost ({key}): localization {cost[key]['localize_s_per_batch']:.3f} s per batch / fine-tuning step "
-              f"{cost['finetune_step_s']:.3f} s = {cost[key]['ratio']:.2f} (target <= 1.15)", flush=True)
-    result["switch"], result["storage"] = measure_switch_and_storage(
-        pre, ft, splits.train, finetuned_root / tasks[0], tasks[0], [1e-4, 1e-3, 1e-2])
-    for s in ("0.0001", "0.001", "0.01"):
-        sw, st = result["switch"][s], result["storage"][s]
-        print(f"sparsity {s}: switch {1e3 * sw['switch_s']:.2f} ms vs load {result['switch']['load_checkpoint_s']:.2f}"
-              f" s = {sw['speedup']:.0f}x (weights only {result['switch']['load_weights_only_s']:.3f} s: "
-              f"{sw['speedup_vs_weights_only']:.0f}x); stored {st['disk_bytes'] / 1e3:.1f} kB = {st['percent']:.3f}% of the "
-              f"checkpoint", flush=True)
-    result["quality"] = {}
-    for task in [] if skip_quality else tasks:
-        ft, splits, preset = get_finetuned(task, finetuned_root, data_dir, seed)
-        cfg = LocalizeConfig(steps=steps, n_batches=n_batches, lr=lr,
-                             base_fraction=base_fraction, seed=seed)
-        rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task,
-                              methods=methods.split(","), sparsities=sparsities, cfg=cfg, out=work / task)
-        result["quality"][task] = {"n_test": len(splits.test), "config": cfg.to_json(), "rows": rows}
-        for r in rows:
-            print(f"{task} {r['name']:>14}: acc {100 * r['accuracy']:.1f}  ECE {100 * r['ece']:.1f}  size "
-                  f"{r['size'] if r['size'] is not None else '-'}", flush=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(out, result)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, result)
-    print(f"-> {out}")
+    with claimed("localization", params) as run_dir:
+        scratch = work_folder(run_dir, "finetuned")
+        result: dict = {"config": run_record(command="benchmarks.localization", **settings_of(params))}
+        ft, splits, preset, ckpt = get_finetuned(tasks[0], finetuned_root, scratch, data_dir, seed)
+        pre = build_classifier("minilm", max_length=preset.max_length)
+        result["cost"] = measure_cost(pre, ft, splits.train, short=2, long=8)
+        cost = result["cost"]
+        for key in (k for k in cost if k.startswith("n_batches")):
+            print(f"cost ({key}): localization {cost[key]['localize_s_per_batch']:.3f} s per batch / fine-tuning "
+                  f"step {cost['finetune_step_s']:.3f} s = {cost[key]['ratio']:.2f} (target <= 1.15)", flush=True)
+        result["switch"], result["storage"] = measure_switch_and_storage(pre, ft, splits.train, ckpt, tasks[0],
+                                                                         [1e-4, 1e-3, 1e-2])
+        for s in ("0.0001", "0.001", "0.01"):
+            sw, st, switch = result["switch"][s], result["storage"][s], result["switch"]
+            print(f"sparsity {s}: switch {1e3 * sw['switch_s']:.2f} ms vs load {switch['load_checkpoint_s']:.2f} s "
+                  f"= {sw['speedup']:.0f}x (weights only {switch['load_weights_only_s']:.3f} s: "
+                  f"{sw['speedup_vs_weights_only']:.0f}x); stored {st['disk_bytes'] / 1e3:.1f} kB = "
+                  f"{st['percent']:.3f}% of the checkpoint", flush=True)
+        result["quality"] = {}
+        for task in [] if skip_quality else tasks:
+            ft, splits, preset, _ = get_finetuned(task, finetuned_root, scratch, data_dir, seed)
+            cfg = LocalizeConfig(steps=steps, n_batches=n_batches, lr=lr, base_fraction=base_fraction, seed=seed)
+            rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task,
+                                  methods=methods.split(","), sparsities=sparsities, cfg=cfg,
+                                  out=work_folder(run_dir, "regions", task))
+            result["quality"][task] = {"n_test": len(splits.test), "config": cfg.to_json(), "rows": rows}
+            for r in rows:
+                print(f"{task} {r['name']:>14}: acc {100 * r['accuracy']:.1f}  ECE {100 * r['ece']:.1f}  size "
+                      f"{r['size'] if r['size'] is not None else '-'}", flush=True)
+            write_json(run_dir.path / "localization.json", result)        # after every task
+        write_json(run_dir.path / "localization.json", result)
+    print(f"-> {out / 'localization.json'}")
 
 
 if __name__ == "__main__":

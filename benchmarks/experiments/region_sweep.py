@@ -16,11 +16,13 @@ declared grid of learned-region settings, and compares them without ever choosin
 Run (fine-tunes of ``cl-graft finetune --preset quick`` with the same seed)::
 
     python -m cl_graft.benchmarks.experiments.region_sweep --data-dir ../shared/data \\
-        --finetuned sst2=runs/ft/sst2,agnews=runs/ft/agnews,qnli=runs/ft/qnli --out DIR/region_sweep.json
+        --finetuned sst2=runs/ft/sst2,agnews=runs/ft/agnews,qnli=runs/ft/qnli --out DIR \\
+        --page benchmarks/results/region_sweep.md
 
-Writes ``--out`` and the ``.md`` beside it (tables; after every cell). Tasks can run as parallel processes (one
-``--finetuned task=folder`` and ``--out`` each) and be joined with ``--merge a.json --merge b.json ... --out
-DIR/region_sweep.json``.
+Writes ``DIR/region_sweep.json`` and ``DIR/region_sweep.md`` (tables; after every cell), the run record
+``DIR/config.json`` (``--out`` is claimed as a command's folder, :mod:`.script_out`), and the page at ``--page``.
+Tasks can run as parallel processes (one ``--finetuned task=folder`` and ``--out`` each) and be joined with
+``--merge DIR_A --merge DIR_B ... --out DIR`` (folders of earlier runs, or their ``region_sweep.json``).
 """
 from __future__ import annotations
 
@@ -36,8 +38,10 @@ import numpy as np
 import torch
 
 from cl_graft.artifacts import load_classifier
-from cl_graft.files import read_json, write_json, write_text
+from cl_graft.errors import UserError
+from cl_graft.files import read_json, write_json
 from cl_graft.grafting.graft import graft_model
+from cl_graft.outdir import OutDir
 from cl_graft.presets import get_preset
 from cl_graft.provenance import finish_record, portable_path, run_record
 from cl_graft.regions.config import LocalizeConfig
@@ -45,6 +49,10 @@ from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.models import build_classifier
+
+from .script_out import claimed, out_options, settings_of, write_page
+
+RESULT = "region_sweep.json"
 
 
 def split_dev(rows: Sequence[dict], seed: int) -> tuple[list[dict], list[dict]]:
@@ -222,21 +230,34 @@ def merge(parts: Sequence[dict]) -> dict:
 @click.option("--eval-every", type=int, default=4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--split-seed", type=int, default=13, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="the JSON file to write (and its .md)")
-@click.option("--merge", "merge_paths", type=click.Path(path_type=Path), multiple=True,
-              help="only merge these per-task result JSONs (repeat the option) into --out and its .md")
+@click.option("--merge", "merge_paths", type=click.Path(exists=True, path_type=Path), multiple=True,
+              help="only merge these per-task results (earlier --out folders or their region_sweep.json; repeat "
+                   "the option)")
+@out_options(page=True)
 def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches, select_rows, eval_every,
-         seed, split_seed, out, merge_paths) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
+         seed, split_seed, merge_paths, out, overwrite, page) -> None:
+    params = click.get_current_context().params
     if merge_paths:
-        merged = merge([read_json(p) for p in merge_paths])
-        write_json(out, merged)
-        write_text(out.with_suffix(".md"), markdown(merged))
-        print(f"-> {out}, {out.with_suffix('.md')}", flush=True)
+        merged = merge([read_json(p / RESULT if p.is_dir() else p) for p in merge_paths])
+        with claimed("region_sweep", params) as run_dir:
+            write_json(run_dir.path / RESULT, merged)
+            write_page(markdown(merged), run_dir, "region_sweep.md", page)
+        print(f"-> {out / RESULT}", flush=True)
         return
+    with claimed("region_sweep", params) as run_dir:
+        _sweep(run_dir, params)
+    print(f"-> {out / RESULT}", flush=True)
+
+
+def _sweep(run_dir: OutDir, params: dict) -> None:
+    """Every task × sparsity cell of the script's options ``params``; the results and the page are written after
+    each."""
+    data_dir, finetuned, sparsities, lrs, base_fractions, seed, split_seed, page = (params[k] for k in (
+        "data_dir", "finetuned", "sparsities", "lrs", "base_fractions", "seed", "split_seed", "page"))
+    steps, n_batches, select_rows, eval_every = (params[k] for k in ("steps", "n_batches", "select_rows",
+                                                                     "eval_every"))
     if not finetuned:
-        raise click.UsageError("--finetuned task=folder,... is required (or --merge)")
+        raise UserError("--finetuned task=folder,... is required (or --merge)")
     folders = dict(kv.split("=", 1) for kv in finetuned.split(","))
     sparsities = [float(s) for s in sparsities.split(",")]
     grid = [{"lr": lr, "base_fraction": bf} for lr, bf in
@@ -245,8 +266,7 @@ def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches,
     base = LocalizeConfig(steps=steps, batch_size=16, n_batches=n_batches, select_rows=select_rows,
                           eval_every=eval_every, seed=seed)
     preset = get_preset("quick", seed=seed)
-    result: dict = {"config": run_record(command="benchmarks.region_sweep", **{k: str(v) for k, v in
-                                                                               click.get_current_context().params.items()}),
+    result: dict = {"config": run_record(command="benchmarks.region_sweep", **settings_of(params)),
                     "localize_base": base.to_json(), "grid": grid, "split_seed": split_seed,
                     "ft": {}, "cells": {}}
     from cl_graft.benchmarks import load_rows
@@ -254,7 +274,7 @@ def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches,
     for task, folder in folders.items():
         saved = read_json(Path(folder) / "config.json")
         if (saved.get("task"), saved.get("preset"), saved.get("seed")) != (task, "quick", seed):
-            raise SystemExit(f"{folder}: not a quick-preset fine-tune of {task} with seed {seed}")
+            raise UserError(f"{folder}: not a quick-preset fine-tune of {task} with seed {seed}")
         ft = load_classifier(folder)
         splits = load_rows(task, data_dir, preset, seed=seed)
         torch.manual_seed(seed)                       # θ_pre as cl_graft.cli.common.pre_and_finetuned builds it
@@ -274,9 +294,8 @@ def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches,
             result["cells"][task][f"{s:g}"] = run_cell(pre, ft, splits, dev_select, dev_choose, task=task,
                                                        sparsity=s, base=base, grid=grid)
             result["config"] = finish_record(result["config"])
-            write_json(out, result)
-            write_text(out.with_suffix(".md"), markdown(result))
-    print(f"-> {out}, {out.with_suffix('.md')}", flush=True)
+            write_json(run_dir.path / RESULT, result)
+            write_page(markdown(result), run_dir, "region_sweep.md", page)
 
 
 if __name__ == "__main__":

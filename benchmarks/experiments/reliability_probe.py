@@ -6,8 +6,12 @@ Real MiniLM, the smoke preset and the real task data (``$CL_GRAFT_DATA`` or ``--
 use ``--steps 2`` where the command has it. Writes a Markdown table (case, command, exit code, first error line,
 what was kept) and the same rows as JSON::
 
-    python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data --out DIR/reliability
-        # -> DIR/reliability.{md,json}
+    python -m cl_graft.benchmarks.experiments.reliability_probe --data-dir ../shared/data --round 1-2 --out DIR \\
+        --page benchmarks/results/reliability.md
+        # -> DIR/reliability.{md,json} (--round 3: DIR/reliability_round3.{md,json}), the run record DIR/config.json
+
+``--out`` is claimed as a command's folder (:mod:`.script_out`); the cases run in a temporary folder inside
+``DIR/work``, lent to the commands they start, and removed at the end.
 
 A case passes when its exit code is the expected one, stderr has no traceback, and its check of the folders
 holds. The script exits 1 if any case fails.
@@ -25,11 +29,14 @@ from pathlib import Path
 
 import click
 
+from cl_graft.files import write_json
 from cl_graft.provenance import run_record
 
 from .probe_harness import FT, LOC, RUN, USER_FILES, Case, cli, snapshot
 from .reliability_round2 import RoundTwo
 from .reliability_round3 import RoundThree
+from .script_out import claimed, out_options, work_folder, write_page
+
 
 class Probe:
     def __init__(self, root: Path, data: Path) -> None:
@@ -245,15 +252,27 @@ def first_error(stderr: str) -> str:
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--data-dir", type=click.Path(path_type=Path), default=os.environ.get("CL_GRAFT_DATA"),
               show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="path without suffix: writes OUT.json and OUT.md")
 @click.option("--round", "only", type=click.Choice(["all", "1-2", "3"]), default="all", show_default=True,
               help="every case, the first two rounds' or the third round's alone")
-def main(data_dir, out, only) -> None:
+@out_options(page=True)
+def main(data_dir, only, out, overwrite, page) -> None:
     if data_dir is None or not (data_dir / "sst2").is_dir():
         raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
+    name = "reliability_round3" if only == "3" else "reliability"
+    with claimed("reliability_probe", click.get_current_context().params) as run_dir:
+        rows, failed = run_cases(data_dir, only, work_folder(run_dir))
+        record = run_record(command="benchmarks.reliability_probe", device="cpu", round=only)
+        write_json(run_dir.path / f"{name}.json", {"run": record, "cases": rows, "failed": failed})
+        write_page(page_text(rows, failed, record), run_dir, f"{name}.md", page)
+    print(f"{len(rows) - failed}/{len(rows)} cases as wanted -> {out / name}.md")
+    if failed:
+        sys.exit(1)
+
+
+def run_cases(data_dir: Path, only: str, scratch: Path) -> tuple[list[dict], int]:
+    """Runs the cases of round ``only`` in a temporary folder in ``scratch``; their rows and how many failed."""
     rows, failed = [], 0
-    with tempfile.TemporaryDirectory(prefix="cl-graft-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cl-graft-probe-", dir=scratch) as tmp:
         probe = Probe(Path(tmp), data_dir.resolve())
         for case in RoundThree(probe).cases() if only == "3" else probe.cases(third=only == "all"):
             case.setup()
@@ -267,6 +286,7 @@ def main(data_dir, out, only) -> None:
                                                                           ("CHANGED", "EXISTS", "LOST", "NO ", "DIFFER",
                                                                            "FAILED", "CWD"))
             failed += not ok
+
             def rel(text: str) -> str:                                # no absolute paths in the artifact
                 return str(text).replace(tmp, "$TMP").replace(str(probe.data), "$DATA")
 
@@ -276,9 +296,11 @@ def main(data_dir, out, only) -> None:
                          "ok": ok, "seconds": round(time.perf_counter() - t0, 1)})
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    record = run_record(command="benchmarks.reliability_probe", device="cpu", round=only)
-    out.with_suffix(".json").write_text(json.dumps({"run": record, "cases": rows, "failed": failed}, indent=2) + "\n")
+    return rows, failed
+
+
+def page_text(rows: list[dict], failed: int, record: dict) -> str:
+    """The Markdown page: one row per case."""
     minutes = sum(row["seconds"] for row in rows) / 60
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
              (f"`{record['command_line']}` at {record['git_revision'][:12]} on {record['device_name']}: every `cl-graft` command as a "
@@ -289,10 +311,7 @@ def main(data_dir, out, only) -> None:
         cell = row["first_line"].replace("|", "\\|")
         lines.append(f"| {row['case']} | {row['command']} | {row['exit']} | {cell} | {row['kept']} |"
                      + ("" if row["ok"] else " **FAILED**"))
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(f"{len(rows) - failed}/{len(rows)} cases as wanted -> {out}.md")
-    if failed:
-        sys.exit(1)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

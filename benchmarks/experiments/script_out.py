@@ -61,8 +61,16 @@ def out_options(*, resume: bool = False, page: bool = False) -> Callable:
 
 
 def settings_of(params: dict) -> dict:
-    """A script's options but :data:`OUT_OPTIONS`, as JSON values (paths as strings)."""
-    return {k: str(v) if isinstance(v, Path) else v for k, v in params.items() if k not in OUT_OPTIONS}
+    """A script's options but :data:`OUT_OPTIONS`, as JSON values (paths as strings, tuples as lists)."""
+    return {k: _json_value(v) for k, v in params.items() if k not in OUT_OPTIONS}
+
+
+def _json_value(value):
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_json_value(v) for v in value]
+    return value
 
 
 @contextlib.contextmanager

@@ -12,7 +12,9 @@ rule, task-identification accuracy, task-agnostic accuracy strict (right task an
 ``task_agnostic``) and as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per
 task, beside the task-aware accuracy.
 
-Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs/cl --out results.json``.
+Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs/cl --out DIR`` (writes
+``DIR/rules.json`` and the run record ``DIR/config.json``; ``--out`` is claimed as a command's folder,
+:mod:`.script_out`).
 """
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ from pathlib import Path
 import click
 import torch
 from cl_graft.strategies.adapter import MASK_VALUE
+
+from cl_graft.files import write_json
+
+from .script_out import claimed, out_options
 
 RULES = ("entropy", "max-softmax", "entropy/log C")
 FEATURE_RULES = ("features", "features: nearest mean")
@@ -58,8 +64,8 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
     from cl_graft.strategies.comparison.config import continual_setup
-    from cl_graft.strategies.graft.saved_checks import load_skills
     from cl_graft.strategies.graft.routing import TaskRouter
+    from cl_graft.strategies.graft.saved_checks import load_skills
     from cl_graft.strategies.graft.targets import graft_target
 
     from cl_graft.files import read_json
@@ -122,12 +128,12 @@ def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: l
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--run", required=True, help="A cl-graft run folder with graft/state/skills.")
 @click.option("--data-dir", default=None)
-@click.option("--out", default=None, help="JSON file to write.")
-def main(run, data_dir, out) -> None:
-    res = evaluate_rules(*task_logits(Path(run), data_dir))
+@out_options()
+def main(run, data_dir, out, overwrite) -> None:
+    with claimed("task_inference_rules", click.get_current_context().params) as run_dir:
+        res = evaluate_rules(*task_logits(Path(run), data_dir))
+        write_json(run_dir.path / "rules.json", res)
     print(json.dumps(res, indent=1))
-    if out:
-        Path(out).write_text(json.dumps(res, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ t-interval), the median size, the bytes stored and, where a run holds ``naive``,
 and preset: single-task fine-tuning does not depend on grafting's code)::
 
     python -m cl_graft.benchmarks.experiments.text_size_page --runs runs/text_s0,runs/text_s1,runs/text_s2 \\
-        --single benchmarks/results/region_size/text_quick/results.json,... --out text.md
+        --single benchmarks/results/region_size/text_quick/results.json,... --out DIR \\
+        --page benchmarks/results/region_size/text_quick/text.md
+
+(``DIR/text.md`` and the run record ``DIR/config.json``; ``--out`` is claimed as a command's folder,
+:mod:`.script_out`).
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ from pathlib import Path
 
 import click
 from cl_graft.strategies.comparison.metrics import paired_interval
+
+from .script_out import claimed, out_options, write_page
 
 MB = 1024 * 1024                    # as the console prints them (powers of 1024)
 
@@ -43,7 +49,7 @@ def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
     return rows
 
 
-def page(runs: list[dict], singles: list[dict]) -> str:
+def page_text(runs: list[dict], singles: list[dict]) -> str:
     """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
     tasks = runs[0]["tasks"]
     lines = ["# Text stream with the default (automatic) region size, quick preset", "",
@@ -89,14 +95,15 @@ def page(runs: list[dict], singles: list[dict]) -> str:
                                             "per seed.")
 @click.option("--single", default=None, help="Comma-separated results.json holding single for the same seeds, "
                                              "for runs without it.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The page to write.")
-def main(runs: str, single: str | None, out: Path) -> None:
-    loaded = [_load(Path(p)) for p in runs.split(",")]
-    others = [_load(Path(p)) for p in single.split(",")] if single else []
-    by_seed = {o["run"]["seed"]: o["strategies"]["single"] for o in others}
-    singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]] for r in loaded]
-    out.write_text(page(loaded, singles))
-    click.echo(f"wrote {out}")
+@out_options(page=True)
+def main(runs: str, single: str | None, out: Path, overwrite: bool, page: Path | None) -> None:
+    with claimed("text_size_page", click.get_current_context().params) as run_dir:
+        loaded = [_load(Path(p)) for p in runs.split(",")]
+        others = [_load(Path(p)) for p in single.split(",")] if single else []
+        by_seed = {o["run"]["seed"]: o["strategies"]["single"] for o in others}
+        singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]] for r in loaded]
+        write_page(page_text(loaded, singles), run_dir, "text.md", page)
+    click.echo(f"wrote {out / 'text.md'}" + (f" and {page}" if page else ""))
 
 
 if __name__ == "__main__":

@@ -193,13 +193,3 @@ def test_minilm_smoke_run(tmp_path):
     assert [r["task"] for r in sizing] == ["qnli", "sst2"] and all("kept" in r and "met" in r for r in sizing)
     assert graft["info"]["region_density"] == pytest.approx([r["share"] for r in sizing])
     assert all(0 < d <= 0.2 + 1e-9 for d in graft["info"]["region_density"])
-
-
-def test_plain_avalanche_example_runs(env, tmp_path):
-    from cl_graft.benchmarks.experiments.example_avalanche import main as example
-
-    args = ["--stream", "alpha,beta", "--data-dir", str(env / "data"), "--model", str(env / "model"),
-            "--k", "16", "--epochs", "1", "--sparsity", "0.05", "--log-dir", str(tmp_path)]
-    metrics = example.main(args, standalone_mode=False)
-    assert metrics["StreamForgetting/eval_phase/test_stream"] == 0.0
-    assert (tmp_path / "eval_results.csv").is_file() and (tmp_path / "log.txt").stat().st_size > 0

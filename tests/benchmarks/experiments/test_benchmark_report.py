@@ -207,9 +207,11 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
                    {"train": sentiment_rows(64, 1 + flip, flip), "test": sentiment_rows(24, 3 + flip, flip)})
     summary = continual_seeds.main.main(["--data-dir", str(tmp_path / "data"), "--model", str(tmp_path / "model"),
                                     "--stream", "alpha,beta", "--strategies", "graft,ewc", "--seeds", "0,1",
-                                    "--preset", "smoke", "--device", "cpu", "--work", str(tmp_path / "work"),
-                                    "--results", str(tmp_path / "results")], standalone_mode=False)
+                                    "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path / "results")],
+                                   standalone_mode=False)
     runs = [read_json(tmp_path / "results" / f"seed{s}" / "results.json") for s in (0, 1)]
+    files = read_json(tmp_path / "results" / "config.json")["files"]          # the script's run record lists ...
+    assert {"summary.json", "seed1/results.json", "work/seed1/results.json", "work/seed1.log"} <= set(files)
     tuned, reused = (r["strategies"]["ewc"]["info"]["tuning"] for r in runs)
     assert len(tuned["dev_average"]) == 3 and reused["chosen"] == tuned["chosen"] and "seed 0" in reused["from"]
     assert "--tune" in runs[0]["run"]["command_line"] and "--settings-from" in runs[1]["run"]["command_line"]

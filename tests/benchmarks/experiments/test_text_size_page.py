@@ -1,7 +1,7 @@
 """The text stream's size page (benchmarks/experiments/text_size_page.py) on synthetic results."""
 from __future__ import annotations
 
-from cl_graft.benchmarks.experiments.text_size_page import page
+from cl_graft.benchmarks.experiments.text_size_page import page_text
 
 TASKS = ["qnli", "sst2"]
 
@@ -22,7 +22,7 @@ def _run(seed: int, graft: list[float], single: list[float], *, naive: bool = Fa
 
 def test_page_reports_sizes_bytes_and_graft_against_single():
     runs = [_run(0, [0.8, 0.9], [0.8, 0.8], naive=True), _run(1, [0.7, 0.9], [0.8, 0.8])]
-    text = page(runs, [r["strategies"]["single"] for r in runs])
+    text = page_text(runs, [r["strategies"]["single"] for r in runs])
     assert "| qnli | 1.00 | 20.0 | yes | +1.0 (1.9) | 1.50 | 90.0 | 3 | 2.00 | 80.0 | 80.0 |" in text
     assert "graft / naive wall time 1.20" in text and "cl-graft run --seed 1" in text
     assert "keeps 103.1% of single-task fine-tuning on average (106.2%, 100.0%)" in text

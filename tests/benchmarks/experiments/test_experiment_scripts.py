@@ -1,0 +1,176 @@
+"""Every experiment script follows one output rule (benchmarks/experiments/script_out.py): ``--out DIR`` claimed as a
+command's folder, scratch in ``DIR/work``, the run record ``DIR/config.json`` listing every file written.
+
+Each script answers ``--help`` with ``--out`` and none of the old output options; the scripts that run in seconds
+on tiny settings (their own options) run once into a fresh ``--out``; the others need MiniLM or the real data.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from cl_graft.outdir import SCRATCH_ENV, claim_out_dir
+
+pytest.importorskip("avalanche")
+
+from cl_graft.benchmarks import experiments
+from cl_graft.benchmarks.experiments.script_out import WORK, claimed, work_folder
+
+from helpers import REPO_ROOT
+
+OLD_OPTIONS = ("--work", "--results", "--log-dir", "--json", "--report-only-in-place")
+
+
+def _scripts() -> dict[str, click.Command]:
+    found = {}
+    for info in pkgutil.iter_modules(experiments.__path__):
+        module = importlib.import_module(f"{experiments.__name__}.{info.name}")
+        if isinstance(getattr(module, "main", None), click.Command):
+            found[info.name] = module.main
+    return found
+
+
+SCRIPTS = _scripts()
+
+
+def _invoke(script: str, args: list) -> click.testing.Result:
+    return CliRunner().invoke(SCRIPTS[script], [str(a) for a in args])
+
+
+def _record(out: Path, *, users: tuple[str, ...] = ()) -> list[str]:
+    """The files the run record lists, checked against the folder (less the owner file and the user's files)."""
+    files = json.loads((out / "config.json").read_text())["files"]
+    present = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == [f for f in present if f != ".cl-graft.json" and f not in users]
+    return files
+
+
+def test_the_scripts_are_found():
+    assert {"benchmarks_page", "continual_seeds", "distributed_scaling", "example_avalanche", "localization",
+            "region_size", "region_sweep", "avalanche_digits", "reliability_probe", "task_inference_rules",
+            "text_size_page"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_help_names_out_and_no_old_output_option(script):
+    result = _invoke(script, ["--help"])
+    assert result.exit_code == 0, result.output
+    assert "--out DIRECTORY" in result.output and "--overwrite" in result.output
+    assert not [o for o in OLD_OPTIONS if f"{o} " in result.output]
+
+
+def test_region_size_claims_its_out_resumes_reports_and_overwrites_only_its_files(tmp_path):
+    out, tiny = tmp_path / "rs", ["--benchmarks", "split-digits", "--strategies", "graft-5%", "--epochs", "1"]
+    assert _invoke("region_size", ["--out", out, *tiny, "--seeds", "0"]).exit_code == 0
+    assert _record(out) == ["accuracy.png", "capacity.png", "config.json", "region_size.json", "region_size.md",
+                            "runs.jsonl"]
+    again = _invoke("region_size", ["--out", out, *tiny, "--seeds", "0"])
+    assert again.exit_code == 2 and "pass --overwrite" in again.output
+    assert _invoke("region_size", ["--out", out, *tiny, "--seeds", "0,1", "--resume"]).exit_code == 0
+    runs = (out / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(r)["seed"] for r in runs] == [0, 1]                       # seed 0 kept, not run again
+    page = tmp_path / "page"
+    assert _invoke("region_size", ["--out", page, "--report-only", out / "runs.jsonl"]).exit_code == 0
+    assert (page / "runs.jsonl").read_text() == (out / "runs.jsonl").read_text()
+    assert "split-digits" in (page / "region_size.md").read_text()
+    (page / "notes.txt").write_text("the user's")
+    assert _invoke("region_size", ["--out", page, "--report-only", out / "runs.jsonl", "--overwrite"]).exit_code == 0
+    assert (page / "notes.txt").read_text() == "the user's" and "notes.txt" not in _record(page, users=("notes.txt",))
+
+
+def test_avalanche_digits_writes_out_and_page(tmp_path):
+    out, page = tmp_path / "ad", tmp_path / "pages" / "avalanche_digits.md"
+    args = ["--out", out, "--strategies", "naive", "--seeds", "0", "--page", page]
+    assert _invoke("avalanche_digits", args).exit_code == 0
+    assert _record(out) == ["avalanche_digits.json", "avalanche_digits.md", "config.json"]
+    assert page.read_text() == (out / "avalanche_digits.md").read_text()
+
+
+def _text_run(seed: int) -> dict:
+    """A ``cl-graft run`` results.json of graft and single on two tasks (what text_size_page reads)."""
+    sizing = [{"share": 0.01, "cap_share": 0.2, "below_cap": True, "loss": 0.01, "bound": 0.02, "temperature": 1.5,
+               "free": 0.9, "search_seconds": 3.0}] * 2
+    return {"run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+                    "torch": "2"}, "tasks": ["qnli", "sst2"],
+            "strategies": {"graft": {"summary": {"final": [0.8, 0.9], "average": 0.85, "forgetting": 0.0},
+                                     "info": {"sizing": sizing, "task_bytes": [{"total": 2 ** 20}] * 2},
+                                     "bytes": 2 ** 21, "seconds": 120.0},
+                           "single": {"summary": {"final": [0.8, 0.8], "average": 0.8}}}}
+
+
+def _sweep_part(task: str) -> dict:
+    """One task's region_sweep.json (what --merge reads)."""
+    cand = {"name": "topk", "size": 10, "seconds": 1.0, "dev_choose": 0.6, "test": {"accuracy": 0.7, "ece": 0.05}}
+    cell = {"chosen": "topk", "chosen_point": {}, "candidates": [cand], "diff_test": 0.0, "se_single": 0.01,
+            "se_paired": 0.01, "verdict": "within noise", "posthoc_best_test": {"name": "topk", "diff_test": 0.0}}
+    return {"config": {"command_line": f"sweep {task}", "git_revision": "abc"}, "localize_base": {"steps": 12},
+            "grid": [], "split_seed": 13, "ft": {task: {"n_test": 100, "test": 0.75}},
+            "cells": {task: {"0.0001": cell}}}
+
+
+def test_page_scripts_from_results(tmp_path):
+    runs = [tmp_path / f"s{s}.json" for s in (0, 1)]
+    for seed, path in enumerate(runs):
+        path.write_text(json.dumps(_text_run(seed)))
+    result = _invoke("text_size_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "text"])
+    assert result.exit_code == 0, result.output
+    assert _record(tmp_path / "text") == ["config.json", "text.md"]
+    for task, path in (("sst2", tmp_path / "a.json"), ("qnli", tmp_path / "b.json")):
+        path.write_text(json.dumps(_sweep_part(task)))
+    merged = _invoke("region_sweep", ["--merge", tmp_path / "a.json", "--merge", tmp_path / "b.json", "--out",
+                                      tmp_path / "sweep", "--page", tmp_path / "sweep.md"])
+    assert merged.exit_code == 0, merged.output
+    assert _record(tmp_path / "sweep") == ["config.json", "region_sweep.json", "region_sweep.md"]
+    assert (tmp_path / "sweep.md").read_text().startswith("#")
+
+
+def test_benchmarks_page_tables_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)                                      # the committed artifacts, as the page names them
+    out, page = tmp_path / "bp", tmp_path / "BENCHMARKS.md"
+    result = _invoke("benchmarks_page", ["--tables-only", "--out", out, "--page", page])
+    assert result.exit_code == 0, result.output
+    assert _record(out) == ["BENCHMARKS.md", "config.json", "report.json"]
+    assert page.read_text().startswith("# cl-graft benchmarks")
+
+
+def test_a_script_refuses_a_folder_it_did_not_write(tmp_path):
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "data.csv").write_text("x")
+    result = _invoke("avalanche_digits", ["--out", tmp_path / "theirs", "--strategies", "naive", "--seeds", "0"])
+    assert result.exit_code == 2 and "choose a new or empty folder" in result.output
+    assert sorted(p.name for p in (tmp_path / "theirs").iterdir()) == ["data.csv"]
+
+
+def test_scratch_is_lent_to_the_commands_a_script_starts_and_nothing_else(tmp_path):
+    params = {"out": tmp_path / "script", "overwrite": False}
+    with claimed("test", params) as run_dir:
+        scratch = work_folder(run_dir)
+        assert scratch == tmp_path / "script" / WORK
+        with claim_out_dir(scratch / "child", "run", settings={}) as child:      # a command the script started
+            child.finish({})
+            with pytest.raises(click.ClickException, match="inside"), \
+                    claimed("other", {"out": scratch / "child" / "x"}):          # ... but not inside that one
+                pass
+        with pytest.raises(click.ClickException, match="inside"), \
+                claimed("other", {"out": tmp_path / "script" / "results"}):      # nor beside the scratch
+            pass
+    assert SCRATCH_ENV not in os.environ
+    assert "work/child/config.json" in _record(tmp_path / "script")              # the child's files are the run's
+
+
+def test_example_avalanche_writes_its_logs_into_out(env, tmp_path):
+    out = tmp_path / "example"
+    args = ["--stream", "alpha,beta", "--data-dir", env / "data", "--model", env / "model", "--k", "16",
+            "--epochs", "1", "--sparsity", "0.05", "--out", out]
+    metrics = SCRIPTS["example_avalanche"].main([str(a) for a in args], standalone_mode=False)
+    assert metrics["StreamForgetting/eval_phase/test_stream"] == 0.0
+    files = _record(out)
+    assert {"config.json", "logs/log.txt", "logs/eval_results.csv"} <= set(files)
+    assert (out / "logs" / "log.txt").stat().st_size > 0
