@@ -29,6 +29,9 @@ from .. import distributed
 from ..errors import DataWarning, UserError
 from ..provenance import COMMAND_LINE
 
+HF_BARS = "HF_HUB_DISABLE_PROGRESS_BARS"
+"""huggingface_hub's switch for its and transformers' progress bars (read when they are imported)."""
+
 def command_modules() -> dict[str, ModuleType]:
     """Command name → its module: every module of this package that defines a click command of its own name.
 
@@ -82,6 +85,8 @@ class _Group(click.Group):
                     main_rank = distributed.is_main()
                     if not main_rank:
                         stack.enter_context(_silenced())
+                if "--verbose" not in argv:
+                    stack.enter_context(_library_bars_off())
                 return super().invoke(ctx)
         except UserError as e:
             _fail(f"error: {e}", main_rank)
@@ -107,6 +112,29 @@ def _device_arg(args: list[str]) -> str:
         if a.startswith("--device="):
             return a.split("=", 1)[1]
     return "auto"
+
+
+@contextlib.contextmanager
+def _library_bars_off():
+    """The Hugging Face libraries' own progress bars (transformers' "Loading weights", "Writing model shards")
+    off while a command runs without ``--verbose``: its console shows the progress. ``HF_HUB_DISABLE_PROGRESS_BARS``
+    is read when they are imported; transformers' switch, when it already is (a command run in-process), is put
+    back afterwards."""
+    before = os.environ.get(HF_BARS)
+    os.environ[HF_BARS] = "1"
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    was_on = hf_logging is not None and hf_logging.is_progress_bar_enabled()
+    if was_on:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(HF_BARS, None)
+        else:
+            os.environ[HF_BARS] = before
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 @contextlib.contextmanager

@@ -44,3 +44,33 @@ def test_the_commands_and_their_avalanche_flags():
     modules = command_modules()
     assert sorted(modules) == ["analyze", "export", "finetune", "localize", "multitask", "plot", "run", "surgical"]
     assert sorted(m for m, module in modules.items() if getattr(module, "AVALANCHE", False)) == ["export", "run"]
+
+
+BARS = '''"""``cl-graft bars``: what the Hugging Face libraries' progress bars are set to while a command runs."""
+import os
+
+import click
+from transformers.utils import logging
+
+
+@click.command()
+@click.option("--verbose", is_flag=True)
+def bars(verbose):
+    """Print the switches."""
+    click.echo(f"{os.environ.get('HF_HUB_DISABLE_PROGRESS_BARS')} {logging.is_progress_bar_enabled()}")
+'''
+
+
+def test_library_progress_bars_only_with_verbose(tmp_path, monkeypatch):
+    from transformers.utils import logging
+
+    (tmp_path / "bars.py").write_text(BARS)
+    monkeypatch.setattr(cl_graft.cli, "__path__", [*cl_graft.cli.__path__, str(tmp_path)])
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    try:
+        assert CliRunner().invoke(main, ["bars"]).output == "1 False\n"             # the console shows progress
+        assert CliRunner().invoke(main, ["bars", "--verbose"]).output == "None True\n"
+        assert logging.is_progress_bar_enabled()                                        # put back
+    finally:
+        monkeypatch.undo()
+        sys.modules.pop("cl_graft.cli.bars", None)
