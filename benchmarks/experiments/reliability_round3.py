@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cl_graft.files import read_safetensors, write_safetensors
+
 from .probe_harness import FT, RUN, Case, snapshot, start, wait_until
 
 MLP_RUN = """
@@ -306,6 +308,8 @@ class RoundThree:
                                                  "features": (c.get("features") or [None])[:1],
                                                  "task_meta": {k: v for k, v in c.get("task_meta", {}).items()
                                                                if k == "sst2"}})
+        stats = read_safetensors(skills / "features.safetensors")        # cr's statistics were never fitted
+        write_safetensors(skills / "features.safetensors", {k: t for k, t in stats.items() if k.startswith("0.")})
 
     # ----- a second command ------------------------------------------------------------------------------------
     def writer(self, name: str, args: list) -> Callable[[], None]:

@@ -4,7 +4,7 @@ owner map saved after every experience into ``<state>/skills``, loaded on ``--re
 
 The runner's progress file is the commit point. After an experience, :meth:`OwnerMap.save <.owner_map.OwnerMap.save>`
 writes the new task's ``task-KK/`` folder, the feature statistics and ``skills.json`` (last), then the runner
-writes its progress file. A process killed between those writes leaves one of two things, and resume handles both:
+writes its progress file. A process killed between those writes leaves one of these, and resume handles each:
 
 - ``skills.json`` lists one task more than the progress file commits: that task's files are whole
   (``skills.json`` is written last, and every file is cross-checked on load); it is kept and only its accuracy
@@ -12,10 +12,13 @@ writes its progress file. A process killed between those writes leaves one of tw
 - a ``task-KK`` folder ``skills.json`` does not list, ``KK`` the next task's number, holding only a patch's
   files (:data:`~cl_graft.grafting.patch_io.PATCH_CONFIG`, :data:`~cl_graft.grafting.patch_io.PATCH_TENSORS`)
   or their temporary names: the new task's patch from a save that ended before ``skills.json``. It is removed
-  before loading, and the experience is trained again.
+  before loading, and the experience is trained again;
+- ``features.safetensors`` holding the statistics of that next task (tensors ``KK.*``) besides the listed tasks'
+  (the same torn save, after the statistics): the file is written again without them.
 
-Anything else beyond the progress file (another task folder, a file the project does not write there, a link)
-is no torn save of this run: resume refuses it with one line naming it and deletes nothing.
+Anything else beyond the progress file (another task folder, a file the project does not write there, a link, the
+statistics of a later task) is no torn save of this run: resume refuses it with one line naming it and deletes
+nothing (later statistics: :func:`~.task_features.load_stats` refuses them).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pathlib import Path
 from torch import nn
 
 from cl_graft.errors import UserError
+from cl_graft.files import read_safetensors, write_safetensors
 from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
 from cl_graft.schema import ListOf, Obj, check_json, read_checked
 from cl_graft.written import is_temporary
@@ -32,6 +36,7 @@ from cl_graft.written import is_temporary
 from ..comparison.entry import SavedState
 from .owner_map import MAP_CONFIG
 from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
+from .task_features import FEATURES_FILE
 
 SKILLS_DIR = "skills"
 RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str})
@@ -46,13 +51,15 @@ def region_plugin(strategy):
 
 
 def drop_torn_task_(skills: Path) -> None:
-    """Removes the ``task-KK`` folder a save torn before ``skills.json`` left in ``skills`` (see the module
-    docstring); nothing when there is none.
+    """Removes what a save torn before ``skills.json`` left in ``skills`` of the next task (its ``task-KK``
+    folder, its feature statistics; see the module docstring); nothing when there is none.
 
     Raises:
-        UserError: a task folder beyond ``skills.json`` that no torn save of a run leaves.
+        UserError: a task folder beyond ``skills.json`` that no torn save of a run leaves, or a link in place of
+            the statistics.
     """
     listed = len(read_checked(skills / MAP_CONFIG, SKILLS_SCHEMA)["tasks"])
+    _drop_torn_features_(skills / FEATURES_FILE, listed)
     beyond = sorted(p for p in skills.iterdir() if (m := TASK_FOLDER.match(p.name)) and int(m.group(1)) >= listed)
     if not beyond:
         return
@@ -65,6 +72,22 @@ def drop_torn_task_(skills: Path) -> None:
         raise UserError(f"{where}: a task folder {MAP_CONFIG} does not list, and not one a torn save of this run "
                         f"leaves; resume deletes nothing there (move it away or use a new --out)")
     shutil.rmtree(torn)
+
+
+def _drop_torn_features_(path: Path, listed: int) -> None:
+    """Writes ``path`` again without the tensors of task position ``listed`` (the task a torn save added)."""
+    if path.is_symlink():
+        raise UserError(f"{path}: a symbolic link; resume writes nothing through links (use a new --out)")
+    if not path.is_file():
+        return
+    tensors = read_safetensors(path)
+    kept = {k: t for k, t in tensors.items() if k.partition(".")[0] != str(listed)}
+    if len(kept) == len(tensors):
+        return
+    if kept:
+        write_safetensors(path, kept)
+    else:
+        path.unlink()
 
 
 class OwnerMapState:

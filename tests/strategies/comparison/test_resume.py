@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from cl_graft.errors import UserError
+from cl_graft.files import read_safetensors, write_safetensors
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -31,7 +32,14 @@ def _run(state_dir):
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("full") / "state")
+    state = tmp_path_factory.mktemp("full") / "state"
+    result = _run(state)
+    result.info["state_dir"] = state
+    return result
+
+
+def full_state(result):
+    return result.info["state_dir"]
 
 
 def _interrupt_training(monkeypatch, state_dir) -> None:
@@ -70,26 +78,36 @@ def test_skills_saved_but_not_committed_are_kept_and_only_their_row_measured(ful
     assert trained == [] and resumed.matrix == full.matrix and resumed.bytes == full.bytes
 
 
-def test_a_task_folder_of_a_save_torn_before_skills_json_is_removed(full, tmp_path, monkeypatch):
+def test_what_a_save_torn_before_skills_json_wrote_of_the_next_task_is_dropped(full, tmp_path, monkeypatch):
     state_dir = tmp_path / "state"
     _interrupt_training(monkeypatch, state_dir)
     skills = state_dir / "skills"
     shutil.copytree(skills / "task-00", skills / "task-01")             # a patch's files, then a temporary name
     (skills / "task-01" / ".patch.safetensors.x1y2.tmp").write_bytes(b"torn")
+    stats = read_safetensors(skills / "features.safetensors")           # and the next task's statistics
+    assert stats and all(k.startswith("0.") for k in stats)
+    write_safetensors(skills / "features.safetensors", {**stats, **{"1." + k[2:]: t.clone() for k, t in stats.items()}})
     resumed = _run(state_dir)
     assert resumed.matrix == full.matrix and resumed.bytes == full.bytes
     assert sorted(p.name for p in (skills / "task-01").iterdir()) == ["patch.safetensors", "patch_config.json"]
+    assert read_safetensors(skills / "features.safetensors").keys() == \
+        read_safetensors(full_state(full) / "skills" / "features.safetensors").keys()
 
 
-@pytest.mark.parametrize("make, named", [
+TORN = "not one a torn save of this run leaves"
+
+
+@pytest.mark.parametrize("make, named, says", [
     (lambda s: (shutil.copytree(s / "task-00", s / "task-01"), (s / "task-01" / "notes.txt").write_text("mine")),
-     "task-01"),
-    (lambda s: shutil.copytree(s / "task-00", s / "task-02"), "task-02"),
+     "task-01", TORN),
+    (lambda s: shutil.copytree(s / "task-00", s / "task-02"), "task-02", TORN),
     (lambda s: (shutil.copytree(s / "task-00", s / "task-01"), shutil.copytree(s / "task-00", s / "task-02")),
-     "task-02"),
-    (lambda s: (s / "task-01").symlink_to(s / "task-00"), "task-01"),
+     "task-02", TORN),
+    (lambda s: (s / "task-01").symlink_to(s / "task-00"), "task-01", TORN),
+    (lambda s: ((s / "features.safetensors").rename(s / "f"), (s / "features.safetensors").symlink_to(s / "f")),
+     "features.safetensors", "writes nothing through links"),
 ])
-def test_anything_else_beyond_the_progress_file_is_refused_and_kept(tmp_path, monkeypatch, make, named):
+def test_anything_else_beyond_the_progress_file_is_refused_and_kept(tmp_path, monkeypatch, make, named, says):
     state_dir = tmp_path / "state"
     _interrupt_training(monkeypatch, state_dir)
     skills = state_dir / "skills"
@@ -99,5 +117,5 @@ def test_anything_else_beyond_the_progress_file_is_refused_and_kept(tmp_path, mo
         _run(state_dir)
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"{skills / named}:")
-    assert "not one a torn save of this run leaves" in message
+    assert says in message
     assert sorted(str(p.relative_to(skills)) for p in skills.rglob("*")) == before
