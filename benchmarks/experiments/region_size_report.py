@@ -201,6 +201,8 @@ def _panels(runs: list[dict], path: Path, key: str, ylabel: str, values) -> None
 
     colors = _colors(runs)
     benches = list(dict.fromkeys(r["benchmark"] for r in runs if key in r))
+    if not benches:                                          # e.g. baselines only: nothing owns a share
+        return
     fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.6), squeeze=False)
     for ax, bench in zip(axes[0], benches):
         for name in dict.fromkeys(r["strategy"] for r in runs if r["benchmark"] == bench and key in r):
