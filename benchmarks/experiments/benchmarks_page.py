@@ -249,16 +249,16 @@ def more_results_lines(pages=MORE_RESULTS) -> list[str]:
 @click.option("--tables-only", is_flag=True,
               help="measure nothing: keep the performance figures of --measured, re-read the reproduction tables "
                    "from the artifacts")
-@click.option("--measured", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              default=RESULTS / "report.json", show_default=True,
-              help="with --tables-only: the report.json whose performance figures are kept")
+@click.option("--measured", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="with --tables-only: the report.json whose performance figures are kept  [default: "
+                   "benchmarks/results/report.json]")
 @out_options(page=True)
 def main(data_dir, quick, tasks, seed, tables_only, measured, out, overwrite, page) -> dict:
     params = click.get_current_context().params
     settings = {k: v for k, v in settings_of(params).items() if tables_only or k != "measured"}
     with claimed("benchmarks_page", params, settings=settings) as run_dir:
         if tables_only:
-            numbers = read_json(measured)
+            numbers = read_json(measured or RESULTS / "report.json")
             report = {**{k: numbers[k] for k in MEASURED}, "reproduction": reproduction(),
                       "rendered": run_record(command="benchmarks.benchmarks_page", tables_only=True)}
         else:
