@@ -54,12 +54,13 @@ def test_apply_point_and_tune_pick_the_best_first_on_ties():
         apply_point(graft, {"localize.nope": 1})
     with pytest.raises(UserError, match="not a setting of EWCSettings"):
         apply_point(ewc, {"size": 0.1})
-    scores = {1e2: 0.5, 1e3: 0.7, 1e4: 0.7, 1e1: 0.9, 1e5: 0.1}
+    lams = [p["ewc_lambda"] for p in STRATEGIES["ewc"].grid]              # its candidates, in order
+    scores = dict(zip(lams, [0.5, 0.7, 0.7, 0.9, 0.1]))
     chosen, record = tune("ewc", ewc, lambda s: scores[s.ewc_lambda])
-    assert chosen.ewc_lambda == 1e3 and record["chosen"] == {"ewc_lambda": 1e3}
+    assert chosen.ewc_lambda == lams[1] and record["chosen"] == {"ewc_lambda": lams[1]}   # the first of the ties
     assert record["dev_average"] == [0.5, 0.7, 0.7] and record["budget"] == TUNE_BUDGET == 3
     chosen, record = tune("ewc", ewc, lambda s: scores[s.ewc_lambda], budget=4)      # one budget, any grid
-    assert chosen.ewc_lambda == 1e1 and len(record["grid"]) == 4 and record["budget"] == 4
+    assert chosen.ewc_lambda == lams[3] and len(record["grid"]) == 4 and record["budget"] == 4
     assert len(tune("ewc", ewc, lambda s: scores[s.ewc_lambda], budget=50)[1]["grid"]) == len(STRATEGIES["ewc"].grid)
     with pytest.raises(UserError, match="tuning budget"):
         tune("ewc", ewc, lambda s: 0.0, budget=0)
@@ -95,7 +96,8 @@ def test_cli_tune_never_hands_test_rows_to_the_tuning_runs(env, tmp_path, monkey
     test_texts = set()
     for name in ("alpha", "beta"):
         test_texts |= {json.loads(line)["text"] for line in (env / "data" / name / "test.jsonl").read_text().splitlines()}
-    assert [lam for _, lam, _ in seen[:3]] == [1e2, 1e3, 1e4]           # three grid points, then the real run
+    grid = [p["ewc_lambda"] for p in STRATEGIES["ewc"].grid[:3]]
+    assert [lam for _, lam, _ in seen[:3]] == grid                     # three grid points, then the real run
     assert all(not texts & test_texts for _, _, texts in seen[:3])     # tuning never sees a test row
     assert seen[3][2] <= test_texts
     info = json.loads((out / "results.json").read_text())["strategies"]["ewc"]["info"]["tuning"]
