@@ -1,0 +1,227 @@
+"""The digits tables from ``cl-graft run`` results: mean ± sd over seeds, paired differences with Holm's correction.
+
+:func:`benchmark_summary` reads the ``results.json`` of every invocation of one benchmark (one stream, model and
+scenario; one folder per seed) and gives, per strategy: final average accuracy, forgetting, bytes kept and wall
+time over seeds, the settings tuning chose, the seeds on which :func:`~cl_graft.strategies.comparison.metrics.
+sanity_flags` flags it (its matrix equals Naive's of the same seed, or it sits at chance on most tasks), graft's
+region sizes (per task, how many the size search chose below their cap, how many missed the target and raised a
+``CapacityWarning``), and graft minus the strategy paired by seed with Holm-corrected intervals
+(:func:`holm_intervals`). :func:`render` writes the Markdown page.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from cl_graft.strategies.comparison.metrics import flag_text, sanity_flags
+from cl_graft.strategies.comparison.progress import human_bytes
+
+REFERENCE = "graft"
+ALPHA = 0.05
+SEES = {"task": "task label given", "class": "no task label"}
+"""What a strategy's test rows carry in each scenario (a table's column)."""
+VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
+
+
+def _t_quantile(q: float, df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(q, df))
+
+
+def _two_sided_p(mean: float, sd: float, n: int) -> float:
+    """The paired t-test's two-sided p-value of ``mean`` ≠ 0 (``sd`` of the differences, ``n`` pairs)."""
+    from scipy.stats import t
+
+    if sd == 0:
+        return 0.0 if mean != 0 else 1.0
+    return float(2 * t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+
+
+def holm_intervals(diffs: dict[str, Sequence[float]], *, alpha: float = ALPHA) -> dict[str, dict]:
+    """Paired t-intervals of each comparison's differences (one value per seed) at Holm's step-down levels.
+
+    The comparisons are ordered by their paired t-test p-values; the k-th smallest (k = 0, 1, ...) is tested at
+    ``alpha / (m − k)`` while every earlier one was rejected; from the first that is not, every later one keeps
+    that step's level. Each interval is the two-sided t-interval at its level, so it excludes 0 exactly where
+    Holm's procedure rejects (family-wise error ≤ ``alpha`` over the ``m`` comparisons); ``p_holm`` is Holm's
+    adjusted p-value.
+
+    Returns:
+        name → ``{"n", "mean", "sd", "p", "p_holm", "level", "low", "high", "ahead"}`` (``ahead``: 1, −1, or 0
+        where the interval holds 0); names with fewer than 2 values are left out.
+    """
+    stats = {}
+    for name, values in diffs.items():
+        d = np.asarray(values, dtype=float)
+        if d.size < 2:
+            continue
+        mean, sd = float(d.mean()), float(d.std(ddof=1))
+        stats[name] = {"n": int(d.size), "mean": mean, "sd": sd, "p": _two_sided_p(mean, sd, d.size)}
+    m = len(stats)
+    order = sorted(stats, key=lambda k: stats[k]["p"])
+    rejecting, level, adjusted = True, alpha / max(m, 1), 0.0
+    for k, name in enumerate(order):
+        s = stats[name]
+        if rejecting:
+            level = alpha / (m - k)
+            rejecting = s["p"] <= level
+        adjusted = max(adjusted, min(1.0, (m - k) * s["p"]))
+        half = _t_quantile(1 - level / 2, s["n"] - 1) * s["sd"] / math.sqrt(s["n"])
+        low, high = s["mean"] - half, s["mean"] + half
+        s.update(p_holm=adjusted, level=level, low=low, high=high,
+                 ahead=(1 if s["mean"] > 0 else -1) if rejecting else 0)
+    return stats
+
+
+def _read(folder: Path) -> dict:
+    return json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+
+
+def _mean_sd(values: Sequence[float]) -> dict:
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return {"mean": None, "sd": None}
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else None}
+
+
+def _graft_sizes(infos: list[dict]) -> dict | None:
+    """Region sizes of a graft row: the first seed's share per task, per seed the tasks whose size the search
+    chose below their cap, and the task runs that missed the size target (each a ``CapacityWarning``)."""
+    sizing = [info.get("sizing") for info in infos]
+    if not all(sizing):
+        return None
+    return {"first_seed_shares": [r["share"] for r in sizing[0]],
+            "below_cap": [sum(bool(r.get("below_cap")) for r in s) for s in sizing],
+            "below_target": sum(r.get("met") is False for s in sizing for r in s),
+            "task_runs": sum(len(s) for s in sizing)}
+
+
+def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
+    """One benchmark's table, from its invocations' folders.
+
+    Args:
+        folders: ``"main"`` → one folder per seed holding the peers' ``results.json``; ``"graft[size]"`` → graft
+            alone at a fixed size, one folder per seed.
+        root: artifact paths in the summary are relative to it.
+    """
+    mains = [_read(f) for f in folders["main"]]
+    first = mains[0]["run"]
+    seeds = [r["run"]["seed"] for r in mains]
+    naive = {r["run"]["seed"]: r["strategies"]["naive"]["matrix"] for r in mains if "naive" in r["strategies"]}
+    runs: dict[str, dict[int, tuple[dict, dict]]] = {}        # row → seed → (strategy result, results.json)
+    for label, paths in folders.items():
+        for results in (mains if label == "main" else [_read(f) for f in paths]):
+            for name, res in results["strategies"].items():
+                row = name if label == "main" else label
+                runs.setdefault(row, {})[results["run"]["seed"]] = (res, results)
+    rows = {}
+    for row, by_seed in runs.items():
+        flags: dict[str, list[int]] = {}
+        for seed, (res, results) in by_seed.items():
+            reference = None if row == "naive" else naive.get(seed)
+            for flag in sanity_flags(res["matrix"], naive=reference, bands=results.get("chance")):
+                flags.setdefault(flag_text(flag), []).append(seed)
+        results = [res for res, _ in by_seed.values()]
+        tuning = results[0]["info"].get("tuning") or {}
+        rows[row] = {"seeds": list(by_seed), "average": [r["summary"]["average"] for r in results],
+                     "forgetting": _mean_sd([r["summary"]["forgetting"] for r in results]),
+                     "bytes": float(np.mean([r["bytes"] for r in results])),
+                     "seconds": _mean_sd([r["seconds"] for r in results]),
+                     "chosen": tuning.get("chosen"), "sanity": flags,
+                     "sizes": _graft_sizes([r["info"] for r in results])}
+        rows[row].update(_mean_sd(rows[row]["average"]))
+    ref = {seed: res["summary"]["average"] for seed, (res, _) in runs.get(REFERENCE, {}).items()}
+    diffs = {row: [ref[s] - runs[row][s][0]["summary"]["average"] for s in seeds if s in ref and s in runs[row]]
+             for row in rows if row != REFERENCE}
+    artifacts = [Path(f, "results.json") for paths in folders.values() for f in paths]
+    return {"stream": first["stream"], "model": first["model"], "scenario": mains[0]["scenario"],
+            "tasks": mains[0]["tasks"], "seeds": seeds, "preset": first.get("preset"),
+            "artifacts": [Path(os.path.relpath(p, root)).as_posix() for p in artifacts],
+            "records": [{k: r["run"].get(k) for k in ("command_line", "git_revision", "device_name", "seed",
+                                                      "torch", "avalanche", "cl_graft_version")} for r in mains],
+            "rows": rows, "graft_minus": holm_intervals(diffs)}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def _pm(d: dict, scale: float = 100.0, fmt: str = ".1f") -> str:
+    if d["mean"] is None:
+        return "–"
+    mean = format(scale * d["mean"], fmt)
+    return mean if d["sd"] is None else f"{mean} ± {format(scale * d['sd'], fmt)}"
+
+
+def _setting(chosen: dict | None) -> str:
+    return "–" if not chosen else ", ".join(f"{k.split('.')[-1]} {v}" for k, v in chosen.items())
+
+
+def _title(s: dict) -> str:
+    scenario = ("task-incremental: every strategy gets the task label at test" if s["scenario"] == "task" else
+                "class-incremental: no strategy gets a task label at test")
+    return f"## {s['stream']}, model {s['model']}, {scenario}"
+
+
+def table_lines(s: dict) -> list[str]:
+    """One benchmark's Markdown section: what ran, the table, the sanity flags and graft's sizes."""
+    m, seeds = len(s["graft_minus"]), s["seeds"]
+    rec = s["records"][0]
+    revisions = sorted({str(r["git_revision"])[:12] for r in s["records"]})
+    lines = [_title(s), "", (f"{len(s['tasks'])} tasks; seeds {', '.join(map(str, seeds))}; preset "
+             f"{s['preset']}; {rec['device_name']}, git {', '.join(revisions)}. Seed {seeds[0]} chose every "
+             "strategy's settings on dev rows (`--tune`, the same grid budget for each); the other seeds reuse "
+             f"them (`--settings-from`). Seed {seeds[0]}'s command: `{rec['command_line']}`; every invocation's "
+             "full record (command, revision, device, versions) is the `run` field of its artifact: "
+             + ", ".join(f"`{a}`" for a in s["artifacts"]) + "."), "",
+             ("| strategy | test rows | setting (dev-chosen) | average % | forgetting % | stored | wall s | "
+              f"graft − it (points) | Holm interval ({m} comparisons) | p (Holm) | verdict |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    sees = SEES[s["scenario"]]
+    for name, row in s["rows"].items():
+        d = s["graft_minus"].get(name)
+        diff = (["", "", "", ""] if d is None else
+                [f"{100 * d['mean']:+.1f}", f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] at {d['level']:.3g}",
+                 f"{d['p_holm']:.2g}", VERDICT[d["ahead"]]])
+        label = f"{name}!" if row["sanity"] else name
+        lines.append(f"| {label} | {sees} | {_setting(row['chosen'])} | {_pm(row)} | {_pm(row['forgetting'])} | "
+                     f"{human_bytes(row['bytes'])} | {_pm(row['seconds'], 1.0, '.0f')} | " + " | ".join(diff) + " |")
+    ahead = sum(d["ahead"] == 1 for d in s["graft_minus"].values())
+    behind = sum(d["ahead"] == -1 for d in s["graft_minus"].values())
+    lines += ["", (f"Graft ahead on {ahead} of {m}, behind on {behind}, not separable on {m - ahead - behind} "
+                   f"(Holm, family-wise 95% over the {m} comparisons of this table, {len(seeds)} seeds paired).")]
+    flags = [f"! {name} probably misconfigured on seeds {', '.join(map(str, sd))}: {text}"
+             for name, row in s["rows"].items() for text, sd in row["sanity"].items()]
+    lines += ["", *flags] if flags else []
+    for name, row in s["rows"].items():
+        z = row["sizes"]
+        if z:
+            lines += ["", (f"{name}: region per task, seed {seeds[0]} (% of graftable elements): "
+                           + ", ".join(f"{100 * x:.2g}" for x in z["first_seed_shares"])
+                           + f"; tasks whose size the search chose below their cap, per seed: "
+                           f"{', '.join(map(str, z['below_cap']))} of {len(s['tasks'])}; {z['below_target']} of "
+                           f"{z['task_runs']} task runs missed the size target (each raised a `CapacityWarning`).")]
+    return lines
+
+
+def render(summaries: list[dict]) -> str:
+    """The page: one section per benchmark (:func:`table_lines`) under a header that says how to read them."""
+    lines = ["# Digits benchmarks through `cl-graft run`", "",
+             ("Made by `benchmarks/experiments/digits.py` (every number from `cl-graft run` invocations; tables by "
+             "`benchmarks/experiments/digits_report.py`, data: `digits.json`; artifact paths relative to this "
+             "folder). Per strategy: final average accuracy over tasks and forgetting (mean ± sample sd over "
+             "seeds, %), bytes kept beside the starting model (mean over seeds; replay-matched is sized from graft's "
+             "bytes of the same run), wall seconds (2 shared CPU cores: noisy). \"graft − it\": graft's average "
+             "minus the strategy's, paired by seed, with its t-interval at Holm's step-down level (shown after "
+             "\"at\"); \"graft ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\". "
+             "With 3 seeds the t quantiles are large (2 degrees of freedom): small gaps are not separable. "
+             "`!` marks a strategy the sanity checks flag (line under its table). `graft[size]` rows: graft alone "
+             "at a fixed region size, untuned, in invocations of their own with the same seeds."), ""]
+    for s in summaries:
+        lines += table_lines(s) + [""]
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""The digits driver (benchmarks/experiments/digits.py) runs ``cl-graft run`` and keeps no strategy of its own; its
+report (digits_report.py) pairs seeds against graft with Holm's step-down correction."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, holm_intervals, render
+from click.testing import CliRunner
+
+pytest.importorskip("avalanche")
+
+
+def test_holm_steps_down_and_its_intervals_agree_with_its_decisions():
+    diffs = {"clear": [0.50, 0.51, 0.52], "second": [0.10, 0.12, 0.11], "weak": [0.02, -0.01, 0.05],
+             "behind": [-0.30, -0.31, -0.29]}
+    out = holm_intervals(diffs)
+    order = sorted(out, key=lambda k: out[k]["p"])
+    assert [out[k]["level"] for k in order[:3]] == pytest.approx([0.05 / 4, 0.05 / 3, 0.05 / 2])
+    assert out["weak"]["ahead"] == 0 and out["weak"]["low"] < 0 < out["weak"]["high"]
+    assert out["clear"]["ahead"] == 1 and out["behind"]["ahead"] == -1 and out["second"]["ahead"] == 1
+    for s in out.values():                                     # the interval excludes 0 exactly where Holm rejects
+        assert (s["low"] > 0 or s["high"] < 0) == (s["ahead"] != 0)
+        assert (s["p_holm"] <= 0.05) == (s["ahead"] != 0)
+
+
+def test_holm_stops_at_the_first_comparison_it_keeps():
+    # p ordered: a rejected at 0.05/3; b not at 0.05/2 -> c keeps b's level even if its own p would pass 0.05/1
+    out = holm_intervals({"a": [1.0, 1.01, 0.99], "b": [0.1, 0.3, -0.05], "c": [0.1, 0.35, -0.06]})
+    assert out["a"]["ahead"] == 1 and out["b"]["ahead"] == 0 and out["c"]["ahead"] == 0
+    assert out["c"]["level"] == out["b"]["level"] == pytest.approx(0.025)
+
+
+def _results(seed: int, graft: float, naive: float, *, scenario: str = "class") -> dict:
+    matrix = lambda a: [[a, float("nan")], [a, a]]
+    entry = lambda a, b: {"matrix": matrix(a), "bytes": b, "seconds": 3.0, "info": {},
+                          "summary": {"average": a, "forgetting": 0.0}}
+    return {"run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+                    "stream": "permuted-digits:2", "model": "mlp", "preset": "smoke"},
+            "scenario": scenario, "tasks": ["t0", "t1"], "chance": [[0.08, 0.12], [0.08, 0.12]],
+            "strategies": {"graft": entry(graft, 1000), "naive": entry(naive, 0), "copy": entry(naive, 0)}}
+
+
+def test_the_report_names_scenario_bytes_flags_and_artifacts(tmp_path):
+    folders = []
+    for seed, (g, n) in enumerate([(0.9, 0.5), (0.92, 0.5), (0.91, 0.52)]):
+        folder = tmp_path / "runs" / "b" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(_results(seed, g, n)))
+        folders.append(folder)
+    summary = benchmark_summary({"main": folders}, root=tmp_path)
+    assert summary["rows"]["copy"]["sanity"] and not summary["rows"]["graft"]["sanity"]   # equals naive's matrix
+    assert summary["artifacts"][0] == "runs/b/seed0/results.json"
+    page = render([summary])
+    assert "class-incremental: no strategy gets a task label" in page
+    assert "| copy! | no task label |" in page and "! copy probably misconfigured on seeds 0, 1, 2" in page
+    assert "1000 B" in page or "1.0 KB" in page
+    assert summary["graft_minus"]["naive"]["mean"] == pytest.approx(np.mean([0.4, 0.42, 0.39]))
+
+
+def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, monkeypatch):
+    from cl_graft.benchmarks.experiments.digits import main
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "digits"
+    args = ["--out", str(out), "--benchmarks", "permuted-digits:2/mlp/task", "--seeds", "0,1",
+            "--task-peers", "graft,naive", "--tune-budget", "1", "--run-option=--preset=smoke",
+            "--run-option=--steps=1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    run0 = json.loads((out / "runs/permuted-digits-2-mlp-task/seed0/results.json").read_text())
+    run1 = json.loads((out / "runs/permuted-digits-2-mlp-task/seed1/results.json").read_text())
+    assert run0["run"]["command_line"].startswith("cl-graft run --stream permuted-digits:2 --model mlp")
+    assert "--tune" in run0["run"]["command_line"] and "--settings-from work/" in run1["run"]["command_line"]
+    page = (out / "digits.md").read_text()
+    assert "task-incremental: every strategy gets the task label at test" in page
+    assert "| naive | task label given |" in page and "runs/permuted-digits-2-mlp-task/seed1/results.json" in page
+    assert str(tmp_path) not in page + (out / "digits.json").read_text()
+    again = tmp_path / "again"
+    assert CliRunner().invoke(main, ["--out", str(again), "--benchmarks", "permuted-digits:2/mlp/task",
+                                     "--report-from", str(out)]).exit_code == 0
+    assert (again / "digits.md").read_text() == page
