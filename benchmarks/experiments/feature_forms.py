@@ -16,7 +16,8 @@ the stream, and a row is identified when its own task scores highest.
 
 Every form is reduced from the same full statistics (:meth:`FeatureStats.reduce`), so rows differ only by what is
 kept; ``pooled once`` is the pooled covariance stored once plus a mean per task (the router's decisions of
-``full`` by construction, ``T·d + d²`` floats). Prints a markdown table and writes JSON.
+``full`` by construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled covariance in ``lowrank:R``
+(``T·d + (R + 1)·d`` floats; not a form the router's storage offers, measured to see what it would buy). Prints a markdown table and writes JSON.
 
 Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out f.json``.
 """
@@ -30,6 +31,8 @@ import torch
 
 FORMS = ("full", "lowrank:64", "lowrank:32", "lowrank:16", "lowrank:8", "lowrank:4", "lowrank:2", "lowrank:1",
          "diagonal", "mean")
+POOLED_FORMS = ("lowrank:32", "lowrank:16", "lowrank:8")
+"""The pooled covariance stored once in these forms, with a mean per task (rows ``pooled once, lowrank:R``)."""
 
 
 def identification(stats: list, test: list[torch.Tensor], form: str) -> float:
@@ -42,13 +45,22 @@ def identification(stats: list, test: list[torch.Tensor], form: str) -> float:
 
 
 def score_forms(stats: list, test: list[torch.Tensor]) -> dict[str, dict[str, float]]:
-    """Per form: identification (%) and bytes kept over the stream (``pooled once`` included)."""
+    """Per form: identification (%) and bytes kept over the stream (the ``pooled once`` rows included)."""
+    from cl_graft.strategies.graft.task_features import FeatureStats
+
     out = {}
     for form in FORMS:
         out[form] = {"task_id": 100 * identification(stats, test, form),
                      "bytes": sum(s.reduce(form).nbytes() for s in stats)}
     d = stats[0].mean.numel()
     out["pooled once"] = {"task_id": out["full"]["task_id"], "bytes": 4 * (len(stats) * d + d * d)}
+    count = sum(s.count for s in stats)
+    pooled = FeatureStats(torch.zeros(d), sum(s.cov.double() * s.count for s in stats).float() / count, count)
+    for form in POOLED_FORMS:
+        shared = pooled.reduce(form)
+        per_task = [FeatureStats(s.mean, None, s.count, basis=shared.basis, var=shared.var) for s in stats]
+        out[f"pooled once, {form}"] = {"task_id": 100 * identification(per_task, test, "lowrank:" + form[8:]),
+                                       "bytes": 4 * (len(stats) * d + shared.basis.numel() + shared.var.numel())}
     return out
 
 
@@ -78,7 +90,7 @@ def digits_features(name: str, seed: int, input_space: bool) -> tuple[list, list
     for exp in stream.benchmark.train_stream:
         acc = FeatureAccumulator()
         acc.update(features(rows(exp)))
-        stats.append(acc.finish())
+        stats.append(acc.finish("full"))
     return stats, [features(rows(exp)) for exp in stream.benchmark.test_stream]
 
 
@@ -122,7 +134,7 @@ def table(results: dict[str, dict]) -> str:
     settings = list(results)
     head = "| form | " + " | ".join(f"{s}: id % | kB" for s in settings) + " |"
     lines = [head, "|---|" + "---|---|" * len(settings)]
-    for form in (*FORMS, "pooled once"):
+    for form in (*FORMS, "pooled once", *(f"pooled once, {f}" for f in POOLED_FORMS)):
         cells = []
         for s in settings:
             per_seed = [r[form] for r in results[s].values()]
