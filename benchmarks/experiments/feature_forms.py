@@ -19,7 +19,8 @@ kept; ``pooled once`` is the pooled covariance stored once plus a mean per task 
 ``full`` by construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled covariance in ``lowrank:R``
 (``T·d + (R + 1)·d`` floats; not a form the router's storage offers, measured to see what it would buy). Prints a markdown table and writes JSON.
 
-Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out f.json``.
+Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out f.json``;
+``--digits-run RUN`` instead scores the routing rules of a finished digits run (graft's saved skills).
 """
 from __future__ import annotations
 
@@ -129,6 +130,40 @@ def text_features(run: Path, data_dir: str | None) -> tuple[list, list[torch.Ten
     return [owners.features[t] for t in tasks], test
 
 
+@torch.no_grad()
+def digits_run_rules(run: Path) -> dict[str, dict[str, float]]:
+    """A finished digits ``cl-graft run``'s graft (its saved skills, on the run's model at θ_pre, rebuilt from its
+    seed) served without task labels: per routing rule (``features`` with the statistics as saved, ``entropy``,
+    ``max-softmax``), task identification and class-incremental accuracy (%, over every test row)."""
+    from cl_graft.benchmarks.digits import DigitsStream, digits_model
+    from cl_graft.strategies.graft.routing import TASK_INFERENCE, TaskRouter
+    from cl_graft.strategies.graft.saved_checks import load_skills
+    from cl_graft.strategies.graft.targets import graft_target
+
+    from cl_graft.files import read_json
+
+    rec = read_json(run / "config.json")
+    stream = DigitsStream.make(rec["stream"], rec["model"], seed=rec["seed"], scenario=rec["scenario"])
+    model = digits_model(rec["model"], rec["seed"]).eval()
+    owners = load_skills(run / "graft" / "state" / "skills", model)
+    owners.apply_(model)
+    router = TaskRouter(graft_target(model), owners)
+    hits = {rule: [0, 0] for rule in TASK_INFERENCE}
+    rows = 0
+    for j, exp in enumerate(stream.benchmark.test_stream):
+        x, y = (torch.stack([exp.dataset[i][k] if k == 0 else torch.as_tensor(exp.dataset[i][k])
+                             for i in range(len(exp.dataset))]) for k in (0, 1))
+        rows += len(y)
+        for rule in TASK_INFERENCE:
+            logits, chosen = router.infer(x, rule)
+            hits[rule][0] += int((chosen == j).sum())
+            hits[rule][1] += int((logits.argmax(-1) == y).sum())
+    router.close_()
+    form = owners.features[owners.tasks[0]].form
+    return {(f"features ({form})" if rule == "features" else rule): {"task_id": 100 * a / rows, "accuracy": 100 * b / rows}
+            for rule, (a, b) in hits.items()}
+
+
 def table(results: dict[str, dict]) -> str:
     """Markdown: one row per form, identification mean over seeds (min–max) and kB kept, per setting."""
     settings = list(results)
@@ -150,9 +185,17 @@ def table(results: dict[str, dict]) -> str:
 @click.option("--seeds", default="0,1,2", show_default=True)
 @click.option("--input-space", is_flag=True, help="Digits: the raw pixels as features instead (a reference).")
 @click.option("--run", "runs", multiple=True, help="A finished text cl-graft run folder (repeat per seed).")
+@click.option("--digits-run", "digits_runs", multiple=True,
+              help="A finished digits cl-graft run folder with graft: score its routing rules (repeat per seed).")
 @click.option("--data-dir", default=None)
 @click.option("--out", default=None, help="JSON file to write.")
-def main(streams, seeds, input_space, runs, data_dir, out) -> None:
+def main(streams, seeds, input_space, runs, digits_runs, data_dir, out) -> None:
+    if digits_runs:
+        rules = {Path(r).name: digits_run_rules(Path(r)) for r in digits_runs}
+        print(json.dumps(rules, indent=1))
+        if out:
+            Path(out).write_text(json.dumps(rules, indent=1) + "\n")
+        return
     results: dict[str, dict] = {}
     for name in streams:
         key = name + (" (pixels)" if input_space else "")
