@@ -91,9 +91,10 @@ def _mean_sd(values: Sequence[float]) -> dict:
 
 def _graft_sizes(infos: list[dict]) -> dict | None:
     """Region sizes of a graft row: the first seed's share per task, per seed the tasks whose size the search
-    chose below their cap, and the task runs that missed the size target (each a ``CapacityWarning``)."""
+    chose below their cap, and the task runs that missed the size target (each a ``CapacityWarning``); None
+    where no task's size was searched (a fixed size)."""
     sizing = [info.get("sizing") for info in infos]
-    if not all(sizing):
+    if not all(sizing) or not any("cap_share" in r for s in sizing for r in s):     # a fixed size searched nothing
         return None
     return {"first_seed_shares": [r["share"] for r in sizing[0]],
             "below_cap": [sum(bool(r.get("below_cap")) for r in s) for s in sizing],
@@ -114,7 +115,7 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
     seeds = [r["run"]["seed"] for r in mains]
     naive = {r["run"]["seed"]: r["strategies"]["naive"]["matrix"] for r in mains if "naive" in r["strategies"]}
     runs: dict[str, dict[int, tuple[dict, dict]]] = {}        # row → seed → (strategy result, results.json)
-    for label, paths in folders.items():
+    for label, paths in sorted(folders.items(), key=lambda item: item[0] != "main"):    # the peers first
         for results in (mains if label == "main" else [_read(f) for f in paths]):
             for name, res in results["strategies"].items():
                 row = name if label == "main" else label
@@ -133,18 +134,20 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
                      "bytes": float(np.mean([r["bytes"] for r in results])),
                      "seconds": _mean_sd([r["seconds"] for r in results]),
                      "chosen": tuning.get("chosen"), "sanity": flags,
-                     "sizes": _graft_sizes([r["info"] for r in results])}
+                     "sizes": _graft_sizes([r["info"] for r in results]) if row.startswith(REFERENCE) else None}
         rows[row].update(_mean_sd(rows[row]["average"]))
     ref = {seed: res["summary"]["average"] for seed, (res, _) in runs.get(REFERENCE, {}).items()}
     diffs = {row: [ref[s] - runs[row][s][0]["summary"]["average"] for s in seeds if s in ref and s in runs[row]]
              for row in rows if row != REFERENCE}
+    sizes = {row: d for row, d in diffs.items() if row.startswith(f"{REFERENCE}[")}
     artifacts = [Path(f, "results.json") for paths in folders.values() for f in paths]
     return {"stream": first["stream"], "model": first["model"], "scenario": mains[0]["scenario"],
             "tasks": mains[0]["tasks"], "seeds": seeds, "preset": first.get("preset"),
             "artifacts": [Path(os.path.relpath(p, root)).as_posix() for p in artifacts],
             "records": [{k: r["run"].get(k) for k in ("command_line", "git_revision", "device_name", "seed",
                                                       "torch", "avalanche", "cl_graft_version")} for r in mains],
-            "rows": rows, "graft_minus": holm_intervals(diffs)}
+            "rows": rows, "graft_minus": holm_intervals({r: d for r, d in diffs.items() if r not in sizes}),
+            "graft_minus_sizes": holm_intervals(sizes)}
 
 
 def _pct(x: float | None) -> str:
@@ -170,7 +173,7 @@ def _title(s: dict) -> str:
 
 def table_lines(s: dict) -> list[str]:
     """One benchmark's Markdown section: what ran, the table, the sanity flags and graft's sizes."""
-    m, seeds = len(s["graft_minus"]), s["seeds"]
+    m, seeds, k = len(s["graft_minus"]), s["seeds"], len(s["graft_minus_sizes"])
     rec = s["records"][0]
     revisions = sorted({str(r["git_revision"])[:12] for r in s["records"]})
     lines = [_title(s), "", (f"{len(s['tasks'])} tasks; seeds {', '.join(map(str, seeds))}; preset "
@@ -180,11 +183,11 @@ def table_lines(s: dict) -> list[str]:
              "full record (command, revision, device, versions) is the `run` field of its artifact: "
              + ", ".join(f"`{a}`" for a in s["artifacts"]) + "."), "",
              ("| strategy | test rows | setting (dev-chosen) | average % | forgetting % | stored | wall s | "
-              f"graft − it (points) | Holm interval ({m} comparisons) | p (Holm) | verdict |"),
+              "graft − it (points) | Holm interval | p (Holm) | verdict |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     sees = SEES[s["scenario"]]
     for name, row in s["rows"].items():
-        d = s["graft_minus"].get(name)
+        d = s["graft_minus"].get(name) or s["graft_minus_sizes"].get(name)
         diff = (["", "", "", ""] if d is None else
                 [f"{100 * d['mean']:+.1f}", f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] at {d['level']:.3g}",
                  f"{d['p_holm']:.2g}", VERDICT[d["ahead"]]])
@@ -194,7 +197,8 @@ def table_lines(s: dict) -> list[str]:
     ahead = sum(d["ahead"] == 1 for d in s["graft_minus"].values())
     behind = sum(d["ahead"] == -1 for d in s["graft_minus"].values())
     lines += ["", (f"Graft ahead on {ahead} of {m}, behind on {behind}, not separable on {m - ahead - behind} "
-                   f"(Holm, family-wise 95% over the {m} comparisons of this table, {len(seeds)} seeds paired).")]
+                   f"(Holm, family-wise 95% over the {m} peers of this table, {len(seeds)} seeds paired)"
+                   + (f"; the {k} `graft[size]` rows are a family of their own (Holm over {k})." if k else "."))]
     flags = [f"! {name} probably misconfigured on seeds {', '.join(map(str, sd))}: {text}"
              for name, row in s["rows"].items() for text, sd in row["sanity"].items()]
     lines += ["", *flags] if flags else []
@@ -215,10 +219,11 @@ def render(summaries: list[dict]) -> str:
              ("Made by `benchmarks/experiments/digits.py` (every number from `cl-graft run` invocations; tables by "
              "`benchmarks/experiments/digits_report.py`, data: `digits.json`; artifact paths relative to this "
              "folder). Per strategy: final average accuracy over tasks and forgetting (mean ± sample sd over "
-             "seeds, %), bytes kept beside the starting model (mean over seeds; replay-matched is sized from graft's "
-             "bytes of the same run), wall seconds (2 shared CPU cores: noisy). \"graft − it\": graft's average "
+             "seeds, %), stored bytes as each strategy's entry counts them (mean over seeds; a baseline's trained "
+             "weights and what its method keeps, graft's regions, heads and feature statistics beside the starting "
+             "model; replay-matched holds as many bytes of memory rows as graft keeps in the same run), wall seconds (2 shared CPU cores: noisy). \"graft − it\": graft's average "
              "minus the strategy's, paired by seed, with its t-interval at Holm's step-down level (shown after "
-             "\"at\"); \"graft ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\". "
+             "\"at\"; one family per table for the peers, another for the `graft[size]` rows); \"graft ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\". "
              "With 3 seeds the t quantiles are large (2 degrees of freedom): small gaps are not separable. "
              "`!` marks a strategy the sanity checks flag (line under its table). `graft[size]` rows: graft alone "
              "at a fixed region size, untuned, in invocations of their own with the same seeds."), ""]

@@ -63,14 +63,27 @@ def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
         settings: the strategy's settings the grid points modify.
         score: ``score(settings) -> final average accuracy on the tuning (dev) stream``.
         budget: grid points each strategy of the run tries.
+
+    A point whose run raises :class:`UserError` (one the stream cannot run, e.g. fixed regions that outgrow the
+    capacity of a long stream) is not chosen: its dev average is None and its error in the record's ``failed``
+    (grid index → message); when no point runs, the first error is raised.
     """
     grid = STRATEGIES[name].grid[:check_budget(budget)]
     if not grid:
         return settings, {}
-    scores = [score(apply_point(settings, point)) for point in grid]
-    best = max(range(len(grid)), key=lambda i: (scores[i], -i))
-    return apply_point(settings, grid[best]), {"budget": budget, "grid": [dict(p) for p in grid],
-                                               "dev_average": scores, "chosen": dict(grid[best])}
+    scores, failed = [], {}
+    for i, point in enumerate(grid):
+        try:
+            scores.append(score(apply_point(settings, point)))
+        except UserError as e:            # a point the stream cannot run (regions larger than the capacity left)
+            scores.append(None)
+            failed[str(i)] = str(e)
+    ran = [i for i in range(len(grid)) if scores[i] is not None]
+    if not ran:
+        raise UserError(f"{name}: none of its {len(grid)} grid points ran on the dev rows ({failed['0']})")
+    best = max(ran, key=lambda i: (scores[i], -i))
+    record = {"budget": budget, "grid": [dict(p) for p in grid], "dev_average": scores, "chosen": dict(grid[best])}
+    return apply_point(settings, grid[best]), {**record, **({"failed": failed} if failed else {})}
 
 
 def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict]:

@@ -175,3 +175,18 @@ def test_tune_budget_is_one_number_for_every_strategy_and_recorded(env, tmp_path
     result = cli(env, "--stream", "alpha,beta", "--strategies", "ewc", "--tune-budget", "2",
                  "--out", str(tmp_path / "x"))
     assert result.exit_code == 2 and "add --tune" in result.output
+
+
+def test_a_grid_point_the_stream_cannot_run_is_skipped_not_fatal():
+    data = continual_setup("smoke", seed=0)[0]
+    graft = strategy_settings("graft", data, seed=0)
+
+    def score(s):                                    # the 0.1 point outgrows a long stream's capacity
+        if s.size == 0.1:
+            raise UserError("region budget 1921 is larger than the 0 free graftable elements")
+        return 0.9 if s.size == 0.01 else 0.8
+
+    chosen, record = tune("graft", graft, score)
+    assert chosen.size == 0.01 and record["dev_average"][2] is None and "larger than" in record["failed"]["2"]
+    with pytest.raises(UserError, match="none of its 3 grid points ran"):
+        tune("graft", graft, lambda s: score(apply_point(s, {"size": 0.1})))
