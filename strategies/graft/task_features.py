@@ -27,7 +27,8 @@ split digits, single-head MLP 64-256-10 at its random initialisation (d = 256), 
 82.1% (1316 → 174 → 92 → 10 → 5 kB for 5 tasks); permuted digits (5 or 20 tasks) 100% in every form; the text
 stream (MiniLM, d = 384, quick preset) 96.6 → 95.6 → 95.8 → 92.2 → 92.0% (1774 → 157 → 83 → 9 → 5 kB for
 3 tasks). ``lowrank:32`` stays within about a point of ``full`` everywhere at 9–13% of its bytes; the diagonal
-and the mean alone lose 5–13 points where the tasks share their inputs' directions (split digits, text).
+and the mean alone lose 4–15 points where the tasks differ along directions their features also spread in
+(split digits, text).
 
 Pure torch (no Avalanche): :class:`FeatureAccumulator` (streaming mean and covariance), :class:`FeatureStats`
 (one task's statistics in a form, :meth:`FeatureStats.reduce`), :class:`FeatureRouter` (the scores),
