@@ -51,7 +51,8 @@ class OwnerMap:
         patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
         pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
         features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none;
-            d² + d floats per task, mean and covariance, counted in :meth:`bytes`).
+            the tensors of its form, by default a mean, a diagonal and 32 leading directions, counted in
+            :meth:`bytes`).
         task_meta: task name → a JSON-serialisable dict of what the run records about the task (saved as is).
         adaptations: the Avalanche head adaptations the model went through, in order (see
             :mod:`.saved_run`; empty for models without dynamic modules).
