@@ -20,18 +20,11 @@ from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 
 from ..graft.sizing import size_line
-from .progress import human_bytes
 from .metrics import chance_band, flag_text, sanity_flags
+from .progress import human_bytes
 from .registry import STRATEGIES
 from .runner import StrategyResult
 
-STORED = {
-    "regions": "each task's region (an int32 index and a value per weight), its head and its feature statistics",
-    "memory": "the trained weights (every tensor fine-tuning moves) and the replay memory (token ids or input tensors)",
-    "models": "one trained copy of the weights per task",
-    "model": "the trained weights (every tensor fine-tuning moves, heads included)",
-}
-"""What the ``stored`` bytes of :attr:`.runner.StrategyResult.bytes` hold, by the kind of strategy."""
 RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
 
 
@@ -125,24 +118,16 @@ def summary_table(results: dict[str, StrategyResult], *, bands=None) -> str:
     return "\n".join(lines + [stored_note(results)] + flag_lines(flags))
 
 
-def _stored_kind(name: str, res: StrategyResult) -> str:
-    """Which :data:`STORED` text describes the bytes of a result (from what its storage reported)."""
-    if "region_sizes" in res.info:
-        return "regions"
-    if "memory_rows" in res.info:
-        return "memory"
-    entry = STRATEGIES.get(name)
-    return "models" if entry is not None and entry.fit == "separate" else "model"
-
-
 def stored_note(results: dict[str, StrategyResult]) -> str:
-    """The summary table's footnote: what each strategy's ``stored`` bytes are (:data:`STORED`)."""
-    kinds: dict[str, list[str]] = {}
-    for name, res in results.items():
-        kinds.setdefault(_stored_kind(name, res), []).append(name)
-    parts = [f"{', '.join(names)}: {STORED[kind]}" for kind, names in kinds.items()]
-    return textwrap.fill("* stored: what a strategy keeps beside the pre-trained model to serve every task; "
-                         + "; ".join(parts) + ".", width=110, subsequent_indent="  ")
+    """The summary table's footnote: what each strategy's ``stored`` bytes are, in its entry's words
+    (:attr:`.entry.StrategyEntry.stores`; strategies that store alike share a clause)."""
+    texts: dict[str, list[str]] = {}
+    for name in results:
+        entry = STRATEGIES.get(name)
+        texts.setdefault(entry.stores if entry is not None else "not recorded", []).append(name)
+    parts = [f"{', '.join(names)}: {text}" for text, names in texts.items()]
+    return textwrap.fill("* stored: what a strategy keeps beside the model it starts from (results.json: info.kept "
+                         "by part); " + "; ".join(parts) + ".", width=110, subsequent_indent="  ")
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
