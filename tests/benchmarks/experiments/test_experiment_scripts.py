@@ -54,7 +54,7 @@ def _record(out: Path, *, users: tuple[str, ...] = ()) -> list[str]:
 
 def test_the_scripts_are_found():
     assert {"benchmarks_page", "continual_seeds", "distributed_scaling", "example_avalanche", "localization",
-            "region_size", "region_sweep", "avalanche_digits", "reliability_probe", "task_inference_rules",
+            "region_size", "region_sweep", "digits", "reliability_probe", "task_inference_rules",
             "text_size_page"} <= set(SCRIPTS)
 
 
@@ -83,14 +83,6 @@ def test_region_size_claims_its_out_resumes_reports_and_overwrites_only_its_file
     (page / "notes.txt").write_text("the user's")
     assert _invoke("region_size", ["--out", page, "--report-only", out / "runs.jsonl", "--overwrite"]).exit_code == 0
     assert (page / "notes.txt").read_text() == "the user's" and "notes.txt" not in _record(page, users=("notes.txt",))
-
-
-def test_avalanche_digits_writes_out_and_page(tmp_path):
-    out, page = tmp_path / "ad", tmp_path / "pages" / "avalanche_digits.md"
-    args = ["--out", out, "--strategies", "naive", "--seeds", "0", "--page", page]
-    assert _invoke("avalanche_digits", args).exit_code == 0
-    assert _record(out) == ["avalanche_digits.json", "avalanche_digits.md", "config.json"]
-    assert page.read_text() == (out / "avalanche_digits.md").read_text()
 
 
 def _text_run(seed: int) -> dict:
@@ -143,7 +135,7 @@ def test_benchmarks_page_tables_only(tmp_path, monkeypatch):
 def test_a_script_refuses_a_folder_it_did_not_write(tmp_path):
     (tmp_path / "theirs").mkdir()
     (tmp_path / "theirs" / "data.csv").write_text("x")
-    result = _invoke("avalanche_digits", ["--out", tmp_path / "theirs", "--strategies", "naive", "--seeds", "0"])
+    result = _invoke("digits", ["--out", tmp_path / "theirs", "--benchmarks", "split-digits/mlp/class"])
     assert result.exit_code == 2 and "choose a new or empty folder" in result.output
     assert sorted(p.name for p in (tmp_path / "theirs").iterdir()) == ["data.csv"]
 
