@@ -19,8 +19,10 @@ kept; ``pooled once`` is the pooled covariance stored once plus a mean per task 
 ``full`` by construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled covariance in ``lowrank:R``
 (``T·d + (R + 1)·d`` floats; not a form the router's storage offers, measured to see what it would buy). Prints a markdown table and writes JSON.
 
-Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out f.json``;
-``--digits-run RUN`` instead scores the routing rules of a finished digits run (graft's saved skills).
+Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out DIR``
+(writes ``DIR/feature_forms.json`` and the run record ``DIR/config.json``; ``--out`` is claimed as a command's
+folder, :mod:`.script_out`); ``--digits-run RUN`` instead scores the routing rules of a finished digits run
+(graft's saved skills) into ``DIR/rules.json``.
 """
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ from pathlib import Path
 
 import click
 import torch
+
+from cl_graft.files import write_json
+
+from .script_out import claimed, out_options
 
 FORMS = ("full", "lowrank:64", "lowrank:32", "lowrank:16", "lowrank:8", "lowrank:4", "lowrank:2", "lowrank:1",
          "diagonal", "mean")
@@ -188,23 +194,22 @@ def table(results: dict[str, dict]) -> str:
 @click.option("--digits-run", "digits_runs", multiple=True,
               help="A finished digits cl-graft run folder with graft: score its routing rules (repeat per seed).")
 @click.option("--data-dir", default=None)
-@click.option("--out", default=None, help="JSON file to write.")
-def main(streams, seeds, input_space, runs, digits_runs, data_dir, out) -> None:
-    if digits_runs:
-        rules = {Path(r).name: digits_run_rules(Path(r)) for r in digits_runs}
-        print(json.dumps(rules, indent=1))
-        if out:
-            Path(out).write_text(json.dumps(rules, indent=1) + "\n")
-        return
-    results: dict[str, dict] = {}
-    for name in streams:
-        key = name + (" (pixels)" if input_space else "")
-        results[key] = {s: score_forms(*digits_features(name, int(s), input_space)) for s in seeds.split(",")}
-    if runs:
-        results["text"] = {Path(r).name: score_forms(*text_features(Path(r), data_dir)) for r in runs}
+@out_options()
+def main(streams, seeds, input_space, runs, digits_runs, data_dir, out, overwrite) -> None:
+    with claimed("feature_forms", click.get_current_context().params) as run_dir:
+        if digits_runs:
+            rules = {Path(r).name: digits_run_rules(Path(r)) for r in digits_runs}
+            write_json(run_dir.path / "rules.json", rules)
+            print(json.dumps(rules, indent=1))
+            return
+        results: dict[str, dict] = {}
+        for name in streams:
+            key = name + (" (pixels)" if input_space else "")
+            results[key] = {s: score_forms(*digits_features(name, int(s), input_space)) for s in seeds.split(",")}
+        if runs:
+            results["text"] = {Path(r).name: score_forms(*text_features(Path(r), data_dir)) for r in runs}
+        write_json(run_dir.path / "feature_forms.json", results)
     print(table(results))
-    if out:
-        Path(out).write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":
