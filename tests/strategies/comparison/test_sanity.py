@@ -73,9 +73,10 @@ def test_cl_graft_run_flags_ewc_without_its_penalty_as_equal_to_naive(tmp_path):
     pytest.importorskip("avalanche")
     from cl_graft.cli import main
 
-    out = tmp_path / "run"
+    out = tmp_path / "run"          # class scenario: the single-head model itself (no heads made at eval time)
     result = CliRunner().invoke(main, ["run", "--model", "mlp", "--preset", "smoke", "--stream", "permuted-digits:2",
-                                       "--strategies", "naive,ewc", "--ewc-lambda", "0", "--out", str(out)])
+                                       "--scenario", "class", "--strategies", "naive,ewc", "--ewc-lambda", "0",
+                                       "--out", str(out)])
     assert result.exit_code == 0, result.output
     saved = json.loads(Path(out, "results.json").read_text())
     assert saved["sanity"] == {"ewc": [{"flag": "equals_naive", "tolerance": 0.001}]}
