@@ -18,14 +18,14 @@ from cl_graft.grafting.graft import patch_, restore_
 from .experience_data import EVAL_BATCH, collate, eval_view
 from .owner_map import OwnerMap
 from .targets import GraftTarget
-from .task_features import FeatureAccumulator, FeatureStats, HeadInputs, feature_layer
+from .task_features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, HeadInputs, feature_layer
 
 
 @torch.no_grad()
 def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
-                      batch: int | None = None) -> FeatureStats | None:
-    """The head-input statistics (mean ``(d,)`` and the covariance in :data:`~.task_features.DEFAULT_FORM`) of the
-    examples of ``datasets`` (Avalanche datasets of task ``label``), computed with every owned element at θ_pre
+                      batch: int | None = None, form: str = DEFAULT_FORM) -> FeatureStats | None:
+    """The head-input statistics (mean ``(d,)``, the covariance kept in ``form``, :data:`~.task_features.FORMS`) of
+    the examples of ``datasets`` (Avalanche datasets of task ``label``), computed with every owned element at θ_pre
     (free elements are there already after :meth:`OwnerMap.add_`) and put back. None when the first task's head
     tensors sit in no module of their own (prompt heads), task ``label`` has no head while the first has one, or
     there are no examples. Eval mode, no gradients, no random numbers; the model's train/eval mode is kept."""
@@ -54,4 +54,4 @@ def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, dataset
         if stash is not None:
             restore_(target.root, stash)
         target.model.train(was_training)
-    return acc.finish() if acc.count else None
+    return acc.finish(form) if acc.count else None

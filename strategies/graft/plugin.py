@@ -77,6 +77,7 @@ from .region_search import finder_data, localize_
 from .routing import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
+from .task_features import DEFAULT_FORM, parse_form
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -124,6 +125,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             first experience from the model's values then (θ_pre).
         guard (bool, default True): also restore frozen elements from a snapshot after each optimizer step
             (a bit-exact belt for optimizers that move parameters without gradients).
+        feature_form (str, default :data:`~.task_features.DEFAULT_FORM`): what each task's feature statistics
+            keep (:data:`~.task_features.FORMS`: ``full``, ``lowrank:R``, ``diagonal``, ``mean``).
 
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
@@ -135,7 +138,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
-                 size: RegionSize | float | None = None) -> None:
+                 size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM) -> None:
         """A grafting plugin; every argument is keyword-only and listed, with its default, in the class docstring."""
         super().__init__()
         if mode not in MODES:
@@ -145,6 +148,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if mode == "paper" and not regions:
             raise UserError("paper mode needs the tasks' regions (regions={task: Region})")
         self.mode, self.reconstruct, self.guard = mode, reconstruct, guard
+        parse_form(feature_form)
+        self.feature_form = feature_form
         self.graftable, self.heads = graftable, heads
         self.task_inference = task_inference
         self.finder: RegionFinder = plugin_finder(finder, size)
@@ -277,7 +282,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         map, over the experience's training examples and its ``valid_stream`` examples."""
         datasets = [strategy.experience.dataset] + ([self.valid[label]] if label in self.valid else [])
         stats = fit_task_features(target, self.owners, label, datasets, device=strategy.device,
-                                  batch=getattr(strategy, "eval_mb_size", None))
+                                  batch=getattr(strategy, "eval_mb_size", None), form=self.feature_form)
         if stats is not None:
             self.owners.features[task] = stats
 

@@ -54,11 +54,13 @@ from .plugin import MODES, RECONSTRUCT
 from .routing import TASK_INFERENCE
 from .saved_checks import load_skills
 from .sizing import RegionSize
+from .task_features import parse_form
 
 RUN_FILE = "graft_run.json"
 REST_FILE = "model_rest.safetensors"
 FORMAT_VERSION = 1
 SETTINGS_SCHEMA = Obj({}, {"mode": str, "reconstruct": str, "task_inference": Nullable(str), "guard": bool,
+                           "feature_form": str,
                            "finder": Nullable(Obj({"method": str, "config": dict})), "size": Nullable(dict)})
 RUN_SCHEMA = Obj({"format_version": int, "pre": bool, "rest": ListOf(str), "settings": SETTINGS_SCHEMA},
                  {"files": MapOf(str)})
@@ -147,7 +149,7 @@ def read_settings(directory: str | os.PathLike) -> dict:
 
 def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     """The :class:`~.strategy.GraftStrategy` arguments a save recorded: ``mode``, ``reconstruct``,
-    ``task_inference``, ``guard`` and, when recorded, ``finder`` (a :class:`~.finders.LocalizeFinder`) and
+    ``task_inference``, ``guard``, ``feature_form`` and, when recorded, ``finder`` (a :class:`~.finders.LocalizeFinder`) and
     ``size`` (a :class:`~.sizing.RegionSize`).
 
     Raises:
@@ -159,7 +161,9 @@ def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     for key, values in allowed.items():
         if key in saved and saved[key] not in values:
             raise UserError(f"{path}: field 'settings.{key}' must be one of {list(values)}, got {saved[key]!r}")
-    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard") if k in saved}
+    if "feature_form" in saved:
+        _built(path, "settings.feature_form", lambda: parse_form(saved["feature_form"]))
+    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form") if k in saved}
     finder, size = saved.get("finder"), saved.get("size")
     if finder:
         args["finder"] = _built(path, "settings.finder", lambda: LocalizeFinder(

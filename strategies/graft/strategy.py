@@ -34,14 +34,20 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 
-from .experience_checks import (check_experiences, check_held_out, check_labels, experience_name,
-                                failed_experience)
+from .experience_checks import (
+    check_experiences,
+    check_held_out,
+    check_labels,
+    experience_name,
+    failed_experience,
+)
 from .finders import LocalizeFinder, RegionFinder
 from .owner_map import OwnerMap
 from .plugin import GraftPlugin
 from .saved_run import load_run_, save_run, saved_arguments
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, HeadNames, graft_target
+from .task_features import DEFAULT_FORM
 
 _ARGS = """Args:
     model (torch.nn.Module): any module an Avalanche template trains: an Avalanche ``MultiTaskModule`` (e.g.
@@ -82,6 +88,8 @@ _ARGS = """Args:
     owners (OwnerMap, default None): an owner map to continue from; None: made at the first experience from
         the model's values then (θ_pre). :meth:`GraftStrategy.load` resumes a saved run.
     guard (bool, default True): also restore frozen elements from a snapshot after each optimizer step.
+    feature_form (str, default ``"lowrank:32"``): what each task's feature statistics keep (``full``,
+        ``lowrank:R``, ``diagonal`` or ``mean``; see :mod:`.task_features`).
 """
 
 
@@ -108,11 +116,12 @@ Attributes:
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
-                 size: RegionSize | float | None = None, **base_kwargs) -> None:
+                 size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM, **base_kwargs) -> None:
         self._held_out_checked = None                   # the experience whose valid_stream rows were checked
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  valid_stream=valid_stream, graftable=graftable, heads=heads,
-                                 task_inference=task_inference, owners=owners, guard=guard, size=size)
+                                 task_inference=task_inference, owners=owners, guard=guard, size=size,
+                                 feature_form=feature_form)
         super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
                          train_mb_size=train_mb_size,
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
@@ -177,6 +186,7 @@ Attributes:
             finder, size = finder.finder, finder.size.to_json()
         settings = {"mode": self.graft.mode, "reconstruct": self.graft.reconstruct,
                     "task_inference": self.graft.task_inference, "guard": self.graft.guard,
+                    "feature_form": self.graft.feature_form,
                     "finder": finder.to_json() if isinstance(finder, LocalizeFinder) else None, "size": size}
         return save_run(directory, owners, target.root, heads=target.heads(None), pre=pre, settings=settings)
 
@@ -191,7 +201,8 @@ Attributes:
             optimizer: an optimizer over ``model``'s parameters (optimizer state is not saved: each experience
                 starts it afresh; heads the replay adds join it at the next experience, as in Avalanche).
             **kwargs: any other :class:`GraftStrategy` argument; ``mode``, ``reconstruct``, ``task_inference``,
-                ``guard``, a ``LocalizeFinder`` and the automatic ``size`` rules default to the saved ones.
+                ``guard``, ``feature_form``, a ``LocalizeFinder`` and the automatic ``size`` rules default to the
+                saved ones.
 
         Raises:
             UserError: a missing or malformed folder, or a model that does not match the run.
@@ -199,7 +210,7 @@ Attributes:
         saved = saved_arguments(directory)
         root = graft_target(model, graftable=kwargs.get("graftable"), heads=kwargs.get("heads")).root
         owners = load_run_(directory, root)
-        for key in ("mode", "reconstruct", "task_inference", "guard"):
+        for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form"):
             if key in saved:
                 kwargs.setdefault(key, saved[key])
         if "finder" not in kwargs and "size" not in kwargs:

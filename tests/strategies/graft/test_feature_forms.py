@@ -229,3 +229,35 @@ def test_class_scenario_serves_graft_by_features_and_packnet_by_entropy():
                               stream=SimpleNamespace(benchmark=None), template={
                                   "model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)})
         assert _stream_mode(ctx).graft.task_inference == graft and class_scenario_rule(ctx) == packnet
+
+
+def test_feature_form_is_a_strategy_setting_saved_with_the_run(tmp_path):
+    import json
+
+    from cl_graft.strategies import GraftPlugin, GraftStrategy, LocalizeFinder
+
+    from cl_graft.regions.config import LocalizeConfig
+
+    def strategy(model, **kw):
+        return GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=32,
+                             finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=2, select_rows=32)),
+                             **kw)
+
+    def mlp():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(D, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    with pytest.raises(UserError, match="'lowrank:0' is not one of"):
+        GraftPlugin(feature_form="lowrank:0")
+    first = strategy(mlp(), feature_form="diagonal")
+    first.train(_blob_stream().train_stream[0])
+    assert first.graft.owners.features["0"].form == "diagonal"
+    first.save(tmp_path / "run")
+    loaded = GraftStrategy.load(tmp_path / "run", model=mlp(), optimizer=torch.optim.SGD(mlp().parameters(), lr=0.1))
+    assert loaded.graft.feature_form == "diagonal" and loaded.graft.owners.features["0"].form == "diagonal"
+    record = tmp_path / "run" / "graft_run.json"
+    cfg = json.loads(record.read_text())
+    cfg["settings"]["feature_form"] = "lowrank:x"
+    record.write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match="field 'settings.feature_form' is not valid"):
+        GraftStrategy.load(tmp_path / "run", model=mlp(), optimizer=torch.optim.SGD(mlp().parameters(), lr=0.1))
