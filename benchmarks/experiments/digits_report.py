@@ -144,7 +144,7 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
     return {"stream": first["stream"], "model": first["model"], "scenario": mains[0]["scenario"],
             "tasks": mains[0]["tasks"], "seeds": seeds, "preset": first.get("preset"),
             "artifacts": [Path(os.path.relpath(p, root)).as_posix() for p in artifacts],
-            "records": [{k: r["run"].get(k) for k in ("command_line", "git_revision", "device_name", "seed",
+            "records": [{k: r["run"].get(k) for k in ("command_line", "git_revision", "device_name", "seed", "tune",
                                                       "torch", "avalanche", "cl_graft_version")} for r in mains],
             "rows": rows, "graft_minus": holm_intervals({r: d for r, d in diffs.items() if r not in sizes}),
             "graft_minus_sizes": holm_intervals(sizes)}
@@ -171,15 +171,26 @@ def _title(s: dict) -> str:
     return f"## {s['stream']}, model {s['model']}, {scenario}"
 
 
+def _tuning(s: dict) -> str:
+    """How the seeds' settings were chosen (from the records' ``tune``)."""
+    tuned = [r["seed"] for r in s["records"] if r.get("tune")]
+    if len(tuned) == len(s["records"]):
+        return ("Every seed chose every strategy's settings on its own dev rows (`--tune`, the same grid budget "
+                "for each).")
+    if tuned == s["seeds"][:1]:
+        return (f"Seed {tuned[0]} chose every strategy's settings on dev rows (`--tune`, the same grid budget for "
+                "each); the other seeds reuse them (`--settings-from`).")
+    return f"Seeds tuned on dev rows (`--tune`): {', '.join(map(str, tuned)) or 'none'}."
+
+
 def table_lines(s: dict) -> list[str]:
     """One benchmark's Markdown section: what ran, the table, the sanity flags and graft's sizes."""
     m, seeds, k = len(s["graft_minus"]), s["seeds"], len(s["graft_minus_sizes"])
     rec = s["records"][0]
     revisions = sorted({str(r["git_revision"])[:12] for r in s["records"]})
     lines = [_title(s), "", (f"{len(s['tasks'])} tasks; seeds {', '.join(map(str, seeds))}; preset "
-             f"{s['preset']}; {rec['device_name']}, git {', '.join(revisions)}. Seed {seeds[0]} chose every "
-             "strategy's settings on dev rows (`--tune`, the same grid budget for each); the other seeds reuse "
-             f"them (`--settings-from`). Seed {seeds[0]}'s command: `{rec['command_line']}`; every invocation's "
+             f"{s['preset']}; {rec['device_name']}, git {', '.join(revisions)}. {_tuning(s)} "
+             f"Seed {seeds[0]}'s command: `{rec['command_line']}`; every invocation's "
              "full record (command, revision, device, versions) is the `run` field of its artifact: "
              + ", ".join(f"`{a}`" for a in s["artifacts"]) + "."), "",
              ("| strategy | test rows | setting (dev-chosen) | average % | forgetting % | stored | wall s | "

@@ -74,7 +74,7 @@ def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, m
     assert run0["run"]["command_line"].startswith("cl-graft run --stream permuted-digits:2 --model mlp")
     assert "--tune" in run0["run"]["command_line"] and "--settings-from work/" in run1["run"]["command_line"]
     page = (out / "digits.md").read_text()
-    assert "task-incremental: every strategy gets the task label at test" in page
+    assert "task-incremental: every strategy gets the task label at test" in page and "reuse them" in page
     assert "| naive | task label given |" in page and "runs/permuted-digits-2-mlp-task/seed1/results.json" in page
     assert str(tmp_path) not in page + (out / "digits.json").read_text()
     again = tmp_path / "again"
