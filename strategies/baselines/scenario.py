@@ -80,21 +80,28 @@ def task_aware_model(ctx: BuildContext, name: str) -> torch.nn.Module:
     single-head ``ctx.model`` (Avalanche's ``as_multitask`` on its last linear layer; ``ctx.model`` itself is
     not changed); else ``ctx.model``.
 
-    Each head masks the units of classes its task has not seen (Avalanche's default), except when every
-    experience has every output class (``permuted-digits``): there masking hides nothing, and Avalanche's
-    masking fails on the class sets of its newer benchmarks (an IndexError in ``MultiHeadClassifier.adaptation``),
-    so it is off.
+    Every task's head is made here, seeded by the run's seed (Avalanche would make a head when its task is first
+    trained or evaluated, from whatever state the strategy left torch's random generator in: EWC's Fisher pass
+    draws from it, so EWC at λ = 0 would not equal Naive). Each head masks the units of classes its task does
+    not have (Avalanche's default), except when every experience has every output class (``permuted-digits``):
+    there masking hides nothing, and Avalanche's masking fails on the class sets of its newer benchmarks (an
+    IndexError in ``MultiHeadClassifier.adaptation``), so it is off.
     """
     model = ctx.model
     if ctx.scenario != "task" or is_multi_head(model):
         return model
     from avalanche.models import as_multitask
+    from avalanche.models.utils import avalanche_model_adaptation
 
     layer = last_linear(model, name)
     out_features = getattr(model, layer).out_features
     multi = as_multitask(copy.deepcopy(model), layer)
-    every_class = all(len(exp.classes_in_this_experience) == out_features for exp in ctx.stream.benchmark.train_stream)
-    getattr(multi, layer).masking = not every_class
+    experiences = list(ctx.stream.benchmark.train_stream)
+    getattr(multi, layer).masking = not all(len(e.classes_in_this_experience) == out_features for e in experiences)
+    with torch.random.fork_rng():              # every strategy gets the same heads, whatever it draws later
+        torch.manual_seed(ctx.cfg.recipe.seed)
+        for experience in experiences:
+            avalanche_model_adaptation(multi, experience)
     return multi
 
 
