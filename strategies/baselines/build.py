@@ -86,6 +86,9 @@ def gem(ctx: BuildContext):
         import quadprog  # noqa: F401
     except ImportError:
         raise UserError('gem needs the quadprog solver: pip install -e ".[baselines]"') from None
+    if isinstance(ctx.stream.benchmark.train_stream[0].dataset[0], dict):
+        raise UserError("gem keeps each experience's memory rows as one tensor: it runs on digits streams, not on "
+                        "text rows of different lengths")
     return stock("gem", "GEM", ("task", "class"), patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
 
 

@@ -125,3 +125,16 @@ def test_bic_bias_stage_runs_where_avalanches_fails(tmp_path):
     layer = plugin.bias_layer
     assert (layer.alpha.item(), layer.beta.item()) != (1.0, 0.0) and layer.clss.tolist() == sorted(
         int(c) for c in stream[1].classes_in_this_experience)
+
+
+def test_gem_refuses_text_rows_of_different_lengths():
+    """GEM concatenates an experience's memory rows into one tensor (Avalanche's ``update_memory``)."""
+    from types import SimpleNamespace
+
+    from cl_graft.errors import UserError
+    from cl_graft.strategies.baselines.build import gem
+
+    experience = SimpleNamespace(dataset=[{"input_ids": [1, 2, 3]}, {"input_ids": [4]}])
+    ctx = SimpleNamespace(stream=SimpleNamespace(benchmark=SimpleNamespace(train_stream=[experience])))
+    with pytest.raises(UserError, match="not on text rows of different lengths"):
+        gem(ctx)
