@@ -131,8 +131,9 @@ def test_gem_refuses_text_rows_of_different_lengths():
     """GEM concatenates an experience's memory rows into one tensor (Avalanche's ``update_memory``)."""
     from types import SimpleNamespace
 
-    from cl_graft.errors import UserError
     from cl_graft.strategies.baselines.build import gem
+
+    from cl_graft.errors import UserError
 
     experience = SimpleNamespace(dataset=[{"input_ids": [1, 2, 3]}, {"input_ids": [4]}])
     ctx = SimpleNamespace(stream=SimpleNamespace(benchmark=SimpleNamespace(train_stream=[experience])))
