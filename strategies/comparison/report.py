@@ -136,8 +136,8 @@ def _write_csv(path: str, rows: list[list]) -> None:
 
 
 SCENARIOS = {"task": "task-incremental: every strategy gets the task label at test",
-             "class": "class-incremental: no strategy gets a task label at test (graft and packnet route each row "
-                      "to the task whose model is most confident)"}
+             "class": "class-incremental: no strategy gets a task label at test (one that keeps a model per task "
+                      "routes each row to one of them by its own rule: `cl-graft run --help`)"}
 """What each scenario's accuracies mean (results.json's ``scenario``, the line above the summary table)."""
 
 
