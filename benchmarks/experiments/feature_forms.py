@@ -17,7 +17,7 @@ the stream, and a row is identified when its own task scores highest.
 Every form is reduced from the same full statistics
 (:meth:`~cl_graft.strategies.graft.task_features.FeatureStats.reduce`), so rows differ only by what is kept;
 ``pooled once`` is the pooled covariance stored once plus a mean per task (the router's decisions of ``full`` by
-construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled covariance in ``lowrank:R`` 
+construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled covariance in ``lowrank:R``
 (``T·d + (R + 1)·d`` floats; not a form the router's storage offers, measured to see what it would buy).
 Prints a markdown table and writes JSON.
 
