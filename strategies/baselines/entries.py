@@ -8,7 +8,7 @@ is Avalanche's ``JointTraining`` on the whole stream; ``single`` a model per tas
 from __future__ import annotations
 
 from ..comparison.entry import StrategyEntry
-from . import build, kept
+from . import build, cumulative, kept
 from .settings import (
     GRIDS,
     AGEMSettings,
@@ -65,7 +65,7 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   stores=MODEL + ", gem_patterns rows per experience and a reference gradient",
                   build=build.agem, kept_bytes=kept.agem, settings=AGEMSettings, grid=GRIDS["agem"]),
     StrategyEntry(name="cumulative", help="Avalanche Cumulative: retrain on every experience so far (the ceiling)",
-                  stores=MODEL + " and every training row seen", build=build.stock("cumulative", "Cumulative", BOTH),
+                  stores=MODEL + " and every training row seen", build=cumulative.build,
                   kept_bytes=kept.cumulative),
     StrategyEntry(name="er-ace", help="Avalanche ER_ACE (replay, asymmetric cross-entropy; --scenario class)",
                   stores=MODEL + " and replay_mem rows",
