@@ -101,7 +101,9 @@ def summary_table(results: dict[str, StrategyResult], *, bands=None) -> str:
     tasks = next(iter(results.values())).tasks
     single = results["single"].summary()["average"] if "single" in results else None
     naive = results["naive"].seconds if "naive" in results else None
-    head = (f"{'strategy':<12}" + "".join(f"{t:>9}" for t in tasks)
+    width = max(12, 2 + max(len(name) for name in results))      # a flagged name gets '!'
+    cols = [max(9, len(t) + 1) for t in tasks]
+    head = (f"{'strategy':<{width}}" + "".join(f"{t:>{c}}" for t, c in zip(tasks, cols))
             + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored*':>11}{'wall s':>8}{'cpu s':>8}")
     head += f"{'%single':>9}" if single else ""
     head += f"{'×naive':>8}" if naive else ""
@@ -109,7 +111,7 @@ def summary_table(results: dict[str, StrategyResult], *, bands=None) -> str:
     for name, res in results.items():
         s = res.summary()
         label = f"{name}!" if name in flags else name
-        line = (f"{label:<12}" + "".join(f"{_pct(v):>9}" for v in s["final"]) + f"{_pct(s['average']):>9}"
+        line = (f"{label:<{width}}" + "".join(f"{_pct(v):>{c}}" for v, c in zip(s["final"], cols)) + f"{_pct(s['average']):>9}"
                 f"{_pct(s['forgetting']):>8}{_pct(s['bwt']):>8}{human_bytes(res.bytes):>11}{res.seconds:>8.0f}"
                 f"{res.info.get('cpu_seconds', float('nan')):>8.0f}")
         line += f"{_pct(s['average'] / single):>9}" if single else ""

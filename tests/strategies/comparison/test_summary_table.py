@@ -1,0 +1,20 @@
+"""The summary table of ``cl-graft run`` keeps its columns aligned whatever the names' lengths."""
+from __future__ import annotations
+
+from cl_graft.strategies.comparison.report import summary_table
+from cl_graft.strategies.comparison.runner import StrategyResult
+
+
+def _result(name: str, tasks: list[str], acc: float) -> StrategyResult:
+    matrix = [[acc if j <= i else float("nan") for j in range(len(tasks))] for i in range(len(tasks))]
+    return StrategyResult(name=name, tasks=tasks, matrix=matrix, seconds=1.0, bytes=1000)
+
+
+def test_long_strategy_and_task_names_keep_every_column_aligned():
+    tasks = ["a-long-task-name", "sst2"]
+    results = {n: _result(n, tasks, acc) for n, acc in (("naive", 0.5), ("replay-matched", 0.6), ("graft", 0.7))}
+    rows = summary_table(results).splitlines()[:1 + len(results)]
+    assert len({len(r) for r in rows}) == 1, rows                  # every row as wide as the header
+    ends = [r.index("a-long-task-name") + len("a-long-task-name") for r in rows[:1]]
+    assert [r[ends[0] - 4:ends[0]] for r in rows[1:]] == ["50.0", "60.0", "70.0"], rows   # under the name
+    assert rows[2][len("replay-matched")] == " "                   # the longest name does not touch its number
