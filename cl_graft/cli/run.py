@@ -7,6 +7,8 @@ This module names no strategy.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from ..benchmarks.digits import MODELS as DIGIT_MODELS
@@ -41,9 +43,16 @@ def settings_options(f):
     """One option per setting of the registry's strategies (:func:`registry_options`); not given = the
     strategy's own default (the preset's where the preset sizes it)."""
     for opt in reversed(registry_options()):
-        shown = "the preset's" if opt.preset else None if opt.field.default is None else str(opt.field.default)
+        shown = "the preset's" if opt.preset else opt.field.metadata.get("shown", _default_text(opt.field))
         f = field_option(opt.field, opt.kind, name=opt.name, help=opt.help, default=None, shown=shown)(f)
     return f
+
+
+def _default_text(fld: dataclasses.Field) -> str | None:
+    """What ``--help`` shows as a settings field's default (None: nothing)."""
+    if fld.default is not dataclasses.MISSING:
+        return None if fld.default is None else str(fld.default)
+    return None if fld.default_factory is dataclasses.MISSING else str(fld.default_factory())
 
 
 def run_command() -> click.Command:

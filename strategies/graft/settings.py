@@ -62,7 +62,7 @@ class GraftSettings(RegionServing):
     method: str = field(default="graft", metadata={
         "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
     size: RegionSize | float = field(default_factory=RegionSize, metadata={
-        "name": "region_size", "help": "Each task's region size: auto (the smallest its dev rows vouch for, "
+        "name": "region_size", "shown": "auto", "help": "Each task's region size: auto (the smallest its dev rows vouch for, "
         "cl_graft.strategies.graft.sizing) or a fixed share of the graftable parameters, e.g. 0.01.",
         "options": {"tolerance": "With --region-size auto: accuracy (a share) a task's graft may lose against its "
                                  "trained model on dev rows.",

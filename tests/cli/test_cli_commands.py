@@ -74,3 +74,13 @@ def test_library_progress_bars_only_with_verbose(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         sys.modules.pop("cl_graft.cli.bars", None)
+
+
+def test_every_commands_help_shows_readable_defaults():
+    """No option's shown default is a Python repr (a settings field with a default factory showed
+    ``<dataclasses._MISSING_TYPE object at 0x...>``)."""
+    for name in command_modules():
+        out = CliRunner().invoke(main, [name, "--help"], terminal_width=200).output
+        assert "object at 0x" not in out and "MISSING" not in out, name
+    run_help = CliRunner().invoke(main, ["run", "--help"], terminal_width=200).output
+    assert "[default: auto]" in run_help
