@@ -15,7 +15,7 @@ from cl_graft.errors import UserError
 
 from ..comparison.entry import BuildContext, row_bytes
 from .kept import plugin_of
-from .scenario import check_new_classes, check_scenario, is_multi_head, task_aware_model
+from .scenario import check_new_classes, is_multi_head, task_aware_model
 
 Builder = Callable[[BuildContext], Any]
 
@@ -32,14 +32,13 @@ def scenario_template(ctx: BuildContext, name: str) -> dict[str, Any]:
     return {**ctx.template, "model": distributed.wrap(model, unused=True), "optimizer": optimizer}
 
 
-def stock(name: str, cls_name: str, scenarios: tuple[str, ...], fixed: Mapping[str, Any] | None = None,
+def stock(name: str, cls_name: str, fixed: Mapping[str, Any] | None = None,
           **arguments: str) -> Builder:
-    """A builder of strategy ``name``: ``avalanche.training.<cls_name>`` serving ``scenarios``, with the keyword
+    """A builder of strategy ``name``: ``avalanche.training.<cls_name>`` with the keyword
     arguments ``fixed`` and, from its settings, ``arguments`` (argument → settings field)."""
     def build(ctx: BuildContext):
         import avalanche.training
 
-        check_scenario(name, ctx.scenario, scenarios)
         kwargs = {**(fixed or {}), **{arg: getattr(ctx.settings, field) for arg, field in arguments.items()}}
         return getattr(avalanche.training, cls_name)(**scenario_template(ctx, name), plugins=ctx.plugins, **kwargs)
 
@@ -65,7 +64,6 @@ def single(ctx: BuildContext):
     that task's model, so it needs the task label at test."""
     from avalanche.training import Naive
 
-    check_scenario("single", ctx.scenario, ("task",))
     return Naive(**ctx.template, plugins=ctx.plugins)
 
 
@@ -89,7 +87,7 @@ def gem(ctx: BuildContext):
     if isinstance(ctx.stream.benchmark.train_stream[0].dataset[0], dict):
         raise UserError("gem keeps each experience's memory rows as one tensor: it runs on digits streams, not on "
                         "text rows of different lengths")
-    return stock("gem", "GEM", ("task", "class"), patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
+    return stock("gem", "GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
 
 
 def agem(ctx: BuildContext):
@@ -106,7 +104,6 @@ def agem(ctx: BuildContext):
 
 def _single_head(ctx: BuildContext, name: str) -> torch.nn.Module:
     """The single-head model a class-incremental method trains (refusing what it cannot serve)."""
-    check_scenario(name, ctx.scenario, ("class",))
     check_new_classes(name, ctx.stream)
     if is_multi_head(ctx.model):
         raise UserError(f"{name} needs a single-head model (--model mlp)")

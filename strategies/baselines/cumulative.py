@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison.entry import BuildContext
-from .scenario import check_scenario
 
 
 def cumulative_class() -> type:
@@ -40,5 +39,4 @@ def build(ctx: BuildContext) -> Any:
     """The ``cumulative`` entry's strategy (either scenario)."""
     from .build import scenario_template
 
-    check_scenario("cumulative", ctx.scenario, ("task", "class"))
     return cumulative_class()(**scenario_template(ctx, "cumulative"), plugins=ctx.plugins)

@@ -23,35 +23,35 @@ from .settings import (
     SISettings,
 )
 
-BOTH, CLASS = ("task", "class"), ("class",)
+CLASS = ("class",)
 MATCHED = "graft"
 """The strategy whose kept bytes ``replay-matched``'s memory holds."""
 MODEL = "the trained weights"
 
 ENTRIES: tuple[StrategyEntry, ...] = (
     StrategyEntry(name="naive", help="Avalanche Naive: plain fine-tuning on each experience", stores=MODEL,
-                  build=build.stock("naive", "Naive", BOTH), kept_bytes=kept.nothing),
+                  build=build.stock("naive", "Naive"), kept_bytes=kept.nothing),
     StrategyEntry(name="ewc", help="Avalanche EWC (a penalty per experience: separate mode)",
                   stores=MODEL + ", and per experience the diagonal Fisher and the weights after it",
-                  build=build.stock("ewc", "EWC", BOTH, {"mode": "separate"}, ewc_lambda="ewc_lambda"),
+                  build=build.stock("ewc", "EWC", {"mode": "separate"}, ewc_lambda="ewc_lambda"),
                   kept_bytes=kept.ewc, settings=EWCSettings, grid=GRIDS["ewc"]),
     StrategyEntry(name="lwf", help="Avalanche LwF (distillation from the previous model)",
                   stores=MODEL + " and the previous model",
-                  build=build.stock("lwf", "LwF", BOTH, alpha="lwf_alpha", temperature="lwf_temperature"),
+                  build=build.stock("lwf", "LwF", alpha="lwf_alpha", temperature="lwf_temperature"),
                   kept_bytes=kept.lwf, settings=LwFSettings, grid=GRIDS["lwf"]),
     StrategyEntry(name="replay", help="Avalanche Replay (reservoir memory of earlier rows)",
                   stores=MODEL + " and the replay memory's rows (token ids or inputs)",
-                  build=build.stock("replay", "Replay", BOTH, mem_size="replay_mem"), kept_bytes=kept.replay,
+                  build=build.stock("replay", "Replay", mem_size="replay_mem"), kept_bytes=kept.replay,
                   settings=ReplaySettings, grid=GRIDS["replay"]),
     StrategyEntry(name="replay-matched", help=f"Avalanche Replay with a memory of as many bytes as {MATCHED} keeps "
                   "in the same run", stores=MODEL + f" and as many bytes of memory rows as {MATCHED} keeps",
                   build=build.replay_matched(MATCHED), kept_bytes=kept.replay, peers=(MATCHED,)),
     StrategyEntry(name="joint", help="Avalanche JointTraining on the whole stream (upper reference)",
-                  stores=MODEL, build=build.stock("joint", "JointTraining", BOTH), kept_bytes=kept.nothing,
+                  stores=MODEL, build=build.stock("joint", "JointTraining"), kept_bytes=kept.nothing,
                   fit="whole-stream"),
     StrategyEntry(name="single", help="one model per task, each fine-tuned alone from θ_pre (--scenario task)",
                   stores="one trained copy of the weights per task", build=build.single, kept_bytes=kept.nothing,
-                  fit="separate"),
+                  fit="separate", scenarios=("task",)),
     StrategyEntry(name="si", help="Avalanche's SynapticIntelligence plugin with copied weight snapshots (path-integral "
                   "importances, quadratic penalty)",
                   stores=MODEL + ", the weights after the last experience, their importances and path integral, "
@@ -69,19 +69,19 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   kept_bytes=kept.cumulative),
     StrategyEntry(name="er-ace", help="Avalanche ER_ACE (replay, asymmetric cross-entropy; --scenario class)",
                   stores=MODEL + " and replay_mem rows",
-                  build=build.stock("er-ace", "ER_ACE", CLASS, mem_size="replay_mem", batch_size_mem="er_ace_batch"),
-                  kept_bytes=kept.replay, settings=ERACESettings, grid=GRIDS["er-ace"]),
+                  build=build.stock("er-ace", "ER_ACE", mem_size="replay_mem", batch_size_mem="er_ace_batch"),
+                  kept_bytes=kept.replay, settings=ERACESettings, grid=GRIDS["er-ace"], scenarios=CLASS),
     StrategyEntry(name="der", help="Avalanche DER (DER++: replay of rows and their logits; --scenario class)",
                   stores=MODEL + ", replay_mem rows and their logits",
-                  build=build.stock("der", "DER", CLASS, mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
-                  kept_bytes=kept.der, settings=DERSettings, grid=GRIDS["der"]),
+                  build=build.stock("der", "DER", mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
+                  kept_bytes=kept.der, settings=DERSettings, grid=GRIDS["der"], scenarios=CLASS),
     StrategyEntry(name="icarl", help="Avalanche ICaRL (herded exemplars, nearest-mean classifier; --scenario class, "
                   "--model mlp, new classes per experience)",
                   stores=MODEL + ", replay_mem exemplars, a mean feature vector per class and the previous model",
-                  build=build.icarl, kept_bytes=kept.icarl, settings=ICaRLSettings),
+                  build=build.icarl, kept_bytes=kept.icarl, settings=ICaRLSettings, scenarios=CLASS),
     StrategyEntry(name="bic", help="Avalanche BiC (replay, distillation, a bias layer on old classes; --scenario "
                   "class, --model mlp, new classes per experience)",
                   stores=MODEL + ", replay_mem rows (a share held out), the bias layer and the previous model",
-                  build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"]),
+                  build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"], scenarios=CLASS),
 )
 """Every baseline entry of this package, in ``--help`` order."""

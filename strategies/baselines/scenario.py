@@ -8,9 +8,9 @@
   task``; the result's ``info["task_aware"]`` says which model ran.
 - ``class`` (class-incremental): no task label at test; the single-head model runs as it is.
 
-Methods built for one scenario refuse the other with one line (:func:`check_scenario`): ER-ACE, DER, iCaRL
-and BiC are class-incremental methods (one output layer shared by every class; Avalanche's BiC asserts a
-single head); iCaRL and BiC also need each experience to bring classes not seen before (split digits), and a
+Methods built for one scenario declare it (their entry's ``scenarios``; a run in the other is refused before any
+strategy trains): ER-ACE, DER, iCaRL and BiC are class-incremental methods (one output layer shared by every
+class; Avalanche's BiC asserts a single head), ``single`` a task-incremental one; iCaRL and BiC also need each experience to bring classes not seen before (split digits), and a
 model whose last layer is a linear classifier.
 """
 from __future__ import annotations
@@ -22,21 +22,6 @@ import torch
 from cl_graft.errors import UserError
 
 from ..comparison.entry import BuildContext
-
-SCENARIO_NAMES = {"task": "task-incremental", "class": "class-incremental"}
-
-
-def check_scenario(name: str, scenario: str, scenarios: tuple[str, ...]) -> None:
-    """Refuses a strategy in a ``scenario`` (``task`` or ``class``, :attr:`BuildContext.scenario`) it does not
-    serve.
-
-    Raises:
-        UserError: ``scenario`` is not in ``scenarios``.
-    """
-    if scenario not in scenarios:
-        wanted = " or ".join(f"--scenario {s}" for s in scenarios)
-        raise UserError(f"{name} is a {SCENARIO_NAMES[scenarios[0]]} method: it runs with {wanted} (a digits "
-                        f"stream with --model mlp), not in the {SCENARIO_NAMES[scenario]} scenario")
 
 
 def check_new_classes(name: str, stream) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from cl_graft.errors import UserError
 from cl_graft.training.finetune import trainable_names
 from cl_graft.training.models import TextClassifier
 
@@ -33,6 +34,10 @@ from .settings import NoSettings, Settings, has_setting
 if TYPE_CHECKING:
     from cl_graft.benchmarks.digits import DigitsStream
     from cl_graft.benchmarks.streams import Stream
+
+SCENARIO_NAMES = {"task": "task-incremental", "class": "class-incremental"}
+SCENARIOS = tuple(SCENARIO_NAMES)
+"""The scenarios of a run: ``task`` (every strategy gets the task label at test), ``class`` (none does)."""
 
 FITS = ("stream", "whole-stream", "separate")
 """How a strategy walks the stream: one ``train`` per experience, evaluated after each (``stream``); one
@@ -143,6 +148,8 @@ class StrategyEntry:
         state: saves after every experience and resumes with ``--resume`` (:class:`StrategyState`), or None.
         routes: scores test rows without their task labels (:class:`Routing`), or None.
         peers: strategies whose results its builder reads; they run before it in the same run.
+        scenarios: the scenarios it serves (``task``: the task label at test, ``class``: none); a run in another
+            is refused before any strategy trains (:meth:`check_scenario`).
         phase_after_training: ``phase_after_training(strategy) -> label`` of what it does between an experience's
             last training step and evaluation when that takes time (the progress line shows it), or None.
     """
@@ -158,6 +165,7 @@ class StrategyEntry:
     state: StrategyState | None = None
     routes: Routing | None = None
     peers: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = SCENARIOS
     phase_after_training: Callable[[Any], str | None] | None = None
 
     def __post_init__(self) -> None:
@@ -168,6 +176,19 @@ class StrategyEntry:
             raise ValueError(f"{self.name}: grid key {unknown[0]!r} is not a field of {self.settings.__name__}")
         if self.name in self.peers:
             raise ValueError(f"{self.name}: a strategy cannot read its own result")
+        if not self.scenarios or set(self.scenarios) - set(SCENARIOS):
+            raise ValueError(f"{self.name}: scenarios must be some of {SCENARIOS}, got {self.scenarios!r}")
+
+    def check_scenario(self, scenario: str) -> None:
+        """Refuses a run in a ``scenario`` this strategy does not serve.
+
+        Raises:
+            UserError: ``scenario`` is not one of :attr:`scenarios` (one line saying which it serves).
+        """
+        if scenario not in self.scenarios:
+            wanted = " or ".join(f"--scenario {s}" for s in self.scenarios)
+            raise UserError(f"{self.name} is a {SCENARIO_NAMES[self.scenarios[0]]} method: it runs with {wanted}, "
+                            f"not in the {SCENARIO_NAMES[scenario]} scenario")
 
 
 def model_bytes(model: torch.nn.Module) -> int:

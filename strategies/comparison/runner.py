@@ -301,6 +301,8 @@ def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategi
         report = Report(console, label, lines=False) if console is not None else None
         return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
 
+    for name in strategies:                                    # refused before any strategy trains
+        STRATEGIES[name].check_scenario(getattr(stream, "scenario", "task"))
     results: dict[str, StrategyResult] = {}
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE

@@ -98,6 +98,14 @@ def test_a_scenario_or_stream_a_method_cannot_serve_is_refused(args, message, tm
     assert result.output.strip().count("\n") == 0
 
 
+def test_a_scenario_refusal_comes_before_any_strategy_trains(tmp_path):
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, [*RUN, "--stream", "permuted-digits:2", "--strategies", "naive,er-ace",
+                                       "--out", str(out)])
+    assert result.exit_code == 2 and "er-ace is a class-incremental method" in result.output, result.output
+    assert not (out / "naive" / "result.json").exists()           # naive, listed first, did not run
+
+
 def test_bic_bias_stage_runs_where_avalanches_fails(tmp_path):
     """Avalanche 0.6's BiC passes ``MultiStepLR(verbose=False)``, which this torch refuses; the entry's plugin
     re-states that stage (:mod:`cl_graft.strategies.baselines.bic_plugin`) and fits the bias layer."""
