@@ -145,10 +145,16 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
 
 
 def _train(strategy, experience, seed: int) -> None:
+    """``strategy.train(experience)`` from ``seed``, without Avalanche's deprecation notices (a memory buffer's
+    ``update``: its decorator turns the filters to "always", so they are caught and dropped here); every other
+    warning (e.g. a ``CapacityWarning``) is shown as usual."""
     torch.manual_seed(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)         # Avalanche's own (a memory buffer's update)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         strategy.train(experience)
+    for w in caught:
+        if not issubclass(w.category, DeprecationWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream, cfg: ContinualConfig,

@@ -1,4 +1,5 @@
-"""The summary table of ``cl-graft run`` keeps its columns aligned whatever the names' lengths."""
+"""What `cl-graft run` shows: the summary table keeps its columns aligned whatever the names' lengths; training shows
+the warnings a user can act on, not Avalanche's deprecation notices."""
 from __future__ import annotations
 
 from cl_graft.strategies.comparison.report import summary_table
@@ -18,3 +19,22 @@ def test_long_strategy_and_task_names_keep_every_column_aligned():
     ends = [r.index("a-long-task-name") + len("a-long-task-name") for r in rows[:1]]
     assert [r[ends[0] - 4:ends[0]] for r in rows[1:]] == ["50.0", "60.0", "70.0"], rows   # under the name
     assert rows[2][len("replay-matched")] == " "                   # the longest name does not touch its number
+
+
+def test_training_drops_avalanches_deprecation_notices_but_keeps_other_warnings():
+    """Avalanche's ``@deprecated`` turns the filters to "always" before it warns, so an "ignore" filter around
+    ``train`` did not hold (every replay experience printed a DeprecationWarning)."""
+    import warnings
+
+    from cl_graft.strategies.comparison.runner import _train
+
+    class Strategy:
+        def train(self, experience):
+            warnings.simplefilter("always", DeprecationWarning)        # what Avalanche's decorator does
+            warnings.warn("Call to deprecated function update", DeprecationWarning)
+            warnings.warn("task 0 kept less than it should", UserWarning)
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        _train(Strategy(), experience=None, seed=0)
+    assert [w.category for w in shown] == [UserWarning]
