@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,23 +76,20 @@ def invocation(bench: Benchmark, seed: int, folder: Path, *, strategies: str, ex
 
 
 def run_cl_graft(args: list[str], folder: Path) -> None:
-    """``cl-graft <args>`` in this process (the CLI's entry point: its run record names ``cl-graft run ...``),
-    skipped when ``folder`` holds a ``results.json``, resumed when it holds an unfinished run.
+    """``cl-graft <args>`` as its own process (``python -m cl_graft.cli``: the experiments sit below the CLI and
+    start it as a user would), skipped when ``folder`` holds a ``results.json``, resumed when it holds an
+    unfinished run.
 
     Raises:
         ScriptError: the command failed (its one-line error went to stderr).
     """
-    from cl_graft.cli import main as cli
-
     if (folder / "results.json").exists():
         return
     args = [*args, "--resume"] if folder.exists() else args
     click.echo("$ cl-graft " + " ".join(args), err=True)
-    try:
-        cli.main(args, prog_name="cl-graft", standalone_mode=False)
-    except SystemExit as e:
-        if e.code:
-            raise ScriptError(f"cl-graft {' '.join(args[:9])} ... exited with {e.code}") from None
+    code = subprocess.run([sys.executable, "-m", "cl_graft.cli", *args], check=False).returncode
+    if code:
+        raise ScriptError(f"cl-graft {' '.join(args[:9])} ... exited with {code}")
 
 
 def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str, sizes: list[str],
