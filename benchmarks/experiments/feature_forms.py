@@ -106,29 +106,13 @@ def digits_features(name: str, seed: int, input_space: bool) -> tuple[list, list
 @torch.no_grad()
 def text_features(run: Path, data_dir: str | None) -> tuple[list, list[torch.Tensor]]:
     """The saved full statistics of a text run's tasks and its test rows' features at θ_pre."""
-    from cl_graft.benchmarks import load_rows
-    from cl_graft.benchmarks.streams import make_benchmark
-    from cl_graft.strategies.adapter import TaskAdapter
-    from cl_graft.strategies.comparison.config import continual_setup
     from cl_graft.strategies.graft.routing import TaskRouter
-    from cl_graft.strategies.graft.saved_checks import load_skills
     from cl_graft.strategies.graft.targets import graft_target
 
-    from cl_graft.files import read_json
-    from cl_graft.training.models import build_classifier
+    from .task_inference_rules import load_text_run
 
-    rec = read_json(run / "config.json")
-    tasks, seed = rec["stream"], rec["seed"]
-    data, _ = continual_setup(rec["preset"], seed=seed, k=rec["k"])
-    splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
-    torch.manual_seed(seed)
-    clf = build_classifier(rec["model"], head=rec["head"], max_length=data.max_length)
-    for i, s in enumerate(splits):
-        clf.add_task(s.spec, seed=seed + i)
-    bm = make_benchmark(splits, clf)
-    owners = load_skills(run / "graft" / "state" / "skills", clf)
-    owners.apply_(clf)
-    router = TaskRouter(graft_target(TaskAdapter(clf, tasks).eval()), owners)
+    tasks, bm, adapter, owners = load_text_run(run, data_dir)
+    router = TaskRouter(graft_target(adapter), owners)
     test = []
     for exp in bm.test_stream:
         ds = exp.dataset

@@ -55,18 +55,15 @@ def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
     return neg_h / math.log(n_labels)
 
 
-@torch.no_grad()
-def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor],
-                                                          list[torch.Tensor] | None, list | None]:
-    """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
-    skills have no feature statistics) the head-input features at θ_pre (N_j, d) and every task's statistics."""
+def load_text_run(run: Path, data_dir: str | None):
+    """A finished text ``cl-graft run``'s graft, rebuilt: ``(tasks, benchmark, adapter, owners)`` — the run's
+    classifier at its seed with every task's head, its saved skills applied (:func:`load_skills`, cross-checked),
+    wrapped in a :class:`~cl_graft.strategies.adapter.TaskAdapter` in eval mode."""
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
     from cl_graft.strategies.comparison.config import continual_setup
-    from cl_graft.strategies.graft.routing import TaskRouter
     from cl_graft.strategies.graft.saved_checks import load_skills
-    from cl_graft.strategies.graft.targets import graft_target
 
     from cl_graft.files import read_json
     from cl_graft.training.models import build_classifier
@@ -82,7 +79,18 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
     bm = make_benchmark(splits, clf)
     owners = load_skills(run / "graft" / "state" / "skills", clf)
     owners.apply_(clf)
-    adapter = TaskAdapter(clf, tasks).eval()
+    return tasks, bm, TaskAdapter(clf, tasks).eval(), owners
+
+
+@torch.no_grad()
+def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[torch.Tensor]], list[torch.Tensor],
+                                                          list[torch.Tensor] | None, list | None]:
+    """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
+    skills have no feature statistics) the head-input features at θ_pre (N_j, d) and every task's statistics."""
+    from cl_graft.strategies.graft.routing import TaskRouter
+    from cl_graft.strategies.graft.targets import graft_target
+
+    tasks, bm, adapter, owners = load_text_run(run, data_dir)
     router = TaskRouter(graft_target(adapter), owners)
     stats = [owners.features.get(t) for t in tasks]
     with_features = all(s is not None for s in stats)
