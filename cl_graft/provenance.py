@@ -88,23 +88,11 @@ def portable_path(value: str | os.PathLike, *, start: str | os.PathLike | None =
         if not _machine_path(path):
             return text
         try:
-            rel = os.path.relpath(path, start)
+            return name + eq + os.path.relpath(path, start)
         except ValueError:                                     # another drive (Windows)
             return text
-        if _climbs_to_root(rel, start):                        # e.g. a temporary folder: no useful relation
-            return name + eq + "<" + Path(path).parts[1] + ">/" + "/".join(Path(path).parts[2:])
-        return name + eq + rel
 
     return ",".join(piece(p) for p in os.fspath(value).split(","))
-
-
-def _climbs_to_root(rel: str, start: str) -> bool:
-    """Whether relative path ``rel`` climbs out of every folder of ``start`` (it then names a place under the
-    filesystem's root, e.g. a temporary folder seen from a clone as ``../../tmp/x``, which says nothing of the
-    clone)."""
-    parts = Path(rel).parts
-    ups = next((i for i, p in enumerate(parts) if p != ".."), len(parts))
-    return ups >= len(Path(os.path.abspath(start)).parts) - 1
 
 
 def portable_command(command: str, *, start: str | os.PathLike | None = None) -> str:

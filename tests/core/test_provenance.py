@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import types
 from importlib import metadata
-from pathlib import Path
 
 import torch
 from click.testing import CliRunner
@@ -71,9 +69,6 @@ def test_records_name_paths_relative_to_the_working_directory(tmp_path, monkeypa
     assert portable_command(f"cl-graft run --data-dir {data} --out={out} --note 'a b'") == \
         "cl-graft run --data-dir ../shared/data --out=runs/x --note 'a b'"
     assert portable_command("cl-graft run --out 'unclosed") == "cl-graft run --out 'unclosed"
-    other = next(d for d in sorted(os.listdir(tmp_path.anchor)) if d != tmp_path.parts[1]
-                 and os.path.isdir(os.path.join(tmp_path.anchor, d)))    # shares only the root with the clone
-    assert portable_path(Path(tmp_path.anchor, other, "probe", "p12"), start=work) == f"<{other}>/probe/p12"
     token = COMMAND_LINE.set(f"cl-graft run --out {out}")
     try:
         record = run_record(data=str(data), settings={"folders": [str(out), "sst2"]}, load=(1.0, 2.0))
