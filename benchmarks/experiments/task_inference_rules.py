@@ -57,7 +57,8 @@ def _score(logits: torch.Tensor, rule: str) -> torch.Tensor:
 
 def load_text_run(run: Path, data_dir: str | None):
     """A finished text ``cl-graft run``'s graft, rebuilt: ``(tasks, benchmark, adapter, owners)`` — the run's
-    classifier at its seed with every task's head, its saved skills applied (:func:`load_skills`, cross-checked),
+    classifier at its seed with every task's head, its saved skills applied
+    (:func:`~cl_graft.strategies.graft.saved_checks.load_skills`, cross-checked),
     wrapped in a :class:`~cl_graft.strategies.adapter.TaskAdapter` in eval mode."""
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
