@@ -11,7 +11,7 @@ Streams (:func:`parse_digits_stream`), all from one 70/30 stratified split (``ra
 
 Models (:data:`MODELS`, seeded): ``mlp`` (single head: ``nn.Sequential`` 64-256-10, every layer graftable),
 ``mtmlp`` (Avalanche's ``MTSimpleMLP``, one head per task) and ``cnn`` (:func:`conv_trunk_model`, one head per
-task). Scenarios (:data:`SCENARIOS`): ``task`` (task labels at test) and ``class`` (none at test: only a
+task). Scenarios (:data:`cl_graft.task.SCENARIOS`): ``task`` (task labels at test) and ``class`` (none at test: only a
 single-head model can answer, :func:`check_scenario`). Avalanche is imported only when a benchmark or a model
 is built.
 """
@@ -25,12 +25,12 @@ import torch
 from torch.utils.data import TensorDataset
 
 from cl_graft.errors import UserError
+from cl_graft.task import SCENARIOS
 
 MODELS = {"mlp": "single-head MLP 64-256-10 (nn.Sequential)", "mtmlp": "Avalanche's MTSimpleMLP (one head per task)",
           "cnn": "two 3×3 convolutions, a 64-unit layer, one head per task"}
 """Model name → one line for ``--help``."""
 MULTI_HEAD = ("mtmlp", "cnn")
-SCENARIOS = ("task", "class")
 HIDDEN = 256
 MAX_PERMUTED = 254
 
@@ -169,7 +169,7 @@ class DigitsStream:
     Attributes:
         name: ``split-digits`` or ``permuted-digits:N``.
         model: the model name it was built for (:data:`MODELS`; multi-head models get per-task class ids).
-        scenario: ``task`` or ``class`` (:data:`SCENARIOS`).
+        scenario: ``task`` or ``class`` (:data:`cl_graft.task.SCENARIOS`).
         tasks: task names in stream order (``digits41``: the digits 4 and 1; ``perm03``: permutation 3).
         benchmark: the Avalanche benchmark (``train_stream``, ``test_stream``; task label i for experience i,
             which names the experience in the metrics; in the ``class`` scenario no strategy reads it).

@@ -14,6 +14,13 @@ from typing import Any
 from .errors import UserError
 
 METRICS = ("accuracy", "f1")
+SCENARIOS = {"task": "task-incremental", "class": "class-incremental"}
+"""The scenarios of a continual run (``cl-graft run --scenario``), short name → what it is called: ``task``, every
+strategy gets the task label at test; ``class``, none does. :data:`SCENARIO_MEANING` says what its accuracies
+mean."""
+SCENARIO_MEANING = {"task": "every strategy gets the task label at test",
+                    "class": "no strategy gets a task label at test (one that keeps a model per task routes each "
+                             "row to one of them by its own rule: `cl-graft run --help`)"}
 MASK = "{mask}"
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 

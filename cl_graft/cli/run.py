@@ -12,9 +12,9 @@ import dataclasses
 import click
 
 from ..benchmarks.digits import MODELS as DIGIT_MODELS
-from ..benchmarks.digits import SCENARIOS
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
 from ..strategies.comparison.tuning import TUNE_BUDGET
+from ..task import SCENARIOS
 from .common import common_options, console_options, data_identity, data_source, field_option
 
 AVALANCHE = True
@@ -62,8 +62,9 @@ def run_command() -> click.Command:
                   "or a digits stream (sklearn's load_digits, offline): split-digits (5 tasks of 2 digits) or "
                   "permuted-digits:N (N tasks of 10 digits under pixel permutations), with --model "
                   + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
-    @click.option("--scenario", type=click.Choice(SCENARIOS), default="task", show_default=True,
-                  help="task: every strategy gets the task label at test; class (digits streams, --model mlp): "
+    @click.option("--scenario", type=click.Choice(list(SCENARIOS)), default="task", show_default=True,
+                  help="task: every strategy gets the task label at test (a single-head model runs as its multi-head copy, "
+                  "the same for every strategy); class (digits streams, --model mlp): "
                   f"none does ({', '.join(ROUTING)} route each row to the task whose model is most confident).")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
                   help=f"Comma-separated: {', '.join(STRATEGIES)}.")

@@ -6,8 +6,8 @@ scenarios it serves and the bytes it keeps (:data:`ENTRIES`, collected by
   ``bic``);
 - :mod:`.settings`: their settings classes and ``--tune`` grids;
 - :mod:`.build`: how each is built from a ``BuildContext``;
-- :mod:`.scenario`: the task label by scenario (a single-head model's multi-head copy in the task-incremental
-  one) and the refusals of a scenario or stream a method cannot serve;
+- :mod:`.scenario`: the refusals of a stream a method cannot serve (the model of each scenario is the
+  harness's, :mod:`..comparison.scenario`);
 - :mod:`.kept`: the bytes each keeps beyond the model it starts from.
 """
 from .entries import ENTRIES

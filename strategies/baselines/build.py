@@ -1,6 +1,6 @@
 """Builders of Avalanche's baselines: ``build(ctx) -> template`` from a
-:class:`~..comparison.entry.BuildContext`, each with the model of the stream's scenario
-(:func:`.scenario.task_aware_model`) and its settings (:mod:`.settings`). Avalanche is imported only here,
+:class:`~..comparison.entry.BuildContext`, each with the model of the stream's scenario (``ctx.template``'s:
+:func:`~..comparison.scenario.scenario_model`) and its settings (:mod:`.settings`). Avalanche is imported only here,
 when a strategy is built.
 """
 from __future__ import annotations
@@ -10,37 +10,25 @@ from typing import Any
 
 import torch
 
-from cl_graft import distributed
 from cl_graft.errors import UserError
 
 from ..comparison.entry import BuildContext, row_bytes
 from .kept import plugin_of
-from .scenario import check_new_classes, is_multi_head, task_aware_model
+from ..comparison.scenario import is_multi_head
+from .scenario import check_new_classes
 
 Builder = Callable[[BuildContext], Any]
 
 
-def scenario_template(ctx: BuildContext, name: str) -> dict[str, Any]:
-    """``ctx.template`` with the model of the stream's scenario: in the task-incremental one a single-head model
-    is replaced by its multi-head copy (and an optimizer over the copy's parameters)."""
-    from ..plugins.recipe import recipe_optimizer
-
-    model = task_aware_model(ctx, name)
-    if model is ctx.model:
-        return ctx.template
-    optimizer = recipe_optimizer(model, ctx.cfg.recipe)
-    return {**ctx.template, "model": distributed.wrap(model, unused=True), "optimizer": optimizer}
-
-
-def stock(name: str, cls_name: str, fixed: Mapping[str, Any] | None = None,
+def stock(cls_name: str, fixed: Mapping[str, Any] | None = None,
           **arguments: str) -> Builder:
-    """A builder of strategy ``name``: ``avalanche.training.<cls_name>`` with the keyword
+    """A builder of ``avalanche.training.<cls_name>`` with the keyword
     arguments ``fixed`` and, from its settings, ``arguments`` (argument → settings field)."""
     def build(ctx: BuildContext):
         import avalanche.training
 
         kwargs = {**(fixed or {}), **{arg: getattr(ctx.settings, field) for arg, field in arguments.items()}}
-        return getattr(avalanche.training, cls_name)(**scenario_template(ctx, name), plugins=ctx.plugins, **kwargs)
+        return getattr(avalanche.training, cls_name)(**ctx.template, plugins=ctx.plugins, **kwargs)
 
     return build
 
@@ -54,7 +42,7 @@ def replay_matched(peer: str) -> Builder:
         rows = [row for exp in ctx.stream.benchmark.train_stream for row in exp.dataset]
         per_row = sum(row_bytes(r) for r in rows) / max(1, len(rows))
         memory = max(1, int(ctx.peers[peer].bytes / per_row))
-        return Replay(**scenario_template(ctx, "replay-matched"), plugins=ctx.plugins, mem_size=memory)
+        return Replay(**ctx.template, plugins=ctx.plugins, mem_size=memory)
 
     return build
 
@@ -75,7 +63,7 @@ def si(ctx: BuildContext):
     from ..plugins.synaptic_intelligence import CopiedSynapticIntelligence
 
     plugin = CopiedSynapticIntelligence(si_lambda=ctx.settings.si_lambda, eps=ctx.settings.si_eps)
-    return Naive(**scenario_template(ctx, "si"), plugins=[*ctx.plugins, plugin])
+    return Naive(**ctx.template, plugins=[*ctx.plugins, plugin])
 
 
 def gem(ctx: BuildContext):
@@ -87,7 +75,7 @@ def gem(ctx: BuildContext):
     if isinstance(ctx.stream.benchmark.train_stream[0].dataset[0], dict):
         raise UserError("gem keeps each experience's memory rows as one tensor: it runs on digits streams, not on "
                         "text rows of different lengths")
-    return stock("gem", "GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
+    return stock("GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
 
 
 def agem(ctx: BuildContext):
@@ -98,7 +86,7 @@ def agem(ctx: BuildContext):
     from .seeding import PythonSeed
 
     sample = max(ctx.settings.agem_sample, len(ctx.stream.tasks))
-    return AGEM(**scenario_template(ctx, "agem"), plugins=[*ctx.plugins, PythonSeed()],
+    return AGEM(**ctx.template, plugins=[*ctx.plugins, PythonSeed()],
                 patterns_per_exp=ctx.settings.gem_patterns, sample_size=sample)
 
 

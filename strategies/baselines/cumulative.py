@@ -37,6 +37,4 @@ def cumulative_class() -> type:
 
 def build(ctx: BuildContext) -> Any:
     """The ``cumulative`` entry's strategy (either scenario)."""
-    from .build import scenario_template
-
-    return cumulative_class()(**scenario_template(ctx, "cumulative"), plugins=ctx.plugins)
+    return cumulative_class()(**ctx.template, plugins=ctx.plugins)

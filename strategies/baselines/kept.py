@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from ..comparison.entry import model_bytes, row_bytes
-from .scenario import variant
 
 
 def tensor_bytes(obj: Any) -> int:
@@ -60,7 +59,7 @@ def _with_model(kept: Callable[[Any], dict[str, int]], rows: Callable[[Any], int
         trained = trained_model(strategy)
         parts = kept(strategy)
         size = model_bytes(trained)
-        info = {"model_bytes": size, "kept": parts, "task_aware": variant(model, trained)}
+        info = {"model_bytes": size, "kept": parts}
         if rows is not None:
             info.update(memory_rows=rows(strategy), memory_bytes=parts["memory"])
         return size + sum(parts.values()), info

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from cl_graft.errors import UserError
+from cl_graft.task import SCENARIOS
 from cl_graft.training.finetune import trainable_names
 from cl_graft.training.models import TextClassifier
 
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
     from cl_graft.benchmarks.digits import DigitsStream
     from cl_graft.benchmarks.streams import Stream
 
-SCENARIO_NAMES = {"task": "task-incremental", "class": "class-incremental"}
-SCENARIOS = tuple(SCENARIO_NAMES)
-"""The scenarios of a run: ``task`` (every strategy gets the task label at test), ``class`` (none does)."""
 
 FITS = ("stream", "whole-stream", "separate")
 """How a strategy walks the stream: one ``train`` per experience, evaluated after each (``stream``); one
@@ -165,7 +163,7 @@ class StrategyEntry:
     state: StrategyState | None = None
     routes: Routing | None = None
     peers: tuple[str, ...] = ()
-    scenarios: tuple[str, ...] = SCENARIOS
+    scenarios: tuple[str, ...] = tuple(SCENARIOS)
     phase_after_training: Callable[[Any], str | None] | None = None
 
     def __post_init__(self) -> None:
@@ -187,8 +185,8 @@ class StrategyEntry:
         """
         if scenario not in self.scenarios:
             wanted = " or ".join(f"--scenario {s}" for s in self.scenarios)
-            raise UserError(f"{self.name} is a {SCENARIO_NAMES[self.scenarios[0]]} method: it runs with {wanted}, "
-                            f"not in the {SCENARIO_NAMES[scenario]} scenario")
+            raise UserError(f"{self.name} is a {SCENARIOS[self.scenarios[0]]} method: it runs with {wanted}, "
+                            f"not in the {SCENARIOS[scenario]} scenario")
 
 
 def model_bytes(model: torch.nn.Module) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
+from cl_graft.task import SCENARIO_MEANING, SCENARIOS
 
 from ..graft.sizing import size_line
 from .metrics import chance_band, flag_text, sanity_flags
@@ -137,15 +138,11 @@ def _write_csv(path: str, rows: list[list]) -> None:
         csv.writer(f).writerows(rows)
 
 
-SCENARIOS = {"task": "task-incremental: every strategy gets the task label at test",
-             "class": "class-incremental: no strategy gets a task label at test (one that keeps a model per task "
-                      "routes each row to one of them by its own rule: `cl-graft run --help`)"}
-"""What each scenario's accuracies mean (results.json's ``scenario``, the line above the summary table)."""
 
 
 def scenario_line(scenario: str) -> str:
-    """The line that says which scenario a table's accuracies come from (:data:`SCENARIOS`)."""
-    return f"scenario: {SCENARIOS[scenario]}"
+    """The line that says which scenario a table's accuracies come from (:data:`cl_graft.task.SCENARIOS`)."""
+    return f"scenario: {SCENARIOS[scenario]}: {SCENARIO_MEANING[scenario]}"
 
 
 def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict, scenario: str = "task",

@@ -37,6 +37,7 @@ from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
 from .progress import Report
 from .registry import STRATEGIES
+from .scenario import OWN_HEADS, scenario_model
 from .settings import Settings, apply_point
 from .tuning import TUNE_BUDGET, tune
 
@@ -107,12 +108,15 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
     return [_accuracy(metrics, j) for j in range(n_tasks)]
 
 
-def fresh_model(base: torch.nn.Module, tasks: list[str]) -> torch.nn.Module:
-    """One strategy's copy of ``base`` (never modified): a :class:`TextClassifier` in a :class:`TaskAdapter`
-    over ``tasks``, any other model (a digits model) deep-copied."""
+def fresh_model(base: torch.nn.Module, stream: Stream | DigitsStream, seed: int) -> tuple[torch.nn.Module, str]:
+    """One strategy's copy of ``base`` (never modified) in the stream's scenario, and how it uses the task label
+    (:func:`.scenario.scenario_model`): a :class:`TextClassifier` in a :class:`TaskAdapter` over the stream's
+    tasks; any other model (a digits model) deep-copied, and a single-head one made multi-head in the
+    task-incremental scenario (the same model for every strategy)."""
     if isinstance(base, TextClassifier):
-        return TaskAdapter(clone_model(base), tasks)
-    return copy.deepcopy(base)
+        return TaskAdapter(clone_model(base), stream.tasks), OWN_HEADS
+    return scenario_model(copy.deepcopy(base), stream.benchmark.train_stream, getattr(stream, "scenario", "task"),
+                          seed)
 
 
 def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
@@ -199,7 +203,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
     if entry.fit == "separate":
         row = []
         for i, exp in enumerate(bm.train_stream):
-            model = fresh_model(base, tasks)
+            model, how = fresh_model(base, stream, seed)
             strategy = _build(entry, model, cfg, settings, steps, **build)
             _train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
@@ -208,8 +212,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
                                  time.perf_counter() - t0)
         size = n * entry.kept_bytes(strategy, model)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
-                              {"cpu_seconds": round(time.process_time() - c0, 1)})
-    model = fresh_model(base, tasks)
+                              {"cpu_seconds": round(time.process_time() - c0, 1), "task_aware": how})
+    model, how = fresh_model(base, stream, seed)
     rows, saved, before = [], None, 0.0
     state = entry.state if state_dir is not None else None
     if state is not None and (state_dir / PROGRESS_FILE).exists():
@@ -238,6 +242,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
                                before + time.perf_counter() - t0)
     size, info = entry.kept_bytes(strategy, model)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
+    info["task_aware"] = how
     seconds = round(before + time.perf_counter() - t0, 1)
     if task_inference and entry.routes is not None:
         info["task_inference"] = task_agnostic_eval(strategy, entry.routes, bm, n, task_inference)

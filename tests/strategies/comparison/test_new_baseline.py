@@ -18,7 +18,6 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.benchmarks.streams import Stream
-from cl_graft.strategies.baselines.build import scenario_template
 from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.entry import model_bytes
 from cl_graft.strategies.comparison.registry import (
@@ -55,7 +54,7 @@ class ScaledSettings(Settings):
 
 ENTRY = StrategyEntry(
     name="scaled", help="fine-tuning with a scaled loss (registered by a test)", stores="the trained weights",
-    build=lambda ctx: ScaledNaive(**scenario_template(ctx, "scaled"), plugins=ctx.plugins,
+    build=lambda ctx: ScaledNaive(**ctx.template, plugins=ctx.plugins,
                                   loss_scale=ctx.settings.loss_scale),
     kept_bytes=lambda strategy, model: (model_bytes(strategy.model), {"loss_scale": strategy.loss_scale}),
     settings=ScaledSettings, grid=GRID)
