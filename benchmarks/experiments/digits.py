@@ -8,9 +8,11 @@ Per benchmark ``STREAM/MODEL/SCENARIO`` (e.g. ``split-digits/mlp/class``, ``perm
 seed ``s`` the main invocation runs the scenario's peers (``--class-peers`` / ``--task-peers``) into
 ``<out>/work/<stream>-<model>-<scenario>/seed<s>``: the first seed with ``--tune`` (each strategy's settings chosen
 from its grid on dev rows, the same budget for every strategy), the other seeds with ``--settings-from`` the
-first seed's folder, so no test row takes part in a choice. ``--graft-sizes auto,0.01`` adds, per benchmark and
-seed, one invocation of graft alone at each fixed ``--region-size`` (untuned: the size is the setting), in
-``.../graft-<size>/seed<s>``, labelled ``graft[size]`` in the tables (the region-size experiment). An invocation
+first seed's folder, so no test row takes part in a choice. ``--graft-variants auto,0.01,open`` adds, per
+benchmark and seed, one invocation of graft alone for each: a ``--region-size`` (``auto`` or a fixed share;
+untuned: the size is the setting; the region-size experiment) or ``open`` (the automatic size planned without the
+stream length, ``--plan open``: graft told no more than the baselines), in ``.../graft-<variant>/seed<s>``,
+labelled ``graft[variant]`` in the tables. An invocation
 whose ``results.json`` exists is not run again; an interrupted one continues with ``--resume``.
 
 The tables (:mod:`.digits_report`) are written to ``<out>/digits.md`` and ``<out>/digits.json``; each
@@ -43,7 +45,7 @@ from .digits_report import benchmark_summary, render
 from .script_out import ScriptError, adopt, claimed, out_options, work_folder
 
 CLASS_PEERS = "graft,naive,replay,replay-matched,gem,agem,er-ace,der,icarl,cumulative"
-TASK_PEERS = "graft,naive,ewc,si,lwf,packnet,replay-matched,cumulative"
+TASK_PEERS = "graft,naive,ewc,si,lwf,replay,gem,agem,packnet,replay-matched,cumulative"
 BENCHMARKS = "split-digits/mlp/class,split-digits/mtmlp/task"
 RUNS = "runs"
 
@@ -92,7 +94,13 @@ def run_cl_graft(args: list[str], folder: Path) -> None:
         raise ScriptError(f"cl-graft {' '.join(args[:9])} ... exited with {code}")
 
 
-def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str, sizes: list[str],
+def variant_options(variant: str) -> list[str]:
+    """The ``cl-graft run`` options of a graft variant: ``open`` (automatic size, no stream length) or a
+    ``--region-size`` value."""
+    return ["--plan", "open"] if variant == "open" else ["--region-size", variant]
+
+
+def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str, variants: list[str],
                   passed: list[str], tune_budget: int | None = None) -> dict[str, list[Path]]:
     """Every invocation of one benchmark; returns label → the folders of its seeds (``main`` for the peers'
     invocation, ``graft[size]`` for each fixed size)."""
@@ -104,11 +112,11 @@ def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str,
         tuning = ["--tune", *budget] if i == 0 else ["--settings-from", str(root / f"seed{seeds[0]}")]
         run_cl_graft(invocation(bench, seed, folder, strategies=peers, extra=[*tuning, *passed]), folder)
         folders["main"].append(folder)
-        for size in sizes:
-            folder = root / f"graft-{size}" / f"seed{seed}"
+        for variant in variants:
+            folder = root / f"graft-{variant}" / f"seed{seed}"
             run_cl_graft(invocation(bench, seed, folder, strategies="graft",
-                                    extra=["--region-size", size, *passed]), folder)
-            folders.setdefault(f"graft[{size}]", []).append(folder)
+                                    extra=[*variant_options(variant), *passed]), folder)
+            folders.setdefault(f"graft[{variant}]", []).append(folder)
     return folders
 
 
@@ -150,8 +158,8 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
 @click.option("--seeds", default="0,1,2", show_default=True, help="The first is tuned; the rest reuse its choices.")
 @click.option("--class-peers", default=CLASS_PEERS, show_default=True, help="Strategies of a class scenario.")
 @click.option("--task-peers", default=TASK_PEERS, show_default=True, help="Strategies of a task scenario.")
-@click.option("--graft-sizes", default="", help="Comma-separated --region-size values (auto, 0.01, ...) graft also "
-                                                "runs at alone, untuned, per benchmark and seed.")
+@click.option("--graft-variants", default="", help="Comma-separated graft variants run alone, untuned, per benchmark "
+              "and seed: --region-size values (auto, 0.01, ...) or open (auto without the stream length).")
 @click.option("--tune-budget", type=int, default=None, help="Grid points each strategy tries on the tuned seed "
                                                                 "(default: cl-graft run's).")
 @click.option("--run-option", "run_options", multiple=True,
@@ -159,13 +167,13 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
 @click.option("--report-from", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="Run nothing: the tables of the runs/ folder in this folder (copied into --out).")
 @out_options(resume=True)
-def main(benchmarks, seeds, class_peers, task_peers, graft_sizes, tune_budget, run_options, report_from, out, overwrite,
+def main(benchmarks, seeds, class_peers, task_peers, graft_variants, tune_budget, run_options, report_from, out, overwrite,
          resume) -> None:
     benches = [Benchmark.parse(b) for b in benchmarks.split(",")]
     seeds = [int(s) for s in seeds.split(",")]
     if len(seeds) < 2:
         raise ScriptError("--seeds needs at least two seeds (the intervals are over seeds)")
-    sizes = [s for s in graft_sizes.split(",") if s]
+    variants = [v for v in graft_variants.split(",") if v]
     params = click.get_current_context().params
     with claimed("digits", params) as run_dir:
         runs = run_dir.path / RUNS
@@ -178,7 +186,7 @@ def main(benchmarks, seeds, class_peers, task_peers, graft_sizes, tune_budget, r
                 work_folder(run_dir)
                 peers = class_peers if bench.scenario == "class" else task_peers
                 with _inside(run_dir.path):
-                    folders = run_benchmark(bench, seeds, Path("work"), peers=peers, sizes=sizes,
+                    folders = run_benchmark(bench, seeds, Path("work"), peers=peers, variants=variants,
                                             passed=list(run_options), tune_budget=tune_budget)
                 adopt(run_dir, run_dir.path / "work")
                 keep_results(folders, run_dir.path, runs)

@@ -69,6 +69,8 @@ class GraftSettings(RegionServing):
                     "confidence": "With --region-size auto: the level of that statement.",
                     "expected_tasks": "With --region-size auto: the stream length to plan capacity for (default: "
                                       "the stream's).",
+                    "plan": "With --region-size auto: stream (plan for the stream's length) or open (as if it were "
+                            "unknown: a doubling plan).",
                     "reserve": "With --region-size auto: tasks' shares kept free after the last expected task."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})

@@ -67,6 +67,7 @@ from .evidence import Outputs, calibrate, chance_level, loss_evidence, temperatu
 
 LADDER = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 ON_FULL = ("warn", "error")
+PLANS = ("stream", "open")
 
 
 class CapacityWarning(UserWarning):
@@ -97,6 +98,9 @@ class RegionSize:
             grafted model is not surely above chance on the held-out rows.
         expected_tasks: stream length to plan for (None: the experience's stream, else open-ended; see
             :meth:`allowance`).
+        plan: ``"stream"`` (plan for ``expected_tasks``, else the experience's stream) or ``"open"`` (as if the
+            stream length were unknown, whatever the experience's stream says: the doubling plan of
+            :meth:`planned`; what a strategy that is not told the length gets).
         reserve: tasks' shares the plan keeps free after the last expected task (default 1). A task trains
             only inside the free elements, so without a reserve the last task of a stream that fills the model
             trains inside exactly the elements it then keeps: too little to learn in on a small model trained from
@@ -112,6 +116,7 @@ class RegionSize:
     ladder: tuple[float, ...] = LADDER
     on_full: str = "warn"
     expected_tasks: int | None = None
+    plan: str = "stream"
     holdout: float = 0.1
     rows: int = 512
     confidence: float = 0.95
@@ -131,6 +136,10 @@ class RegionSize:
             raise UserError(f"on_full must be one of {ON_FULL}, got {self.on_full!r}")
         if self.expected_tasks is not None and (not _integer(self.expected_tasks) or self.expected_tasks < 1):
             raise UserError(f"expected_tasks must be an integer >= 1 or None, got {self.expected_tasks!r}")
+        if self.plan not in PLANS:
+            raise UserError(f"plan must be one of {', '.join(PLANS)}, got {self.plan!r}")
+        if self.plan == "open" and self.expected_tasks is not None:
+            raise UserError("plan 'open' plans without the stream length; leave expected_tasks unset")
         if not _share(self.holdout) or not 0 < self.holdout < 1:
             raise UserError(f"holdout must be in (0, 1), got {self.holdout!r}")
         if not _integer(self.rows) or self.rows < 1:
@@ -147,10 +156,11 @@ class RegionSize:
     def planned(self, done: int, stream_length: int | None) -> int:
         """The stream length the plan of task number ``done`` (0-based) counts on: ``expected_tasks``; else
         ``stream_length`` (the experience's stream) while this task lies inside it; else open-ended, twice the
-        tasks seen so far (a doubling plan: tasks fed one stream at a time keep a share for those still to come)."""
+        tasks seen so far (a doubling plan: tasks fed one stream at a time keep a share for those still to come).
+        With ``plan="open"`` always the doubling plan."""
         if self.expected_tasks is not None:
             return max(self.expected_tasks, done + 1)
-        if stream_length is not None and done < stream_length:
+        if self.plan == "stream" and stream_length is not None and done < stream_length:
             return stream_length
         return 2 * (done + 1)
 

@@ -65,8 +65,8 @@ def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, m
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "digits"
     args = ["--out", str(out), "--benchmarks", "permuted-digits:2/mlp/task", "--seeds", "0,1",
-            "--task-peers", "graft,naive", "--tune-budget", "1", "--run-option=--preset=smoke",
-            "--run-option=--steps=1"]
+            "--task-peers", "graft,naive", "--tune-budget", "1", "--graft-variants", "open",
+            "--run-option=--preset=smoke", "--run-option=--steps=1"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     run0 = json.loads((out / "runs/permuted-digits-2-mlp-task/seed0/results.json").read_text())
@@ -76,6 +76,8 @@ def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, m
     page = (out / "digits.md").read_text()
     assert "task-incremental: every strategy gets the task label at test" in page and "reuse them" in page
     assert "| naive | task label given |" in page and "runs/permuted-digits-2-mlp-task/seed1/results.json" in page
+    opened = json.loads((out / "runs/permuted-digits-2-mlp-task/graft-open/seed1/results.json").read_text())
+    assert "--plan open" in opened["run"]["command_line"] and "| graft[open] |" in page   # no stream length
     assert str(tmp_path) not in page + (out / "digits.json").read_text()
     again = tmp_path / "again"
     assert CliRunner().invoke(main, ["--out", str(again), "--benchmarks", "permuted-digits:2/mlp/task",

@@ -103,6 +103,8 @@ def test_allowance_splits_every_tensors_free_elements_over_the_tasks_to_come():
     assert [auto.allowance(t, 20) for t in (0, 19)] == [1 / 21, 1 / 2]          # inside a 20-task stream
     assert auto.allowance(0, None) == 1 / 3 and auto.allowance(29, None) == 1 / 32   # open-ended: doubling
     assert auto.allowance(5, 1) == auto.allowance(5, None)                      # one stream per experience
+    open_plan = RegionSize(plan="open")                                          # told nothing of the length
+    assert [open_plan.allowance(t, 20) for t in (0, 19)] == [1 / 3, 1 / 22] == [auto.allowance(t) for t in (0, 19)]
     free = 1.0
     for t in range(30):                                                         # every task takes its allowance
         free *= 1 - auto.allowance(t, 1)
@@ -127,7 +129,8 @@ def test_size_settings_are_checked():
     for bad in ({"tolerance": -0.1}, {"tolerance": 1.0}, {"ladder": (0.1, 0.01)}, {"ladder": "0.1"},
                 {"on_full": "ignore"}, {"expected_tasks": 0}, {"expected_tasks": 2.5}, {"expected_tasks": True},
                 {"holdout": 1.0}, {"confidence": 0.4}, {"confidence": 1.0}, {"reserve": -1}, {"reserve": 0.5},
-                {"reserve": 10 ** 6}, {"rows": 1.5}, {"rows": float("nan")}, {"tolerance": float("nan")}):
+                {"reserve": 10 ** 6}, {"rows": 1.5}, {"rows": float("nan")}, {"tolerance": float("nan")}, {"plan": "closed"},
+                {"plan": "open", "expected_tasks": 5}):
         with pytest.raises(UserError, match=next(iter(bad))):
             RegionSize(**bad)
     assert RegionSize(tolerance=np.float32(0.05), rows=np.int64(100)).rows == 100
