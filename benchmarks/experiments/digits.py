@@ -4,16 +4,17 @@ This script keeps no strategy, loader or recipe of its own: every number comes f
 (the harness's entries, digits streams, preset and ``--tune``), started in this process through the CLI's own
 entry point so that each writes its usual folder and run record (command line, revision, device, versions).
 
-Per benchmark ``STREAM/MODEL/SCENARIO`` (e.g. ``split-digits/mlp/class``, ``permuted-digits:20/mlp/task``) and
-seed ``s`` the main invocation runs the scenario's peers (``--class-peers`` / ``--task-peers``) into
+Per benchmark ``STREAM/MODEL/SCENARIO`` (e.g. ``split-digits/mlp/class``, ``permuted-digits:20/mlp/task``) and seed
+``s`` the main invocation runs the scenario's peers (``--class-peers`` / ``--task-peers``) into
 ``<out>/work/<stream>-<model>-<scenario>/seed<s>``: the first seed with ``--tune`` (each strategy's settings chosen
-from its grid on dev rows, the same budget for every strategy), the other seeds with ``--settings-from`` the
-first seed's folder, so no test row takes part in a choice. ``--graft-variants auto,0.01,open`` adds, per
-benchmark and seed, one invocation of graft alone for each: a ``--region-size`` (``auto`` or a fixed share;
-untuned: the size is the setting; the region-size experiment) or ``open`` (the automatic size planned without the
-stream length, ``--plan open``: graft told no more than the baselines), in ``.../graft-<variant>/seed<s>``,
-labelled ``graft[variant]`` in the tables. An invocation
-whose ``results.json`` exists is not run again; an interrupted one continues with ``--resume``.
+from its grid on dev rows, the same budget for every strategy), the other seeds with ``--settings-from`` the first
+seed's folder, so no test row takes part in a choice (``--settings-from DIR``: every seed reuses the choices of
+another benchmark's tuned folder, e.g. the 50-task stream those of the 20-task one). ``--graft-variants
+auto,0.01,open`` adds, per benchmark and seed, one invocation of graft alone for each: a ``--region-size``
+(``auto`` or a fixed share; untuned: the size is the setting; the region-size experiment) or ``open`` (the
+automatic size planned without the stream length, ``--plan open``: graft told no more than the baselines), in
+``.../graft-<variant>/seed<s>``, labelled ``graft[variant]`` in the tables. An invocation whose ``results.json``
+exists is not run again; an interrupted one continues with ``--resume``.
 
 The tables (:mod:`.digits_report`) are written to ``<out>/digits.md`` and ``<out>/digits.json``; each
 invocation's ``results.json`` (matrices, bytes, settings chosen, sanity flags, run record) is copied to
@@ -101,15 +102,20 @@ def variant_options(variant: str) -> list[str]:
 
 
 def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str, variants: list[str],
-                  passed: list[str], tune_budget: int | None = None) -> dict[str, list[Path]]:
+                  passed: list[str], tune_budget: int | None = None, settings_from: str | None = None
+                  ) -> dict[str, list[Path]]:
     """Every invocation of one benchmark; returns label → the folders of its seeds (``main`` for the peers'
-    invocation, ``graft[size]`` for each fixed size)."""
+    invocation, ``graft[variant]`` for each graft variant). With ``settings_from`` (a tuned folder, relative to
+    the working directory) every seed reuses its choices and none is tuned."""
     root = work / bench.folder
     folders: dict[str, list[Path]] = {"main": []}
     for i, seed in enumerate(seeds):
         folder = root / f"seed{seed}"
         budget = [] if tune_budget is None else ["--tune-budget", str(tune_budget)]
-        tuning = ["--tune", *budget] if i == 0 else ["--settings-from", str(root / f"seed{seeds[0]}")]
+        if settings_from is not None:
+            tuning = ["--settings-from", settings_from]
+        else:
+            tuning = ["--tune", *budget] if i == 0 else ["--settings-from", str(root / f"seed{seeds[0]}")]
         run_cl_graft(invocation(bench, seed, folder, strategies=peers, extra=[*tuning, *passed]), folder)
         folders["main"].append(folder)
         for variant in variants:
@@ -162,13 +168,16 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
               "and seed: --region-size values (auto, 0.01, ...) or open (auto without the stream length).")
 @click.option("--tune-budget", type=int, default=None, help="Grid points each strategy tries on the tuned seed "
                                                                 "(default: cl-graft run's).")
+@click.option("--settings-from", default=None, help="Tune nothing: every seed reuses the choices of this tuned "
+              "invocation folder of an earlier benchmark (relative to --out, e.g. "
+              "../digits20/work/permuted-digits-20-mlp-task/seed0).")
 @click.option("--run-option", "run_options", multiple=True,
               help="Passed to every invocation, e.g. --run-option=--steps=50 or --run-option=--preset=smoke.")
 @click.option("--report-from", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="Run nothing: the tables of the runs/ folder in this folder (copied into --out).")
 @out_options(resume=True)
-def main(benchmarks, seeds, class_peers, task_peers, graft_variants, tune_budget, run_options, report_from, out, overwrite,
-         resume) -> None:
+def main(benchmarks, seeds, class_peers, task_peers, graft_variants, tune_budget, settings_from, run_options,
+         report_from, out, overwrite, resume) -> None:
     benches = [Benchmark.parse(b) for b in benchmarks.split(",")]
     seeds = [int(s) for s in seeds.split(",")]
     if len(seeds) < 2:
@@ -187,7 +196,8 @@ def main(benchmarks, seeds, class_peers, task_peers, graft_variants, tune_budget
                 peers = class_peers if bench.scenario == "class" else task_peers
                 with _inside(run_dir.path):
                     folders = run_benchmark(bench, seeds, Path("work"), peers=peers, variants=variants,
-                                            passed=list(run_options), tune_budget=tune_budget)
+                                            passed=list(run_options), tune_budget=tune_budget,
+                                            settings_from=settings_from)
                 adopt(run_dir, run_dir.path / "work")
                 keep_results(folders, run_dir.path, runs)
                 adopt(run_dir, runs)

@@ -180,7 +180,17 @@ def _tuning(s: dict) -> str:
     if tuned == s["seeds"][:1]:
         return (f"Seed {tuned[0]} chose every strategy's settings on dev rows (`--tune`, the same grid budget for "
                 "each); the other seeds reuse them (`--settings-from`).")
+    sources = {_option(r["command_line"], "--settings-from") for r in s["records"]}
+    if not tuned and len(sources) == 1 and None not in sources:
+        return (f"No seed tuned here: every seed reuses the settings chosen on the dev rows of `{sources.pop()}` "
+                "(`--settings-from`, the same choice for every strategy).")
     return f"Seeds tuned on dev rows (`--tune`): {', '.join(map(str, tuned)) or 'none'}."
+
+
+def _option(command_line: str, name: str) -> str | None:
+    """The value of option ``name`` in a recorded command line, None if it is not there."""
+    words = command_line.split()
+    return words[words.index(name) + 1] if name in words[:-1] else None
 
 
 def table_lines(s: dict) -> list[str]:
