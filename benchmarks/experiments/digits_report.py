@@ -34,11 +34,13 @@ def _t_quantile(q: float, df: int) -> float:
 
 
 def _two_sided_p(mean: float, sd: float, n: int) -> float:
-    """The paired t-test's two-sided p-value of ``mean`` ≠ 0 (``sd`` of the differences, ``n`` pairs)."""
+    """The paired t-test's two-sided p-value of ``mean`` ≠ 0 (``sd`` of the differences, ``n`` pairs). Where
+    every pair differs by the same amount (``sd`` = 0, e.g. one test row on every seed) the t-test is undefined
+    (it would say p = 0): the exact two-sided sign test's p-value, 2 · 0.5ⁿ, is used instead."""
     from scipy.stats import t
 
     if sd == 0:
-        return 0.0 if mean != 0 else 1.0
+        return min(1.0, 2 * 0.5 ** n) if mean != 0 else 1.0
     return float(2 * t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
 
 
@@ -73,6 +75,8 @@ def holm_intervals(diffs: dict[str, Sequence[float]], *, alpha: float = ALPHA) -
         adjusted = max(adjusted, min(1.0, (m - k) * s["p"]))
         half = _t_quantile(1 - level / 2, s["n"] - 1) * s["sd"] / math.sqrt(s["n"])
         low, high = s["mean"] - half, s["mean"] + half
+        if s["sd"] == 0 and not rejecting:                   # the sign test keeps 0: so does the interval
+            low, high = min(low, 0.0), max(high, 0.0)
         s.update(p_holm=adjusted, level=level, low=low, high=high,
                  ahead=(1 if s["mean"] > 0 else -1) if rejecting else 0)
     return stats

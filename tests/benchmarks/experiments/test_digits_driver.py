@@ -25,6 +25,14 @@ def test_holm_steps_down_and_its_intervals_agree_with_its_decisions():
         assert (s["p_holm"] <= 0.05) == (s["ahead"] != 0)
 
 
+def test_a_difference_without_spread_over_seeds_needs_the_sign_tests_evidence():
+    """The same difference on every seed (one test row) is no t-test evidence: 3 seeds cannot separate it, 8 can."""
+    three = holm_intervals({"lwf": [-0.002] * 3})["lwf"]
+    assert three["ahead"] == 0 and three["p"] == pytest.approx(0.25) and three["low"] < 0 <= three["high"]
+    eight = holm_intervals({"lwf": [-0.002] * 8})["lwf"]
+    assert eight["ahead"] == -1 and eight["p"] == pytest.approx(2 / 256) and eight["high"] < 0
+
+
 def test_holm_stops_at_the_first_comparison_it_keeps():
     # p ordered: a rejected at 0.05/3; b not at 0.05/2 -> c keeps b's level even if its own p would pass 0.05/1
     out = holm_intervals({"a": [1.0, 1.01, 0.99], "b": [0.1, 0.3, -0.05], "c": [0.1, 0.35, -0.06]})

@@ -64,5 +64,8 @@ def test_paired_interval_hand_computed():
     tight = paired_interval([2.0, 2.1, 1.9, 2.0, 2.05], [1.0, 1.0, 1.0, 1.0, 1.0])
     assert tight["ahead"] == 1 and tight["low"] > 0
     assert paired_interval([1.0, 1.0, 1.1], [2.0, 2.0, 2.0])["ahead"] == -1
+    same = paired_interval([0.5] * 3, [0.502] * 3)                    # one test row on every seed: no spread
+    assert same["ahead"] == 0 and same["low"] < 0 <= same["high"]
+    assert paired_interval([0.5] * 6, [0.502] * 6)["ahead"] == -1     # the sign test: 2 / 64 <= 0.05
     with pytest.raises(UserError, match="two equal-length"):
         paired_interval([1.0], [2.0])
