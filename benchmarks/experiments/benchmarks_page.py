@@ -65,14 +65,10 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                       "the dev-tuned five-seed comparison above"),
      ("`continual_quick/seed*`", "`graft_sparsity/*` (run record incomplete: revision unknown)",
       "`cpu_graft_naive/` (run record incomplete: no command line)", "`continual_tuned/`")),
-    ("avalanche_digits.md", ("GraftStrategy against Avalanche's strategies in a plain script (split digits, "
-                             "`MTSimpleMLP`)"),
-     ("`avalanche_digits.json`", "`avalanche_digits_features/`")),
-    ("region_size/region_size.md", ("GraftStrategy's default (automatic) region size vs fixed sizes and Avalanche's "
-                                    "baselines on split digits and permuted-digit streams of 20 and 50 tasks, plus "
-                                    "the text stream"),
-     ("`region_size/runs.jsonl`", "`region_size/region_size.json`", "`region_size/capacity.png`",
-      "`region_size/text/`")),
+    ("text_size/text_quick/text.md", ("the text stream with the default (automatic) region size: per task the size "
+                                      "chosen, its dev-row evidence and bytes; graft vs single-task fine-tuning over "
+                                      "three seeds"),
+     ("`text_size/text_quick/seed*/`", "`text_size/text_quick/single/`", "`text_size/text/` (an earlier default)")),
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*` (`task_inference_k128` and its `rules.json`: run record incomplete: "
       "revision unknown)",)),

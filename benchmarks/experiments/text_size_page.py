@@ -11,8 +11,8 @@ t-interval), the median size, the bytes stored and, where a run holds ``naive``,
 and preset: single-task fine-tuning does not depend on grafting's code)::
 
     python -m cl_graft.benchmarks.experiments.text_size_page --runs runs/text_s0,runs/text_s1,runs/text_s2 \\
-        --single benchmarks/results/region_size/text_quick/results.json,... --out DIR \\
-        --page benchmarks/results/region_size/text_quick/text.md
+        --single benchmarks/results/text_size/text_quick/single/seed0.json,... --out DIR \\
+        --page benchmarks/results/text_size/text_quick/text.md
 
 (``DIR/text.md`` and the run record ``DIR/config.json``; ``--out`` is claimed as a command's folder,
 :mod:`.script_out`).

@@ -122,80 +122,6 @@ def test_render_names_the_committed_artifacts():
         assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
 
 
-def _size_run(bench, name, seed, average):
-    """A ``region_size`` runs.jsonl row (graft strategies: 0.5 s of 10 s choosing sizes, 60% owned at the end)."""
-    row = {"benchmark": bench, "strategy": name, "seed": seed, "tasks": 2, "epochs": 1, "average": average,
-           "forgetting": 0.0, "train_seconds": 10.0, "eval_seconds": 1.0}
-    if name.startswith("graft"):
-        row.update(localize_seconds=2.0, search_seconds=0.5, owned=[0.3, 0.6], below_target=[],
-                   sizes=[{"share": 0.3}, {"share": 0.3}])
-    return row
-
-
-def test_region_size_section_and_more_results(tmp_path, monkeypatch):
-    from cl_graft.benchmarks.experiments import region_size_report
-
-    accuracy = {"graft": [0.90, 0.92, 0.91], "graft-1%": [0.85, 0.86, 0.87], "graft-5%": [0.93, 0.94, 0.95],
-                "naive": [0.50, 0.55, 0.52], "ewc": [0.91, 0.90, 0.93]}
-    runs = [_size_run("digits", name, s, a) for name, values in accuracy.items() for s, a in enumerate(values)]
-    runs += [_size_run("perm", name, s, 0.6 + 0.01 * s) for name in ("graft-1%", "lwf") for s in range(3)]
-    folder = tmp_path / "benchmarks" / "results" / "region_size"
-    folder.mkdir(parents=True)
-    write_json(folder / "region_size.json", {
-        "run": {"command_line": "python -m cl_graft.benchmarks.experiments.region_size --out x",
-                "git_revision": "abc1234", "device_name": "Test CPU (2 cores)"},
-        "summary": region_size_report.summary(runs),
-        "failed": [{"benchmark": "digits", "strategy": "gem", "seed": s, "error": "SolverNotFound: no quadprog"}
-                   for s in range(3)]})
-    monkeypatch.chdir(tmp_path)                          # reproduction() reads benchmarks/results under it
-    repro = report.reproduction()
-    assert repro["continual"] is None and repro["sweep"] is None
-    best = repro["region_size"]["benchmarks"]["digits"]["best_fixed"]
-    assert best["name"] == "graft-5%" and best["gap"] == pytest.approx(-3.0)
-    text = report.render({**_measured(), "reproduction": repro})
-    section = text.split("### Automatic region size (GraftStrategy's default)\n")[1].split("## More results")[0]
-    assert "`benchmarks/results/region_size/region_size.json`, last written by `python -m cl_graft.benchmarks." \
-           "experiments.region_size --out x` (Test CPU (2 cores), git abc1234;" in section
-    # graft − graft-5%: −3, −2, −4 points; graft − naive: 40, 37, 39; graft − ewc: −1, +2, −2 (t quantile 4.30)
-    assert ("| digits (3 seeds) | 91.0 ± 1.0 | 5.0% / 60.0% | best fixed: graft-5% | 94.0 ± 1.0 | "
-            "-3.0 [-5.5, -0.5] | graft behind |") in section
-    assert "|  |  |  | naive | 52.3 ± 2.5 | +38.7 [+34.9, +42.5] | graft ahead |" in section
-    assert "|  |  |  | ewc | 91.3 ± 1.5 | -0.3 [-5.5, +4.8] | not separable |" in section
-    assert "graft-1%" not in section.split("| perm")[0]                # only the best fixed size is listed
-    assert "| perm (3 seeds) | not in the artifact | – | best fixed: graft-1% | 61.0 ± 1.0 | – | – |" in section
-    assert "|  |  |  | lwf | 61.0 ± 1.0 | – | – |" in section
-    assert "No default-graft runs in the artifact for perm" in section and "digits gem (3 runs: SolverNotFound)" in section
-    more = text.split("## More results (hand-written pages)")[1]
-    assert "| [`region_size/region_size.md`](benchmarks/results/region_size/region_size.md) | GraftStrategy's " \
-           "default (automatic) region size vs fixed sizes" in more
-    assert "`region_size/runs.jsonl`, `region_size/region_size.json`, `region_size/capacity.png`, " \
-           "`region_size/text/` |" in more
-    assert "The multi-task skill map is in" not in text                # the old closing sentence is gone
-
-
-def test_region_size_table_counts_tasks_below_target_and_at_chance():
-    """The region_size page counts, per strategy, the tasks below their size target and those left at chance
-    (the capacity warnings); runs made before the chance check have no count ("-"), not a made-up 0."""
-    from cl_graft.benchmarks.experiments import region_size_report
-
-    runs = [{**_size_run("perm", "graft", s, 0.8), "below_target": ["3"] * s, "at_chance": ["49"] * (s == 2)}
-            for s in range(3)]
-    runs += [_size_run("perm", "graft-1%", s, 0.7) for s in range(3)]
-    summ = region_size_report.summary(runs)
-    assert summ["perm"]["strategies"]["graft"]["below_target"] == 3
-    assert summ["perm"]["strategies"]["graft"]["at_chance"] == 1
-    assert summ["perm"]["strategies"]["graft-1%"]["at_chance"] is None
-    text = region_size_report.render(runs, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
-    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| graft")}
-    assert rows["| graft"].endswith("| 60.0% | 3 | 1 |") and rows["| graft-1%"].endswith("| 60.0% | - | - |")                 # a fixed size has no target
-    assert "3 of 6 task runs (tasks × seeds) missed the size target" in text and "`CapacityWarning`" in text
-    assert "Run records: 0 of the 6 runs of these tables carry their invocation's record" in text
-    assert "(perm: graft, graft-1%)" in text
-    recorded = [{**r, "record": {"command_line": "x"}} for r in runs]
-    assert "Every run of these tables carries its invocation's run record" in region_size_report.render(
-        recorded, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
-
-
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     from cl_graft.benchmarks.experiments import continual_seeds
 
@@ -220,19 +146,3 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     assert not (tmp_path / "results" / "seed0" / "graft").exists()                    # light files only
     assert list((tmp_path / "results" / "seed1" / "figures").glob("*.png"))
 
-
-def test_region_size_rows_carry_the_invocations_run_record(tmp_path, monkeypatch):
-    """Every row region_size adds to runs.jsonl carries the run record of the invocation that made it."""
-    from cl_graft.benchmarks.experiments import region_size
-    from click.testing import CliRunner
-
-    monkeypatch.setattr(region_size, "run_one", lambda bench, name, seed, **_: {
-        **_size_run(bench, name, seed, 0.5), "final": [0.5, 0.5]})
-    out = tmp_path / "rs"
-    args = ["--out", str(out), "--benchmarks", "perm", "--strategies", "graft,naive", "--seeds", "0,1"]
-    result = CliRunner().invoke(region_size.main, args)
-    assert result.exit_code == 0, result.output
-    rows = region_size.read_runs(out / "runs.jsonl")
-    assert len(rows) == 4 and all(r["record"]["git_revision"] and r["record"]["device_name"] for r in rows)
-    assert {r["record"]["command_line"] for r in rows} == {rows[0]["record"]["command_line"]}
-    assert "Every run of these tables carries its invocation's run record" in (out / "region_size.md").read_text()

@@ -54,8 +54,8 @@ def _record(out: Path, *, users: tuple[str, ...] = ()) -> list[str]:
 
 def test_the_scripts_are_found():
     assert {"benchmarks_page", "continual_seeds", "distributed_scaling", "example_avalanche", "localization",
-            "region_size", "region_sweep", "digits", "reliability_probe", "task_inference_rules",
-            "text_size_page"} <= set(SCRIPTS)
+            "region_sweep", "digits", "reliability_probe", "task_inference_rules", "text_size_page"} <= set(SCRIPTS)
+    assert "region_size" not in SCRIPTS                                   # retired: the digits tables replace it
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
@@ -64,25 +64,6 @@ def test_help_names_out_and_no_old_output_option(script):
     assert result.exit_code == 0, result.output
     assert "--out DIRECTORY" in result.output and "--overwrite" in result.output
     assert not [o for o in OLD_OPTIONS if f"{o} " in result.output]
-
-
-def test_region_size_claims_its_out_resumes_reports_and_overwrites_only_its_files(tmp_path):
-    out, tiny = tmp_path / "rs", ["--benchmarks", "split-digits", "--strategies", "graft-5%", "--epochs", "1"]
-    assert _invoke("region_size", ["--out", out, *tiny, "--seeds", "0"]).exit_code == 0
-    assert _record(out) == ["accuracy.png", "capacity.png", "config.json", "region_size.json", "region_size.md",
-                            "runs.jsonl"]
-    again = _invoke("region_size", ["--out", out, *tiny, "--seeds", "0"])
-    assert again.exit_code == 2 and "pass --overwrite" in again.output
-    assert _invoke("region_size", ["--out", out, *tiny, "--seeds", "0,1", "--resume"]).exit_code == 0
-    runs = (out / "runs.jsonl").read_text().splitlines()
-    assert [json.loads(r)["seed"] for r in runs] == [0, 1]                       # seed 0 kept, not run again
-    page = tmp_path / "page"
-    assert _invoke("region_size", ["--out", page, "--report-only", out / "runs.jsonl"]).exit_code == 0
-    assert (page / "runs.jsonl").read_text() == (out / "runs.jsonl").read_text()
-    assert "split-digits" in (page / "region_size.md").read_text()
-    (page / "notes.txt").write_text("the user's")
-    assert _invoke("region_size", ["--out", page, "--report-only", out / "runs.jsonl", "--overwrite"]).exit_code == 0
-    assert (page / "notes.txt").read_text() == "the user's" and "notes.txt" not in _record(page, users=("notes.txt",))
 
 
 def _text_run(seed: int) -> dict:
@@ -114,6 +95,12 @@ def test_page_scripts_from_results(tmp_path):
     result = _invoke("text_size_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "text"])
     assert result.exit_code == 0, result.output
     assert _record(tmp_path / "text") == ["config.json", "text.md"]
+    again = _invoke("text_size_page", ["--runs", runs[0], "--out", tmp_path / "text"])
+    assert again.exit_code == 2 and "pass --overwrite" in again.output           # its own folder, not silently
+    (tmp_path / "text" / "notes.txt").write_text("the user's")
+    assert _invoke("text_size_page", ["--runs", runs[0], "--out", tmp_path / "text", "--overwrite"]).exit_code == 0
+    assert (tmp_path / "text" / "notes.txt").read_text() == "the user's"     # --overwrite replaces only its files
+    assert _record(tmp_path / "text", users=("notes.txt",)) == ["config.json", "text.md"]
     for task, path in (("sst2", tmp_path / "a.json"), ("qnli", tmp_path / "b.json")):
         path.write_text(json.dumps(_sweep_part(task)))
     merged = _invoke("region_sweep", ["--merge", tmp_path / "a.json", "--merge", tmp_path / "b.json", "--out",

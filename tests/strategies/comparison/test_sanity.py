@@ -83,22 +83,30 @@ def test_cl_graft_run_flags_ewc_without_its_penalty_as_equal_to_naive(tmp_path):
     assert "ewc!" in result.output and "! ewc probably misconfigured" in result.output
 
 
-def test_the_region_size_page_flags_si_equal_to_naive_and_ewc_at_chance():
-    from cl_graft.benchmarks.experiments import region_size_report as page
-
-    def row(name, seed, matrix):
-        return {"benchmark": "permuted-2-single", "strategy": name, "seed": seed, "tasks": 2, "epochs": 1,
-                "average": float(np.mean(matrix[-1])), "forgetting": 0.0, "train_seconds": 1.0, "eval_seconds": 1.0,
-                "final": matrix[-1], "matrix": matrix}
+def test_the_digits_page_flags_si_equal_to_naive_and_ewc_at_chance(tmp_path):
+    from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, render
 
     learned = [[0.9, NAN], [0.5, 0.95]]
-    runs = [row(name, seed, m) for seed in (0, 1) for name, m in (
-        ("naive", learned), ("si", learned), ("ewc", [[0.9, NAN], [0.1, 0.1]]),
-        ("lwf", [[0.9, NAN], [0.1 if seed else 0.6, 0.9]]))]               # at chance on 1 of 2 tasks: not most
-    summ = page.summary(runs)
-    assert {n: e["sanity"] for n, e in summ["permuted-2-single"]["strategies"].items()} == {
-        "naive": {}, "si": {"equals_naive": [0, 1]}, "ewc": {"at_chance": [0, 1]}, "lwf": {}}
-    text = page.render(runs, summ, {"command_line": "x", "git_revision": "abc", "device_name": "cpu"})
-    assert "| si! | 2 |" in text and "| lwf | 2 |" in text
-    assert "! si probably misconfigured on permuted-2-single: accuracy matrix equals naive's" in text
-    assert "! ewc probably misconfigured on permuted-2-single: at chance (1/classes ± 2 points)" in text
+    folders = []
+    for seed in (0, 1):
+        matrices = {"graft": [[0.9, NAN], [0.9, 0.9]], "naive": learned, "si": learned,
+                    "ewc": [[0.9, NAN], [0.1, 0.1]], "lwf": [[0.9, NAN], [0.1 if seed else 0.6, 0.9]]}
+        strategies = {n: {"matrix": m, "bytes": 8, "seconds": 1.0, "info": {},          # lwf at chance on 1 of 2
+                          "summary": {"average": float(np.mean(m[-1])), "forgetting": 0.0}}
+                      for n, m in matrices.items()}
+        folder = tmp_path / f"seed{seed}"
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps({
+            "run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+                    "stream": "permuted-digits:2", "model": "mlp"},
+            "scenario": "task", "tasks": ["t0", "t1"], "chance": [chance_band(10)] * 2, "strategies": strategies}))
+        folders.append(folder)
+    summary = benchmark_summary({"main": folders}, root=tmp_path)
+    assert {n: list(r["sanity"]) for n, r in summary["rows"].items()} == {
+        "graft": [], "naive": [], "si": ["accuracy matrix equals naive's (every cell within 0.1 points)"],
+        "ewc": ["at chance on 2 of 2 tasks after the last experience (1/classes ± 2 points, up to the majority "
+                "class share)"], "lwf": []}
+    text = render([summary])
+    assert "| si! | task label given |" in text and "| lwf | task label given |" in text
+    assert "! si probably misconfigured on seeds 0, 1: accuracy matrix equals naive's" in text
+    assert "! ewc probably misconfigured on seeds 0, 1: at chance on 2 of 2 tasks" in text
