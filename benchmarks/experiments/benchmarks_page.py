@@ -6,10 +6,11 @@ continual timing runs the quick preset on qnli → agnews → sst2, sized for a 
 runs/benchmarks_page/report.json benchmarks/results/``. ``--out`` gets ``report.json`` (the numbers),
 ``BENCHMARKS.md``, the run record ``config.json`` and the scratch (the timed runs, a checkpoint) in ``work/``
 (:mod:`.script_out`); ``--tables-only`` measures nothing and re-reads the tables into the figures of
-``--measured`` (default: the committed ``report.json``). Performance figures are measured fresh on this machine with MiniLM; the reproduction tables (Panigrahi et
-al. 2023, Tables 2 and 4 analogues, the region-size sweep, the automatic region size) are read from the committed
-run artifacts they name, with the commands that made them; the "More results" index lists ``MORE_RESULTS``. Ratios
-are measured within one run (these machines are noisy).
+``--measured`` (default: the committed ``report.json``). Performance figures are measured fresh on this machine
+with MiniLM; the reproduction tables (Panigrahi et al. 2023, Tables 2 and 4 analogues, the region-size sweep, the
+digits streams of ``digits/digits.json``) are read from the committed run artifacts they name, with the commands
+that made them; the "More results" index lists the digits page and ``MORE_RESULTS``. Ratios are measured within
+one run (these machines are noisy).
 """
 from __future__ import annotations
 
@@ -41,12 +42,12 @@ from .localization import measure_cost, median_seconds
 from .report_tables import (
     continual_lines,
     continual_summary,
+    digits_lines,
+    digits_summary,
     distributed_lines,
     load_artifact,
     localization_lines,
     localization_summary,
-    region_size_lines,
-    region_size_summary,
     relative_command,
     sweep_lines,
 )
@@ -160,8 +161,8 @@ def reproduction(results: Path = RESULTS) -> dict:
             "localization": localization_summary(localization, root=root, page=results / "localization.md")
             if localization else None,
             "sweep": load_artifact(results / "region_sweep.json", root=root),
-            "region_size": region_size_summary(data) if (data := load_artifact(
-                results / "region_size" / "region_size.json", root=root)) else None,
+            "digits": digits_summary(data) if (data := load_artifact(results / "digits" / "digits.json",
+                                                                     root=root)) else None,
             "distributed": load_artifact(results / "distributed.json", root=root)}
 
 
@@ -214,13 +215,27 @@ def render(report: dict) -> str:
         lines += ["### Region-size sweep: learned region vs top-|Δ|, chosen on dev", "", *sweep_lines(repro["sweep"]), ""]
     if repro["continual"]:
         lines += ["### Continual learning (Table 4 analogue)", "", *continual_lines(repro["continual"]), ""]
-    if repro.get("region_size"):
-        lines += ["### Automatic region size (GraftStrategy's default)", "", *region_size_lines(repro["region_size"]),
-                  ""]
+    if repro.get("digits"):
+        lines += ["### Digits streams through `cl-graft run` (task- and class-incremental)", "",
+                  *digits_lines(repro["digits"]), ""]
     if repro["distributed"]:
         lines += ["### Data-parallel scaling", "", *distributed_lines(repro["distributed"]), ""]
-    lines += [*more_results_lines(), ""]
+    digits = [digits_page_row(repro["digits"])] if repro.get("digits") else []
+    lines += [*more_results_lines((*digits, *MORE_RESULTS)), ""]
     return "\n".join(lines)
+
+
+def digits_page_row(summary: dict) -> tuple[str, str, tuple[str, ...]]:
+    """The "More results" row of the digits page, from :func:`~.report_tables.digits_summary`: its benchmarks
+    and scenarios as ``digits.json`` lists them, and how many invocations' ``results.json`` it names."""
+    page = Path(summary["page"]).relative_to(RESULTS).as_posix()
+    folder = Path(page).parent.as_posix()
+    runs = "; ".join(f"{b['name']} {b['scenario']}" for b in summary["benchmarks"])
+    count = sum(b["invocations"] for b in summary["benchmarks"])
+    what = (f"every digits benchmark through `cl-graft run` ({runs}): every strategy tuned on dev rows, stored "
+            "bytes, Holm-corrected paired intervals, sanity flags, graft's size variants")
+    return page, what, (f"`{folder}/digits.json`",
+                        f"`{folder}/runs/` ({count} invocations' `results.json`, each with its run record)")
 
 
 def more_results_lines(pages=MORE_RESULTS) -> list[str]:

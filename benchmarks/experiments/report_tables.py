@@ -7,8 +7,8 @@
 - :func:`localization_summary`: fine-tuned model vs θ_pre grafted with the learned region and with top-|Δ| at each
   size (Table 2 analogue): test accuracy, ECE and agreement with the fine-tuned model's predictions;
 - :func:`sweep_lines`: the dev-chosen learned region vs top-|Δ| (``region_sweep``);
-- :func:`region_size_summary`: GraftStrategy's default (automatic) region size vs the best fixed size in
-  hindsight and Avalanche's baselines (``region_size``), paired by seed;
+- :func:`digits_summary`: per digits benchmark of ``digits.json`` (``cl-graft run`` through ``digits.py``): graft,
+  the best peer with bytes and Holm verdict, and graft against its fixed-size and open-plan variants;
 - :func:`distributed_lines`: the data-parallel scaling run.
 
 Every table names the artifacts it comes from; each ``*_lines`` function renders its summary as Markdown lines.
@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from cl_graft.strategies.comparison.metrics import paired_interval
+from cl_graft.strategies.comparison.progress import human_bytes
 
 from cl_graft.files import read_json
-from cl_graft.strategies.comparison.metrics import paired_interval
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 
@@ -268,105 +269,110 @@ def distributed_lines(dist: dict) -> list[str]:
     return lines
 
 
-BASELINES = ("naive", "ewc", "lwf", "si", "replay", "gem", "agem")
-"""Avalanche's strategies in a ``region_size`` artifact, in the order the table lists them."""
+CEILINGS = ("cumulative",)
+"""Rows that bound a digits table from above rather than compete (cumulative keeps every training row): never
+the best peer."""
+SCENARIO = {"task": "task-incremental (task label given)", "class": "class-incremental (no task label)"}
+"""What every strategy's test rows carry in each scenario of a digits table."""
+DEFAULT_VERDICT = {1: "default ahead", -1: "default behind", 0: "not separable"}
 
 
-def _mean_sd(values: Sequence[float]) -> dict:
-    v = np.asarray(values, dtype=float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else None, "n": int(v.size)}
+def _digits_row(row: dict) -> dict:
+    """A digits table row's figures: mean ± sd of the final average accuracy, bytes kept, settings chosen, and
+    whether the sanity checks flag it."""
+    return {"mean": row["mean"], "sd": row["sd"], "bytes": row["bytes"], "chosen": row.get("chosen"),
+            "flagged": bool(row.get("sanity"))}
 
 
-def _minus(d: Sequence[float] | None) -> dict | None:
-    """A ``region_size`` paired difference ``[mean, low, high, n]`` (points) with its verdict."""
-    if d is None:
-        return None
-    mean, low, high, n = d
-    return {"mean": mean, "low": low, "high": high, "n": n, "ahead": 1 if low > 0 else -1 if high < 0 else 0}
+def _own_variant(graft: dict | None) -> str:
+    """The ``graft[...]`` row label of the size graft's own row ran with (tuning's choice, else ``auto``)."""
+    size = ((graft or {}).get("chosen") or {}).get("size", "auto")
+    return f"graft[{size}]"
 
 
-def region_size_summary(data: dict) -> dict:
-    """Per benchmark of a ``region_size`` artifact (:func:`load_artifact` of ``region_size.json``): default graft's
-    accuracy, its size-search share of training time and owned share at the end; the best fixed size in hindsight
-    (the ``graft-*`` strategy with the highest mean accuracy) and every Avalanche baseline present, each with
-    default graft minus it paired by seed (``graft_minus``; None where default graft did not run); the strategies
-    whose runs failed, with the error types."""
-    benchmarks = {}
-    for bench, s in data["summary"].items():
-        table, minus = s["strategies"], s.get("graft_minus") or {}
-        graft = table.get("graft")
-        fixed = {n: e for n, e in table.items() if n.startswith("graft-")}
-        best = max(fixed, key=lambda n: np.mean(fixed[n]["average"])) if fixed else None
-        failed: dict[str, dict] = {}
-        for r in data.get("failed") or []:
-            if r["benchmark"] == bench:
-                f = failed.setdefault(r["strategy"], {"runs": 0, "errors": []})
-                f["runs"] += 1
-                f["errors"] = sorted({*f["errors"], r["error"].split(":")[0]})
-        benchmarks[bench] = {
-            "seeds": max(len(e["seeds"]) for e in table.values()),
-            "default": None if graft is None else {
-                **_mean_sd(graft["average"]), **{k: graft.get(k) for k in ("search_share", "owned", "below_target")}},
-            "best_fixed": None if best is None else {
-                "name": best, **_mean_sd(fixed[best]["average"]), "minus": _minus(minus.get(best)),
-                "gap": None if graft is None else
-                100 * float(np.mean(graft["average"]) - np.mean(fixed[best]["average"]))},
-            "baselines": {n: {**_mean_sd(table[n]["average"]), "minus": _minus(minus.get(n))}
-                          for n in BASELINES if n in table},
-            "failed": failed}
-    run = data.get("run") or {}
-    return {"artifact": data["artifact"], "page": str(Path(data["artifact"]).with_suffix(".md")),
-            "run": {k: run.get(k) for k in ("command_line", "git_revision", "device_name")},
-            "benchmarks": benchmarks}
+def _revision(rev: str | None) -> str:
+    rev = str(rev)
+    return rev[:7] + ("+dirty" if rev.endswith("+dirty") else "")
 
 
-def _ms(e: dict) -> str:
-    return _pct(e["mean"]) + ("" if e["sd"] is None else f" ± {_pct(e['sd'])}")
+def digits_benchmark(b: dict) -> dict:
+    """One benchmark of ``digits.json`` (:mod:`.digits_report`): graft's row; the best peer (highest mean among
+    the other strategies, graft's variants and :data:`CEILINGS` left out) with graft minus it at Holm's level;
+    the verdicts against every peer; graft minus each ``graft[...]`` variant other than graft's own size."""
+    rows, minus = b["rows"], b["graft_minus"]
+    peers = {n: r for n, r in rows.items() if not n.startswith("graft") and n not in CEILINGS}
+    best = max(peers, key=lambda n: -np.inf if peers[n]["mean"] is None else peers[n]["mean"], default=None)
+    own = _own_variant(rows.get("graft"))
+    return {"name": f"{b['stream']}, {b['model']}", "scenario": b["scenario"], "tasks": len(b["tasks"]),
+            "seeds": b["seeds"], "graft": _digits_row(rows["graft"]) if "graft" in rows else None,
+            "best": None if best is None else {"name": best, **_digits_row(rows[best]), "minus": minus.get(best)},
+            "verdicts": [d["ahead"] for d in minus.values()],
+            "variants": {n: {"mean": rows[n]["mean"], "minus": d} for n, d in b["graft_minus_sizes"].items()
+                         if n != own and n in rows},
+            "records": sorted({(_revision(r.get("git_revision")), str(r.get("device_name"))) for r in b["records"]}),
+            "invocations": len(b["artifacts"])}
 
 
-def _delta_cells(e: dict) -> list[str]:
-    d = e["minus"]
-    if d is None:                       # default graft missing, or fewer than 2 shared seeds: no paired interval
-        return ["–" if e.get("gap") is None else f"{e['gap']:+.1f} (means; no paired interval)", "–"]
-    return [f"{d['mean']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]", VERDICT[d["ahead"]]]
+def digits_summary(data: dict) -> dict:
+    """The digits section's summary of a ``digits.json`` artifact (:func:`load_artifact`): per benchmark
+    :func:`digits_benchmark`, and the page the artifact belongs to (``digits.md`` beside it)."""
+    return {"artifact": data["artifact"], "page": Path(data["artifact"]).with_suffix(".md").as_posix(),
+            "benchmarks": [digits_benchmark(b) for b in data["benchmarks"]]}
 
 
-def region_size_lines(summary: dict) -> list[str]:
-    """The automatic region size table (Markdown lines)."""
-    run, page = summary["run"], summary["page"]
-    command = relative_command(run["command_line"] or "not recorded")[0]
-    lines = [("GraftStrategy with no size argument (its automatic region size) against fixed region sizes "
-              "(`graft-0.1%` … `graft-10%`) and Avalanche's baselines at their defaults, in plain Avalanche runs "
-              "with the same model, optimizer, batch size and epochs (`benchmarks/experiments/region_size.py`). Final "
-              "average accuracy over the tasks (%), mean ± sample SD over seeds; Δ = default graft minus the "
-              "strategy, paired by seed, in points with its 95% t-interval per comparison (not corrected for the "
-              "several comparisons per benchmark): \"graft ahead\" / \"graft behind\" only where it excludes 0. "
-              "The best fixed size is the `graft-*` strategy with the highest mean, chosen in hindsight on the same "
-              "accuracies (which favours it). Size search: seconds default graft spent choosing its size / its "
-              "training seconds; owned: share of graftable elements owned after the last task. Artifact: "
-              f"`{summary['artifact']}`, last written by `{command}` ({run['device_name']}, git "
-              f"{run['git_revision']}; it summarizes every run in `runs.jsonl`, including earlier invocations'). "
-              f"Every strategy's forgetting and wall times: [`{page}`]({page})"), "",
-             "| benchmark | default graft | size search / owned at end | compared with | its accuracy | "
-             "Δ default − it [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
-    missing, failures = [], []
-    for bench, b in summary["benchmarks"].items():
-        g = b["default"]
-        head = [f"{bench} ({b['seeds']} seeds)", "not in the artifact" if g is None else _ms(g),
-                "–" if g is None or g["search_share"] is None else
-                f"{100 * g['search_share']:.1f}% / {100 * g['owned']:.1f}%"]
-        rows = ([[f"best fixed: {b['best_fixed']['name']}", b["best_fixed"]]] if b["best_fixed"] else []) + \
-            [[name, e] for name, e in b["baselines"].items()]
-        for i, (name, e) in enumerate(rows or [["–", None]]):
-            cells = [name, "–", "–", "–"] if e is None else [name, _ms(e), *_delta_cells(e)]
-            lines.append("| " + " | ".join((head if i == 0 else ["", "", ""]) + cells) + " |")
-        if g is None:
-            missing.append(bench)
-        failures += [f"{bench} {name} ({f['runs']} runs: {', '.join(f['errors'])})"
-                     for name, f in b["failed"].items()]
-    if missing:
-        lines += ["", f"No default-graft runs in the artifact for {', '.join(missing)}: no Δ there."]
-    if failures:
-        lines += ["", "Runs that failed (recorded in the artifact, absent from the table; the best fixed size is "
-                  "among the sizes that ran): " + "; ".join(failures) + "."]
-    return lines
+def _accuracy(row: dict, name: str = "") -> str:
+    """``name`` (``!`` when flagged) and mean ± sd (%)."""
+    label = (name + ("!" if row["flagged"] else "") + " ").lstrip()
+    return label + ("–" if row["mean"] is None else _pct(row["mean"]) + ("" if row["sd"] is None else
+                                                                         f" ± {_pct(row['sd'])}"))
+
+
+def _holm(d: dict | None) -> str:
+    return "–" if d is None else f"{100 * d['mean']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
+
+
+def _verdict_counts(verdicts: list[int]) -> str:
+    ahead, behind, m = verdicts.count(1), verdicts.count(-1), len(verdicts)
+    return f"ahead on {ahead}, behind on {behind}, not separable on {m - ahead - behind} of {m}"
+
+
+def _variant_cell(variants: dict) -> str:
+    return "; ".join(f"{n} {'–' if v['mean'] is None else _pct(v['mean'])}: {_holm(v['minus'])} "
+                     f"{'–' if v['minus'] is None else DEFAULT_VERDICT[v['minus']['ahead']]}"
+                     for n, v in variants.items()) or "–"
+
+
+def digits_lines(summary: dict) -> list[str]:
+    """The digits section (Markdown lines): one row per benchmark."""
+    records = sorted({rec for b in summary["benchmarks"] for rec in b["records"]})
+    page = summary["page"]
+    lines = [("Every digits benchmark through `cl-graft run` (made by `benchmarks/experiments/digits.py`, tables by "
+              "`digits_report.py`). Final average accuracy over the tasks (%), mean ± sample SD over seeds; "
+              "stored: bytes each strategy keeps beyond the model it starts from, as its entry counts them. Graft "
+              "runs at the region size its tuning chose on dev rows; the best peer is the highest mean among the "
+              "scenario's other strategies (each tuned on dev rows with the same grid budget), cumulative (it keeps "
+              "every training row) being the ceiling, not a peer. \"graft − best peer\": paired by seed, points, "
+              "with the t-interval at Holm's step-down level over the table's peers (the level, every peer and "
+              "its setting in the page); verdicts only where it excludes 0. \"graft − its variants\": graft alone "
+              "at a fixed size (`graft[0.01]`: 1% of the graftable elements), at `auto`, or `open` (the automatic "
+              "size planned without the stream length), paired the same way, a Holm family of their own. `!`: "
+              "the sanity checks flag the row. Artifact: `" + summary["artifact"] + "` (invocations: "
+              + ", ".join(f"git {rev} on {device}" for rev, device in records) + f"); page: [`{page}`]({page})."),
+             "", ("| benchmark | test rows | graft | stored | best peer | stored | graft − best peer [Holm] | "
+                  "verdict | graft against every peer | graft − its variants [Holm] |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    return lines + [_digits_table_row(b) for b in summary["benchmarks"]]
+
+
+def _digits_table_row(b: dict) -> str:
+    """One benchmark's row of the digits section (:func:`digits_benchmark`)."""
+    g, best = b["graft"], b["best"]
+    size = "" if g is None or not g["chosen"] else f" ({_setting({'chosen': g['chosen']})})"
+    d = best and best["minus"]
+    cells = [f"{b['name']} ({b['tasks']} tasks, {len(b['seeds'])} seeds)", SCENARIO[b["scenario"]],
+             "–" if g is None else _accuracy(g) + size, "–" if g is None else human_bytes(g["bytes"]),
+             "–" if best is None else _accuracy(best, best["name"]),
+             "–" if best is None else human_bytes(best["bytes"]),
+             _holm(d), "–" if not d else VERDICT[d["ahead"]], _verdict_counts(b["verdicts"]),
+             _variant_cell(b["variants"])]
+    return "| " + " | ".join(cells) + " |"

@@ -1,6 +1,8 @@
 """The benchmark report: serving figures on a tiny model; the reproduction tables from run artifacts."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cl_graft.artifacts import save_classifier
@@ -120,6 +122,83 @@ def test_render_names_the_committed_artifacts():
     assert "| learned region vs top-\\|Δ\\| at four sizes, calibration |" in text         # cells escaped
     for page, _, _ in report.MORE_RESULTS:                                      # every listed page is committed
         assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
+
+
+def _digits_run(folder, seed, averages, *, stream, model, scenario, chosen=None, chance=None):
+    """One ``cl-graft run`` invocation's results.json on a two-task digits stream: the given final average
+    accuracy per strategy (every cell of its matrix), graft's tuning choice, the tasks' chance bands."""
+    def entry(name, avg):
+        return {"matrix": [[avg, float("nan")], [avg, avg]], "bytes": 1000.0 * len(name), "seconds": 2.0,
+                "info": {"tuning": {"chosen": chosen}} if name == "graft" and chosen else {},
+                "summary": {"average": avg, "forgetting": 0.0}}
+
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({
+        "run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc1234def+dirty",
+                "device_name": "Test CPU", "stream": stream, "model": model, "preset": "smoke"},
+        "scenario": scenario, "tasks": ["t0", "t1"], "chance": chance,
+        "strategies": {n: entry(n, a) for n, a in averages.items()}}))
+    return folder
+
+
+def _digits_benchmark(root, stream, model, scenario, peers, variants, **kwargs):
+    """A ``digits.json`` benchmark summary (:func:`digits_report.benchmark_summary`) of three seeds: ``peers`` in
+    the main invocations, each ``graft[size]`` of ``variants`` in invocations of its own."""
+    from cl_graft.benchmarks.experiments.digits_report import benchmark_summary
+
+    base = root / f"{stream}-{model}-{scenario}"
+    kw = {"stream": stream, "model": model, "scenario": scenario}
+    folders = {"main": [_digits_run(base / f"seed{s}", s, {n: v[s] for n, v in peers.items()}, **kw, **kwargs)
+                        for s in range(3)]}
+    for label, values in variants.items():
+        folders[label] = [_digits_run(base / label / f"seed{s}", s, {"graft": values[s]}, **kw) for s in range(3)]
+    return benchmark_summary(folders, root=root)
+
+
+def test_the_digits_section_reads_digits_json(tmp_path, monkeypatch):
+    graft = [0.90, 0.92, 0.91]
+    split = _digits_benchmark(
+        tmp_path, "split-digits", "mlp", "class",
+        {"graft": graft, "naive": [0.20, 0.21, 0.19], "replay": [0.85, 0.86, 0.88],
+         "cumulative": [0.99, 0.99, 0.98]},                       # the ceiling: higher, but never the best peer
+        {"graft[0.01]": [0.80, 0.81, 0.79], "graft[auto]": graft, "graft[open]": [0.89, 0.93, 0.90]},
+        chosen={"size": "auto"})
+    permuted = _digits_benchmark(
+        tmp_path, "permuted-digits:2", "mtmlp", "task",
+        {"graft": graft, "naive": [0.10, 0.13, 0.11], "ewc": [0.50, 0.50, 0.50]},      # ewc at chance: flagged
+        {"graft[0.1]": graft, "graft[auto]": [0.88, 0.90, 0.89]}, chosen={"size": 0.1},
+        chance=[[0.45, 0.55]] * 2)
+    folder = tmp_path / "benchmarks" / "results" / "digits"
+    folder.mkdir(parents=True)
+    write_json(folder / "digits.json", {"benchmarks": [split, permuted]})
+    monkeypatch.chdir(tmp_path)                          # reproduction() reads benchmarks/results under it
+    repro = report.reproduction()
+    assert repro["continual"] is None and "region_size" not in repro
+    best = [b["best"]["name"] for b in repro["digits"]["benchmarks"]]
+    assert best == ["replay", "ewc"]
+    text = report.render({**_measured(), "reproduction": repro})
+    section = text.split("### Digits streams through `cl-graft run` (task- and class-incremental)\n")[1]
+    section = section.split("## More results")[0]
+    assert "Artifact: `benchmarks/results/digits/digits.json` (invocations: git abc1234+dirty on Test CPU); page: " \
+           "[`benchmarks/results/digits/digits.md`](benchmarks/results/digits/digits.md)." in section
+    rows = {line.split(" | ")[0]: line for line in section.splitlines() if line.startswith("| ")}
+    # graft − replay: 5, 6, 3 points (Holm's third step, level 0.05); − cumulative: −9, −7, −7 (level 0.025)
+    assert rows["| split-digits, mlp (2 tasks, 3 seeds)"] == (
+        "| split-digits, mlp (2 tasks, 3 seeds) | class-incremental (no task label) | 91.0 ± 1.0 (size auto) | "
+        "4.9 KB | replay 86.3 ± 1.5 | 5.9 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 1, not "
+        "separable on 0 of 3 | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
+        "[-3.8, +4.5] not separable |")
+    row = rows["| permuted-digits:2, mtmlp (2 tasks, 3 seeds)"]
+    assert "| task-incremental (task label given) | 91.0 ± 1.0 (size 0.1) |" in row
+    assert "| ewc! 50.0 ± 0.0 | 2.9 KB | +41.0 [+38.5, +43.5] | graft ahead |" in row
+    assert row.endswith("| graft[auto] 89.0: +2.0 [+0.0, +2.0] not separable |")     # the sign test: 3 seeds
+    assert "graft[0.1]" not in row                                          # graft's own size: no comparison
+    more = text.split("## More results (hand-written pages)")[1]
+    assert "| [`digits/digits.md`](benchmarks/results/digits/digits.md) | every digits benchmark through " \
+           "`cl-graft run` (split-digits, mlp class; permuted-digits:2, mtmlp task): " in more
+    assert "| `digits/digits.json`, `digits/runs/` (21 invocations' `results.json`, each with its run record) |" \
+        in more
+    assert "region_size" not in text and "avalanche_digits" not in text
 
 
 def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):

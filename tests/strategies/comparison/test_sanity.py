@@ -104,8 +104,8 @@ def test_the_digits_page_flags_si_equal_to_naive_and_ewc_at_chance(tmp_path):
     summary = benchmark_summary({"main": folders}, root=tmp_path)
     assert {n: list(r["sanity"]) for n, r in summary["rows"].items()} == {
         "graft": [], "naive": [], "si": ["accuracy matrix equals naive's (every cell within 0.1 points)"],
-        "ewc": ["at chance on 2 of 2 tasks after the last experience (1/classes ± 2 points, up to the majority "
-                "class share)"], "lwf": []}
+        "ewc": [("at chance on 2 of 2 tasks after the last experience (1/classes ± 2 points, up to the majority "
+                 "class share)")], "lwf": []}
     text = render([summary])
     assert "| si! | task label given |" in text and "| lwf | task label given |" in text
     assert "! si probably misconfigured on seeds 0, 1: accuracy matrix equals naive's" in text
