@@ -1,5 +1,6 @@
-"""Probes of three baselines that the region_size runs flagged (``benchmarks/results/sanity.md``), with Avalanche
-directly, in the region_size setting (digit streams, SGD lr 0.05 momentum 0.9, batch 32, seed 0):
+"""Probes of three baselines that the sanity flags marked in the runs of the retired region_size experiment
+(``benchmarks/results/sanity.md``), with Avalanche directly, in that experiment's setting (digit streams, SGD lr
+0.05 momentum 0.9, batch 32, seed 0):
 
 - ``si``: Avalanche's ``SynapticIntelligence`` vs :class:`~cl_graft.strategies.plugins.synaptic_intelligence.
   CopiedSynapticIntelligence` on ``permuted-N-single``: the importances after each experience and the final rows;
