@@ -110,7 +110,7 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
     """One benchmark's table, from its invocations' folders.
 
     Args:
-        folders: ``"main"`` → one folder per seed holding the peers' ``results.json``; ``"graft[size]"`` → graft
+        folders: ``"main"`` → one folder per seed holding the peers' ``results.json``; ``"graft[variant]"`` → graft
             alone at a fixed size, one folder per seed.
         root: artifact paths in the summary are relative to it.
     """
@@ -223,7 +223,7 @@ def table_lines(s: dict) -> list[str]:
     behind = sum(d["ahead"] == -1 for d in s["graft_minus"].values())
     lines += ["", (f"Graft ahead on {ahead} of {m}, behind on {behind}, not separable on {m - ahead - behind} "
                    f"(Holm, family-wise 95% over the {m} peers of this table, {len(seeds)} seeds paired)"
-                   + (f"; the {k} `graft[size]` rows are a family of their own (Holm over {k})." if k else "."))]
+                   + (f"; the {k} `graft[variant]` rows are a family of their own (Holm over {k})." if k else "."))]
     flags = [f"! {name} probably misconfigured on seeds {', '.join(map(str, sd))}: {text}"
              for name, row in s["rows"].items() for text, sd in row["sanity"].items()]
     lines += ["", *flags] if flags else []
@@ -248,10 +248,13 @@ def render(summaries: list[dict]) -> str:
              "weights and what its method keeps, graft's regions, heads and feature statistics beside the starting "
              "model; replay-matched holds as many bytes of memory rows as graft keeps in the same run), wall seconds (2 shared CPU cores: noisy). \"graft − it\": graft's average "
              "minus the strategy's, paired by seed, with its t-interval at Holm's step-down level (shown after "
-             "\"at\"; one family per table for the peers, another for the `graft[size]` rows); \"graft ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\". "
-             "With 3 seeds the t quantiles are large (2 degrees of freedom): small gaps are not separable. "
-             "`!` marks a strategy the sanity checks flag (line under its table). `graft[size]` rows: graft alone "
-             "at a fixed region size, untuned, in invocations of their own with the same seeds."), ""]
+             "\"at\"; one family per table for the peers, another for the `graft[variant]` rows); \"graft ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\". "
+             "With 3 seeds the t quantiles are large (2 degrees of freedom): small gaps are not separable; a gap "
+             "that is the same on every seed is decided by the exact sign test (it needs 6 seeds at 0.05). "
+             "`!` marks a strategy the sanity checks flag (line under its table). `graft[variant]` rows: graft alone "
+             "at a fixed region size (`graft[0.01]`: 1% of the graftable elements), at `auto`, or `open` (the "
+             "automatic size planned without the stream length, as the baselines are not told it), untuned, in "
+             "invocations of their own with the same seeds."), ""]
     for s in summaries:
         lines += table_lines(s) + [""]
     return "\n".join(lines)
