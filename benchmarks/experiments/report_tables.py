@@ -21,10 +21,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from cl_graft.strategies.comparison.metrics import paired_interval
-from cl_graft.strategies.comparison.progress import human_bytes
 
 from cl_graft.files import read_json
+from cl_graft.strategies.comparison.metrics import paired_interval
+from cl_graft.strategies.comparison.progress import human_bytes
+from cl_graft.task import SCENARIOS
+
+from .digits_report import SEES
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 
@@ -272,8 +275,6 @@ def distributed_lines(dist: dict) -> list[str]:
 CEILINGS = ("cumulative",)
 """Rows that bound a digits table from above rather than compete (cumulative keeps every training row): never
 the best peer."""
-SCENARIO = {"task": "task-incremental (task label given)", "class": "class-incremental (no task label)"}
-"""What every strategy's test rows carry in each scenario of a digits table."""
 DEFAULT_VERDICT = {1: "default ahead", -1: "default behind", 0: "not separable"}
 
 
@@ -369,7 +370,7 @@ def _digits_table_row(b: dict) -> str:
     g, best = b["graft"], b["best"]
     size = "" if g is None or not g["chosen"] else f" ({_setting({'chosen': g['chosen']})})"
     d = best and best["minus"]
-    cells = [f"{b['name']} ({b['tasks']} tasks, {len(b['seeds'])} seeds)", SCENARIO[b["scenario"]],
+    cells = [f"{b['name']} ({b['tasks']} tasks, {len(b['seeds'])} seeds)", f"{SCENARIOS[b['scenario']]} ({SEES[b['scenario']]})",
              "–" if g is None else _accuracy(g) + size, "–" if g is None else human_bytes(g["bytes"]),
              "–" if best is None else _accuracy(best, best["name"]),
              "–" if best is None else human_bytes(best["bytes"]),
