@@ -370,7 +370,8 @@ def _digits_table_row(b: dict) -> str:
     g, best = b["graft"], b["best"]
     size = "" if g is None or not g["chosen"] else f" ({_setting({'chosen': g['chosen']})})"
     d = best and best["minus"]
-    cells = [f"{b['name']} ({b['tasks']} tasks, {len(b['seeds'])} seeds)", f"{SCENARIOS[b['scenario']]} ({SEES[b['scenario']]})",
+    scenario = b["scenario"]
+    cells = [f"{b['name']} ({b['tasks']} tasks, {len(b['seeds'])} seeds)", f"{SCENARIOS[scenario]} ({SEES[scenario]})",
              "–" if g is None else _accuracy(g) + size, "–" if g is None else human_bytes(g["bytes"]),
              "–" if best is None else _accuracy(best, best["name"]),
              "–" if best is None else human_bytes(best["bytes"]),

@@ -13,8 +13,8 @@ import torch
 from cl_graft.errors import UserError
 
 from ..comparison.entry import BuildContext, row_bytes
-from .kept import plugin_of
 from ..comparison.scenario import is_multi_head
+from .kept import plugin_of
 from .scenario import check_new_classes
 
 Builder = Callable[[BuildContext], Any]

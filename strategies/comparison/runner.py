@@ -115,8 +115,8 @@ def fresh_model(base: torch.nn.Module, stream: Stream | DigitsStream, seed: int)
     task-incremental scenario (the same model for every strategy)."""
     if isinstance(base, TextClassifier):
         return TaskAdapter(clone_model(base), stream.tasks), OWN_HEADS
-    return scenario_model(copy.deepcopy(base), stream.benchmark.train_stream, getattr(stream, "scenario", "task"),
-                          seed)
+    model, how = scenario_model(base, stream.benchmark.train_stream, getattr(stream, "scenario", "task"), seed)
+    return (copy.deepcopy(model) if model is base else model), how     # a multi-head copy is already a copy
 
 
 def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
