@@ -71,6 +71,9 @@ def run_command() -> click.Command:
     @settings_options
     @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
     @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
+    @click.option("--eval-cap", type=int, default=None,
+                  help="Test rows per task of a text stream, a seeded subsample (default: the preset's); every "
+                       "strategy scores every task after every experience, so a long stream costs T² × this.")
     @click.option("--tune", is_flag=True, help="Choose each strategy's settings from its grid on dev rows first "
                   "(same budget for every strategy; test rows are never used to choose).")
     @click.option("--tune-budget", type=click.IntRange(min=1), default=None, show_default=str(TUNE_BUDGET),
@@ -153,7 +156,7 @@ def _digits_setup(stream, *, seed, tune, model, scenario, device, head, fresh_he
     return record, base, lambda: (the_stream, tune_stream)
 
 
-def _run(*, stream, scenario, strategies, steps, k, tune, tune_budget, settings_from, task_inference, resume, quiet,
+def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget, settings_from, task_inference, resume, quiet,
          verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
     from .. import distributed
     from ..benchmarks.digits import parse_digits_stream
@@ -192,7 +195,9 @@ def _run(*, stream, scenario, strategies, steps, k, tune, tune_budget, settings_
         raise UserError("--tune-budget is the number of grid points --tune tries; add --tune or drop it")
     tune_budget = tune_budget or TUNE_BUDGET
     chosen = chosen_settings(settings_from, names) if settings_from else None
-    data, cfg = continual_setup(preset, seed=seed, steps=steps, k=None if digits else k)
+    if digits and eval_cap is not None:
+        raise UserError("--eval-cap sizes a text stream's test rows; a digits stream scores all of its own")
+    data, cfg = continual_setup(preset, seed=seed, steps=steps, k=None if digits else k, eval_cap=eval_cap)
     own = {n: strategy_settings(n, data, seed=seed, given=given) for n in names}
     distributed.check_batch(cfg.recipe.batch_size)
     for s in own.values():

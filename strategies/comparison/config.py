@@ -31,13 +31,17 @@ class ContinualConfig:
         return {**asdict(self), "recipe": self.recipe.to_json()}
 
 
-def continual_setup(name: str, *, seed: int, steps: int | None = None,
-                    k: int | None = None) -> tuple[Preset, ContinualConfig]:
+def continual_setup(name: str, *, seed: int, steps: int | None = None, k: int | None = None,
+                    eval_cap: int | None = None) -> tuple[Preset, ContinualConfig]:
     """The named preset's data sizes (test cap and recipe of the comparison) and the shared settings, with the
-    seed and optional overrides applied (validated). Each strategy's own settings start from
+    seed and optional overrides (``steps``, ``k``, ``eval_cap``: test rows per task; None = the preset's) applied
+    (validated). Each strategy's own settings start from
     ``Settings.from_preset`` of the returned preset (:func:`.registry.strategy_settings`)."""
     data = get_preset(name, seed=seed, k=k)
     sizes = data.continual
     steps = sizes.steps if steps is None else steps
     recipe = replace(data.finetune, steps=steps, batch_size=sizes.batch_size, eval_every=steps)
-    return replace(data, eval_cap=sizes.eval_cap, finetune=recipe), ContinualConfig(recipe=recipe)
+    if eval_cap is not None and eval_cap < 1:
+        raise UserError(f"--eval-cap must be >= 1, got {eval_cap}")
+    return (replace(data, eval_cap=sizes.eval_cap if eval_cap is None else eval_cap, finetune=recipe),
+            ContinualConfig(recipe=recipe))

@@ -68,6 +68,7 @@ def test_verbose_shows_avalanches_log_and_quiet_prints_nothing(env, tmp_path):
     (["--stream", " , "], "--stream is empty"),
     (["--stream", "alpha,beta", "--strategies", "graft,magic"], "unknown strategy 'magic'"),
     (["--stream", "alpha,beta", "--preset", "huge"], "unknown preset"),
+    (["--stream", "alpha,beta", "--eval-cap", "0"], "--eval-cap must be >= 1"),
     (["--stream", "alpha,beta", "--strategies", "graft", "--region-size", "big"], "region size must be auto or a share"),
     (["--stream", "alpha,beta", "--strategies", "graft", "--region-size", "0.05", "--tolerance", "0.01"],
      "does not apply to size = 0.05"),
@@ -95,6 +96,20 @@ def test_region_size_is_one_option_auto_or_a_share(env, tmp_path):
     sizing = results["strategies"]["graft"]["info"]["sizing"]
     assert [s["tolerance"] for s in sizing] == [0.5, 0.5] and all("rungs" in s for s in sizing)
     assert results["run"]["strategy_settings"]["graft"]["size"]["tolerance"] == 0.5
+
+
+def test_eval_cap_sizes_every_tasks_test_rows(env, tmp_path):
+    """--eval-cap N scores N seeded test rows per task (recorded; every accuracy a multiple of 1/N), the cost
+    knob of a long text stream; a digits stream refuses it."""
+    capped = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--eval-cap", "7", "--quiet",
+                 "--out", str(tmp_path / "c"))
+    assert capped.exit_code == 0, capped.output
+    results = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert results["run"]["eval_cap"] == 7
+    assert all(abs(v * 7 - round(v * 7)) < 1e-6 for row in results["strategies"]["naive"]["matrix"] for v in row)
+    digits = CliRunner().invoke(main, ["run", "--stream", "split-digits", "--model", "mlp", "--eval-cap", "7",
+                                       "--out", str(tmp_path / "d")])
+    assert digits.exit_code == 2 and "--eval-cap" in digits.output and not (tmp_path / "d").exists()
 
 
 def test_existing_results_are_not_overwritten(env, all_run):
