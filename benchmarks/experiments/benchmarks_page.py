@@ -62,10 +62,8 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("`localization.json` (run record incomplete: no command line or device)", "`localization_more.json`")),
     ("region_sweep.md", "learned region with settings chosen on dev vs top-|Δ|, paired SE over test rows",
      ("`region_sweep.json`", "`region_sweep/`")),
-    ("continual.md", ("`cl-graft run` on qnli → agnews → sst2: quick preset (one H100), region sizes, CPU wall time; "
-                      "the dev-tuned five-seed comparison above"),
-     ("`continual_quick/seed*`", "`graft_sparsity/*` (run record incomplete: revision unknown)",
-      "`cpu_graft_naive/` (run record incomplete: no command line)", "`continual_tuned/`")),
+    ("continual.md", "`cl-graft run` on qnli → agnews → sst2: the dev-tuned five-seed comparison above",
+     ("`continual_tuned/`",)),
     ("text_size/text_quick/text.md", ("the text stream with the default (automatic) region size: per task the size "
                                       "chosen, its dev-row evidence and bytes; graft vs single-task fine-tuning over "
                                       "three seeds"),
