@@ -5,7 +5,8 @@ different strategies (a long stream is split over processes: graft with ``replay
 bytes, in one; single, naive, LwF, PackNet in another) and writes one Markdown page:
 
 - per task: the region size graft chose (share of the graftable elements), its cap, the free share after it,
-  whether its dev accuracy is surely above chance, its final test accuracy and its share of single-task
+  the trained and the grafted model's dev accuracy beside chance (the most frequent training class), whether the
+  grafted one is surely above chance, its final test accuracy and its share of single-task
   fine-tuning, and every other strategy's final accuracy;
 - per strategy: average, forgetting, BWT, bytes stored, wall seconds (each from its own invocation);
 - the stream's checks: tasks at ≥ 95% of single, tasks not surely above chance, graft's forgetting, graft minus
@@ -20,6 +21,7 @@ bytes, in one; single, naive, LwF, PackNet in another) and writes one Markdown p
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -53,8 +55,9 @@ def merged(runs: list[dict]) -> dict:
     return strategies
 
 
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}"
+def _pct(value: float | None) -> str:
+    """A share as a percentage with one decimal; "–" where the strategy has none (single forgets nothing)."""
+    return "–" if value is None or math.isnan(value) else f"{100 * value:.1f}"
 
 
 def page_text(runs: list[dict]) -> str:
@@ -76,13 +79,14 @@ def page_text(runs: list[dict]) -> str:
         r = run["run"]
         lines.append(f"- `{r['command_line']}` (git {r['git_revision']}; {r['device_name']}, torch {r['torch']}; "
                      f"{r['wall_seconds']:.0f} s)")
-    head = ["task", "graft size %", "cap %", "free after %", "above chance", "graft", "single", "% of single",
-            *peers]
+    head = ["task", "graft size %", "cap %", "free after %", "dev: trained → grafted (chance)", "above chance",
+            "graft", "single", "% of single", *peers]
     lines += ["", "## Per task (final test accuracy, %)", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]
     for i, task in enumerate(tasks):
         s = sizing[i]
         lines.append(f"| {task} | {100 * s['share']:.2f} | {_pct(s['cap_share'])} | {_pct(s['free'])} | "
+                     f"{_pct(s['reference'])} → {_pct(s['score'])} ({_pct(s['chance'])}) | "
                      f"{'yes' if s['above_chance'] else 'no'} | {_pct(final[i])} | {_pct(alone[i])} | "
                      f"{100 * final[i] / alone[i]:.0f}% | "
                      + " | ".join(_pct(strategies[p]["summary"]["final"][i]) for p in peers) + " |")
@@ -90,8 +94,8 @@ def page_text(runs: list[dict]) -> str:
               "|---|---|---|---|---|---|"]
     for name, res in strategies.items():
         summary = res["summary"]
-        lines.append(f"| {name} | {_pct(summary['average'])} | {_pct(summary.get('forgetting', float('nan')))} | "
-                     f"{_pct(summary.get('bwt', float('nan')))} | {res['bytes'] / MB:.1f} | {res['seconds']:.0f} |")
+        lines.append(f"| {name} | {_pct(summary['average'])} | {_pct(summary.get('forgetting'))} | "
+                     f"{_pct(summary.get('bwt'))} | {res['bytes'] / MB:.1f} | {res['seconds']:.0f} |")
     kept = [i for i in range(len(tasks)) if final[i] >= KEPT * alone[i]]
     at_chance = [t for t, s in zip(tasks, sizing) if not s["above_chance"]]
     shares = sorted(s["share"] for s in sizing)
@@ -101,6 +105,8 @@ def page_text(runs: list[dict]) -> str:
                  else "."),
               "- Not surely above chance on dev rows (graft's check): " + (", ".join(at_chance) or "none") + ".",
               f"- Graft's forgetting: {_pct(graft['summary']['forgetting'])} points.",
+              (f"- Each graft region may lose up to {_pct(sizing[0]['tolerance'])} points of its trained model's "
+               f"dev accuracy at {100 * sizing[0]['confidence']:.0f}% confidence (the size search's tolerance)."),
               (f"- Region sizes: median {100 * shares[len(shares) // 2]:.2f}% of the graftable elements, largest "
                f"{100 * shares[-1]:.2f}%; free share after the last task {_pct(sizing[-1]['free'])}%."),
               "- Graft minus each peer on the average (points; one seed, so a difference, not a verdict): "

@@ -27,23 +27,25 @@ def _run(strategies: dict, *, seed: int = 0, line: str = "cl-graft run") -> dict
 
 
 def _sizing(above: list[bool]) -> list[dict]:
-    return [{"share": s, "cap_share": 0.25, "free": 1 - (i + 1) * 0.05, "above_chance": a}
+    return [{"share": s, "cap_share": 0.25, "free": 1 - (i + 1) * 0.05, "above_chance": a, "reference": 0.6,
+             "score": 0.59, "chance": 0.5, "tolerance": 0.02, "confidence": 0.95}
             for i, (s, a) in enumerate(zip([0.002, 0.05, 0.01], above))]
 
 
 def test_page_merges_invocations_and_checks_the_stream():
     graft = _result([0.55, 0.88, 0.70], sizing=_sizing([False, True, True]))
     runs = [_run({"graft": graft, "replay-matched": _result([0.5, 0.8, 0.8], forgetting=0.02)}, line="A"),
-            _run({"single": _result([0.56, 0.90, 0.80]), "naive": _result([0.5, 0.7, 0.8], forgetting=0.1)},
+            _run({"single": _result([0.56, 0.90, 0.80], forgetting=float("nan")), "naive": _result([0.5, 0.7, 0.8], forgetting=0.1)},
                  line="B")]
     text = page_text(runs)
-    assert "| qnli | 0.20 | 25.0 | 95.0 | no | 55.0 | 56.0 | 98% | 50.0 | 50.0 |" in text
+    assert "| qnli | 0.20 | 25.0 | 95.0 | 60.0 → 59.0 (50.0) | no | 55.0 | 56.0 | 98% | 50.0 | 50.0 |" in text
     assert "- `A` (git abc" in text and "- `B` (git abc" in text
     assert "Tasks at ≥ 95% of single: 2 of 3 (not: sst2)." in text        # 70 < 0.95 × 80
     assert "Not surely above chance on dev rows (graft's check): qnli." in text
     assert "median 1.00%" in text and "largest 5.00%" in text and "free share after the last task 85.0%" in text
-    assert "replay-matched +1.0, naive +4.3" in text
+    assert "replay-matched +1.0, naive +4.3" in text and "lose up to 2.0 points" in text
     assert "| naive | 66.7 | 10.0 | -10.0 | 3.0 | 100 |" in text
+    assert "| single | 75.3 | – | – | 3.0 | 100 |" in text                 # single forgets nothing: no figure
 
 
 def test_runs_of_other_settings_or_twice_the_same_strategy_are_refused():
