@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import click
@@ -98,7 +99,7 @@ def page_text(runs: list[dict]) -> str:
                      f"{_pct(summary.get('bwt'))} | {res['bytes'] / MB:.1f} | {res['seconds']:.0f} |")
     kept = [i for i in range(len(tasks)) if final[i] >= KEPT * alone[i]]
     at_chance = [t for t, s in zip(tasks, sizing) if not s["above_chance"]]
-    shares = sorted(s["share"] for s in sizing)
+    shares = [s["share"] for s in sizing]
     lines += ["", "## Checks", "",
               f"- Tasks at ≥ {100 * KEPT:.0f}% of single: {len(kept)} of {len(tasks)}"
               + (f" (not: {', '.join(t for i, t in enumerate(tasks) if i not in kept)})." if len(kept) < len(tasks)
@@ -107,11 +108,11 @@ def page_text(runs: list[dict]) -> str:
               f"- Graft's forgetting: {_pct(graft['summary']['forgetting'])} points.",
               (f"- Each graft region may lose up to {_pct(sizing[0]['tolerance'])} points of its trained model's "
                f"dev accuracy at {100 * sizing[0]['confidence']:.0f}% confidence (the size search's tolerance)."),
-              (f"- Region sizes: median {100 * shares[len(shares) // 2]:.2f}% of the graftable elements, largest "
-               f"{100 * shares[-1]:.2f}%; free share after the last task {_pct(sizing[-1]['free'])}%."),
-              "- Graft minus each peer on the average (points; one seed, so a difference, not a verdict): "
+              (f"- Region sizes: median {100 * statistics.median(shares):.2f}% of the graftable elements, largest "
+               f"{100 * max(shares):.2f}%; free share after the last task {_pct(sizing[-1]['free'])}%."),
+              "- Graft minus each other strategy on the average (points; one seed, so a difference, not a verdict): "
               + ", ".join(f"{p} {100 * (graft['summary']['average'] - strategies[p]['summary']['average']):+.1f}"
-                          for p in peers) + "."]
+                          for p in ["single", *peers]) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -43,7 +43,7 @@ def test_page_merges_invocations_and_checks_the_stream():
     assert "Tasks at ≥ 95% of single: 2 of 3 (not: sst2)." in text        # 70 < 0.95 × 80
     assert "Not surely above chance on dev rows (graft's check): qnli." in text
     assert "median 1.00%" in text and "largest 5.00%" in text and "free share after the last task 85.0%" in text
-    assert "replay-matched +1.0, naive +4.3" in text and "lose up to 2.0 points" in text
+    assert "single -4.3, replay-matched +1.0, naive +4.3" in text and "lose up to 2.0 points" in text
     assert "| naive | 66.7 | 10.0 | -10.0 | 3.0 | 100 |" in text
     assert "| single | 75.3 | – | – | 3.0 | 100 |" in text                 # single forgets nothing: no figure
 
