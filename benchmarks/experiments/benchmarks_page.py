@@ -74,7 +74,7 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
      ("`multitask_quick8/` (run record incomplete: revision unknown)", "`multitask_quick4/`")),
     ("surgical.md", "surgical fine-tuning, calibration, OOD, WiSE",
-     ("`surgical_*/`", "`analyze_*/` (sst2 and agnews: run record incomplete: no command line)")),
+     ("`surgical_*/`", "`analyze_*/`")),
     ("distributed.md", "data-parallel scaling under torchrun", ("`distributed.json`",)),
     ("reliability.md", "every command against bad input and interruption", ("`reliability.json`",)),
 )
