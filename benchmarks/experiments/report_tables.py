@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from cl_graft.files import read_json
 from cl_graft.strategies.comparison.metrics import paired_interval
 from cl_graft.strategies.comparison.progress import human_bytes
+
+from cl_graft.files import read_json
 from cl_graft.task import SCENARIOS
 
 from .digits_report import SEES

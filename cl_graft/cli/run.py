@@ -156,8 +156,8 @@ def _digits_setup(stream, *, seed, tune, model, scenario, device, head, fresh_he
     return record, base, lambda: (the_stream, tune_stream)
 
 
-def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget, settings_from, task_inference, resume, quiet,
-         verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
+def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget, settings_from, task_inference, resume,
+         quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
     from .. import distributed
     from ..benchmarks.digits import parse_digits_stream
     from ..console import Console

@@ -12,7 +12,8 @@ TASKS = ["qnli", "agnews", "sst2"]
 
 
 def _result(final: list[float], *, forgetting: float = 0.0, sizing: list[dict] | None = None) -> dict:
-    res = {"summary": {"final": final, "average": sum(final) / len(final), "forgetting": forgetting, "bwt": -forgetting},
+    res = {"summary": {"final": final, "average": sum(final) / len(final), "forgetting": forgetting,
+                       "bwt": -forgetting},
            "bytes": 3 * 2 ** 20, "seconds": 100.0, "info": {}}
     if sizing is not None:
         res["info"]["sizing"] = sizing
@@ -35,8 +36,8 @@ def _sizing(above: list[bool]) -> list[dict]:
 def test_page_merges_invocations_and_checks_the_stream():
     graft = _result([0.55, 0.88, 0.70], sizing=_sizing([False, True, True]))
     runs = [_run({"graft": graft, "replay-matched": _result([0.5, 0.8, 0.8], forgetting=0.02)}, line="A"),
-            _run({"single": _result([0.56, 0.90, 0.80], forgetting=float("nan")), "naive": _result([0.5, 0.7, 0.8], forgetting=0.1)},
-                 line="B")]
+            _run({"single": _result([0.56, 0.90, 0.80], forgetting=float("nan")),
+                  "naive": _result([0.5, 0.7, 0.8], forgetting=0.1)}, line="B")]
     text = page_text(runs)
     assert "| qnli | 0.20 | 25.0 | 95.0 | 60.0 → 59.0 (50.0) | no | 55.0 | 56.0 | 98% | 50.0 | 50.0 |" in text
     assert "- `A` (git abc" in text and "- `B` (git abc" in text
