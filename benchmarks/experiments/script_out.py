@@ -15,6 +15,7 @@ Files are written with :mod:`cl_graft.files` (each noted as the run's); what ano
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,10 +34,29 @@ OUT_OPTIONS = ("out", "overwrite", "resume", "page")
 """The options of :func:`out_options`: where the results go, not what they are (not in the settings)."""
 
 
+MB = 1024 * 1024
+"""Bytes in the MB the pages print (as the console prints them: powers of 1024)."""
+
+
 class ScriptError(click.ClickException):
     """A one-line error (``Error: ...``) and exit code 2: bad input, as the commands report it."""
 
     exit_code = 2
+
+
+def load_results(spec: str | os.PathLike) -> dict:
+    """The ``results.json`` of a finished ``cl-graft run``: ``spec`` is its folder or the file itself.
+
+    Raises:
+        ScriptError: no such file, or not JSON.
+    """
+    path = Path(spec) / "results.json" if Path(spec).is_dir() else Path(spec)
+    if not path.is_file():
+        raise ScriptError(f"{path}: no results.json of a finished `cl-graft run`")
+    try:
+        return json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScriptError(f"{path}: not a results.json ({exc})") from None
 
 
 def out_options(*, resume: bool = False, page: bool = False) -> Callable:

@@ -20,16 +20,14 @@ bytes, in one; single, naive, LwF, PackNet in another) and writes one Markdown p
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
 
 import click
 
-from .script_out import ScriptError, claimed, out_options, write_page
+from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
 
-MB = 1024 * 1024                    # as the console prints them (powers of 1024)
 SAME = ("stream", "seed", "preset", "k", "eval_cap", "config")
 """Run-record fields every invocation of one page must share."""
 KEPT = 0.95
@@ -121,12 +119,7 @@ def page_text(runs: list[dict]) -> str:
                                             "stream, seed and size, each with other strategies.")
 @out_options(page=True)
 def main(runs: str, out: Path, overwrite: bool, page: Path | None) -> None:
-    loaded = []
-    for p in runs.split(","):
-        path = Path(p) / "results.json" if Path(p).is_dir() else Path(p)
-        if not path.is_file():
-            raise ScriptError(f"{path}: no results.json of a finished `cl-graft run`")
-        loaded.append(json.loads(path.read_text()))
+    loaded = [load_results(p) for p in runs.split(",")]
     text = page_text(loaded)                                  # bad runs are refused before --out is claimed
     with claimed("text_long_page", click.get_current_context().params) as run_dir:
         write_page(text, run_dir, "text_long.md", page)

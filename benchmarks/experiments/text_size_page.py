@@ -19,20 +19,13 @@ and preset: single-task fine-tuning does not depend on grafting's code)::
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 import click
 from cl_graft.strategies.comparison.metrics import paired_interval
 
-from .script_out import claimed, out_options, write_page
-
-MB = 1024 * 1024                    # as the console prints them (powers of 1024)
-
-
-def _load(path: Path) -> dict:
-    return json.loads((path / "results.json" if path.is_dir() else path).read_text())
+from .script_out import MB, claimed, load_results, out_options, write_page
 
 
 def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
@@ -97,11 +90,11 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
                                              "for runs without it.")
 @out_options(page=True)
 def main(runs: str, single: str | None, out: Path, overwrite: bool, page: Path | None) -> None:
+    loaded = [load_results(p) for p in runs.split(",")]             # bad input is refused before --out is claimed
+    others = [load_results(p) for p in single.split(",")] if single else []
+    by_seed = {o["run"]["seed"]: o["strategies"]["single"] for o in others}
+    singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]] for r in loaded]
     with claimed("text_size_page", click.get_current_context().params) as run_dir:
-        loaded = [_load(Path(p)) for p in runs.split(",")]
-        others = [_load(Path(p)) for p in single.split(",")] if single else []
-        by_seed = {o["run"]["seed"]: o["strategies"]["single"] for o in others}
-        singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]] for r in loaded]
         write_page(page_text(loaded, singles), run_dir, "text.md", page)
     click.echo(f"wrote {out / 'text.md'}" + (f" and {page}" if page else ""))
 

@@ -1,7 +1,10 @@
 """The text stream's size page (benchmarks/experiments/text_size_page.py) on synthetic results."""
 from __future__ import annotations
 
-from cl_graft.benchmarks.experiments.text_size_page import page_text
+import json
+
+from cl_graft.benchmarks.experiments.text_size_page import main, page_text
+from click.testing import CliRunner
 
 TASKS = ["qnli", "sst2"]
 
@@ -28,3 +31,14 @@ def test_page_reports_sizes_bytes_and_graft_against_single():
     assert "keeps 103.1% of single-task fine-tuning on average (106.2%, 100.0%)" in text
     assert "median size chosen 1.50%" in text and "largest 2.00%" in text
     assert "paired by seed: +2.5 points" in text
+
+
+def test_cli_writes_the_page_and_refuses_a_broken_results_file(tmp_path):
+    (tmp_path / "s0").mkdir()
+    (tmp_path / "s0" / "results.json").write_text(json.dumps(_run(0, [0.8, 0.9], [0.8, 0.8], naive=True)))
+    ok = CliRunner().invoke(main, ["--runs", str(tmp_path / "s0"), "--out", str(tmp_path / "o")])
+    assert ok.exit_code == 0, ok.output
+    assert "| qnli | 1.00 |" in (tmp_path / "o" / "text.md").read_text()
+    (tmp_path / "cut.json").write_text('{"run": ')
+    bad = CliRunner().invoke(main, ["--runs", str(tmp_path / "cut.json"), "--out", str(tmp_path / "p")])
+    assert bad.exit_code == 2 and "cut.json: not a results.json" in bad.output and not (tmp_path / "p").exists()
