@@ -95,15 +95,18 @@ def _mean_sd(values: Sequence[float]) -> dict:
 
 def _graft_sizes(infos: list[dict]) -> dict | None:
     """Region sizes of a graft row: the first seed's share per task, per seed the tasks whose size the search
-    chose below their cap, and the task runs that missed the size target (each a ``CapacityWarning``); None
-    where no task's size was searched (a fixed size)."""
+    chose below their cap and those whose learned region beat the rung's top-|Δ| one (records that hold it), and
+    the task runs that missed the size target (each a ``CapacityWarning``); None where no task's size was
+    searched (a fixed size)."""
     sizing = [info.get("sizing") for info in infos]
     if not all(sizing) or not any("cap_share" in r for s in sizing for r in s):     # a fixed size searched nothing
         return None
     return {"first_seed_shares": [r["share"] for r in sizing[0]],
             "below_cap": [sum(bool(r.get("below_cap")) for r in s) for s in sizing],
             "below_target": sum(r.get("met") is False for s in sizing for r in s),
-            "task_runs": sum(len(s) for s in sizing)}
+            "task_runs": sum(len(s) for s in sizing),
+            "refined": [sum(r["refined_gain"] > 0 for r in s) for s in sizing] if all(
+                "refined_gain" in r for s in sizing for r in s) else None}
 
 
 def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
@@ -234,7 +237,10 @@ def table_lines(s: dict) -> list[str]:
                            + ", ".join(f"{100 * x:.2g}" for x in z["first_seed_shares"])
                            + f"; tasks whose size the search chose below their cap, per seed: "
                            f"{', '.join(map(str, z['below_cap']))} of {len(s['tasks'])}; {z['below_target']} of "
-                           f"{z['task_runs']} task runs missed the size target (each raised a `CapacityWarning`).")]
+                           f"{z['task_runs']} task runs missed the size target (each raised a `CapacityWarning`)"
+                           + (f"; tasks whose learned region scored above the chosen rung's top-|Δ| region on the "
+                              f"dev rows, per seed: {', '.join(map(str, z['refined']))}" if z.get("refined") else "")
+                           + ".")]
     return lines
 
 

@@ -29,7 +29,9 @@ each task gets its own size, chosen on held-out rows after it trained:
    rung that loses more than ``tolerance`` at 1 − ``confidence`` (where the bounds' assumptions hold) without a
    correction for the number of rungs.
 4. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen size, from
-   that same starting region; its region is kept unless it scores lower on the held-out rows than the rung's own.
+   that same starting region; its region is kept unless it scores lower on the held-out rows than the rung's own
+   (``refined``: kept or not; ``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, so a
+   page can count how often learning the region changed anything).
 5. **Checks.** A task whose region loses more than ``tolerance`` (point estimate: the largest rung it may take
    is not enough) or whose grafted model is not surely above chance (the one-sided Wilson bound of its held-out
    accuracy at most the share of the most frequent training class: the trained model itself learned nothing,
@@ -41,7 +43,8 @@ records what was chosen in its region's ``meta["sizing"]`` (saved with the skill
 ``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met``
 (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower
 bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the
-task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``free`` (free share left after the
+task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``refined`` / ``refined_gain``
+(step 4), ``free`` (free share left after the
 task; set by the plugin), every rung tried with its evidence, the held-out split and rows, and the seconds spent
 (``search_seconds`` choosing the size, ``seconds`` in all).
 """
@@ -303,7 +306,8 @@ class SizedFinder:
             region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))
         graft_(torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device))
         out, more = outputs()
-        if out.hits.sum() < chosen["out"].hits.sum():
+        gain = _accuracy(out.hits) - _accuracy(chosen["out"].hits)           # the finder's region against the rung's
+        if gain < 0:
             region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
                                  task=data.task, ft=ft, refined_score=_accuracy(chosen["out"].hits))
             out, more = chosen["out"], chosen["more"]
@@ -319,6 +323,7 @@ class SizedFinder:
             "confidence": self.size.confidence,
             "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
             "cap_share": cap / prob.numel, "below_cap": chosen is not tried[0], "free_before": free / prob.numel,
+            "refined": gain >= 0, "refined_gain": gain,
             "validation": split, "rows": len(labels),
             "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
                                          "disagree", "vouched")}

@@ -91,3 +91,27 @@ def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, m
     assert CliRunner().invoke(main, ["--out", str(again), "--benchmarks", "permuted-digits:2/mlp/task",
                                      "--report-from", str(out)]).exit_code == 0
     assert (again / "digits.md").read_text() == page
+
+
+def test_the_size_line_counts_tasks_below_cap_misses_and_learned_regions_that_won(tmp_path):
+    folders = []
+    for seed in range(2):
+        results = _results(seed, 0.9, 0.5, scenario="task")
+        sizing = [{"share": 0.01, "cap_share": 0.05, "below_cap": True, "met": True, "refined_gain": 0.02},
+                  {"share": 0.05, "cap_share": 0.05, "below_cap": False, "met": seed == 0, "refined_gain": 0.0}]
+        results["strategies"]["graft"]["info"] = {"sizing": sizing}
+        folder = tmp_path / "runs" / "b" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(results))
+        folders.append(folder)
+    summary = benchmark_summary({"main": folders}, root=tmp_path)
+    line = next(x for x in render([summary]).splitlines() if x.startswith("graft: region per task"))
+    assert "seed 0 (% of graftable elements): 1, 5" in line and "below their cap, per seed: 1, 1 of 2" in line
+    assert "1 of 4 task runs missed the size target" in line
+    assert "scored above the chosen rung's top-|Δ| region on the dev rows, per seed: 1, 1." in line
+    for folder in folders:                                       # older records hold no refined_gain: no claim
+        results = json.loads((folder / "results.json").read_text())
+        for record in results["strategies"]["graft"]["info"]["sizing"]:
+            del record["refined_gain"]
+        (folder / "results.json").write_text(json.dumps(results))
+    assert "top-|Δ|" not in render([benchmark_summary({"main": folders}, root=tmp_path)])
