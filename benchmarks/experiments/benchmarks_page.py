@@ -59,7 +59,7 @@ SERVE_SPARSITY = 1e-3
 MEASURED = ("record", "cost", "serving", "strategies")          # what a run measures; the rest is re-read
 MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("localization.md", "learned region vs top-|Δ| at four sizes, calibration",
-     ("`localization.json` (run record incomplete: no command line or device)", "`localization_more.json`")),
+     ("`localization.json`", "`localization_more.json`")),
     ("region_sweep.md", "learned region with settings chosen on dev vs top-|Δ|, paired SE over test rows",
      ("`region_sweep.json`", "`region_sweep/`")),
     ("continual.md", "`cl-graft run` on qnli → agnews → sst2: the dev-tuned five-seed comparison above",

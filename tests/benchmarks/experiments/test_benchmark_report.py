@@ -113,8 +113,8 @@ def _measured() -> dict:
 def test_render_names_the_committed_artifacts():
     text = report.render({**_measured(), "reproduction": report.reproduction()})
     assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
-    assert "`benchmarks/results/localization.json` (run record incomplete: no command line or device recorded; " \
-        "revision 0aa345c)" in text and "| sst2 (872) | 82.1 / 11.1 |" in text
+    assert "Artifacts: `benchmarks/results/localization.json`, `benchmarks/results/localization_more.json`." in text
+    assert "| sst2 (872) | 82.1 / 11.1 |" in text and "run record incomplete" not in text.split("## More results")[0]
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
     assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
     assert text.endswith("| [`reliability.md`](benchmarks/results/reliability.md) | every command against bad input "
