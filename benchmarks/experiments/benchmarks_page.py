@@ -69,8 +69,7 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                       "three seeds"),
      ("`text_size/text_quick/seed*/`", "`text_size/text_quick/single/`", "`text_size/text/` (an earlier default)")),
     ("task_inference.md", "serving without task labels: routing rules",
-     ("`continual_quick/task_inference_*` (`task_inference_k128` and its `rules.json`: run record incomplete: "
-      "revision unknown)",)),
+     ("`continual_quick/task_inference_*`",)),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
      ("`multitask_quick8/` (run record incomplete: revision unknown)", "`multitask_quick4/`")),
     ("surgical.md", "surgical fine-tuning, calibration, OOD, WiSE",
