@@ -71,7 +71,7 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*`",)),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
-     ("`multitask_quick8/` (run record incomplete: revision unknown)", "`multitask_quick4/`")),
+     ("`multitask_quick8/`", "`multitask_quick4/`")),
     ("surgical.md", "surgical fine-tuning, calibration, OOD, WiSE",
      ("`surgical_*/`", "`analyze_*/`")),
     ("distributed.md", "data-parallel scaling under torchrun", ("`distributed.json`",)),
