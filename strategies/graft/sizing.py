@@ -30,8 +30,8 @@ each task gets its own size, chosen on held-out rows after it trained:
    correction for the number of rungs.
 4. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen size, from
    that same starting region; its region is kept unless it scores lower on the held-out rows than the rung's own
-   (``refined``: kept or not; ``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, so a
-   page can count how often learning the region changed anything).
+   (``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, ≥ 0 where it was kept, so a page
+   can count how often learning the region changed anything).
 5. **Checks.** A task whose region loses more than ``tolerance`` (point estimate: the largest rung it may take
    is not enough) or whose grafted model is not surely above chance (the one-sided Wilson bound of its held-out
    accuracy at most the share of the most frequent training class: the trained model itself learned nothing,
@@ -43,7 +43,7 @@ records what was chosen in its region's ``meta["sizing"]`` (saved with the skill
 ``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met``
 (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower
 bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the
-task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``refined`` / ``refined_gain``
+task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``refined_gain``
 (step 4), ``free`` (free share left after the
 task; set by the plugin), every rung tried with its evidence, the held-out split and rows, and the seconds spent
 (``search_seconds`` choosing the size, ``seconds`` in all).
@@ -323,7 +323,7 @@ class SizedFinder:
             "confidence": self.size.confidence,
             "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
             "cap_share": cap / prob.numel, "below_cap": chosen is not tried[0], "free_before": free / prob.numel,
-            "refined": gain >= 0, "refined_gain": gain,
+            "refined_gain": gain,
             "validation": split, "rows": len(labels),
             "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
                                          "disagree", "vouched")}

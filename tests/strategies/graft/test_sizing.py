@@ -74,8 +74,7 @@ def test_search_goes_down_to_the_smallest_rung_the_rows_vouch_for():
     assert record["share"] == 0.05 and region.size == 10 and record["met"] and record["below_cap"]
     assert record["validation"] == "dev" and record["rows"] == 400
     assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
-    assert record["refined"] == (record["refined_gain"] >= 0)                   # the finder's region kept or not
-    assert (region.meta.get("method") == "topk") == (not record["refined"])
+    assert (region.meta.get("method") == "topk") == (record["refined_gain"] < 0)  # the finder's region kept or not
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
 
 
