@@ -6,7 +6,8 @@ chosen (the share of the graftable elements), the largest the task could take (i
 (accuracy lost against the task's trained model, its 95% bound, the trained model's temperature), the free share
 after it, the seconds the size search took, the bytes the task added (region, head, feature statistics) and its
 final test accuracy beside single-task fine-tuning; then graft against single over the seeds (paired 95%
-t-interval), the median size, the bytes stored and, where a run holds ``naive``, graft's wall time over naive's.
+t-interval), the median size, the bytes stored and, where a run holds ``naive``, graft's wall time over naive's
+and where it went (training, size search, finder, feature statistics, evaluation).
 ``single`` comes from each run when it holds one, else from ``--single`` (earlier runs of the same command, seed
 and preset: single-task fine-tuning does not depend on grafting's code)::
 
@@ -42,6 +43,24 @@ def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
     return rows
 
 
+def time_line(graft: dict, naive: dict) -> str:
+    """Where graft's wall time went beside naive's, for runs whose records split it (``train_seconds``,
+    ``eval_seconds``; the region searches' and the feature statistics' seconds); '' for older records."""
+    g, n = graft.get("info", {}), naive.get("info", {})
+    if "train_seconds" not in g or "train_seconds" not in n:
+        return ""
+    search = sum(s["search_seconds"] for s in g["sizing"])
+    finder = sum(s["seconds"] - s["search_seconds"] for s in g["sizing"])
+    features = sum(g.get("feature_seconds", []))
+    training = g["train_seconds"] - search - finder - features
+    other = graft["seconds"] - g["train_seconds"] - g["eval_seconds"]
+    return (f"Where the time went (s, graft vs naive): training {training:.0f} vs {n['train_seconds']:.0f}; size "
+            f"search {search:.0f} ({100 * search / graft['seconds']:.1f}% of graft's wall time); finder at the "
+            f"chosen size {finder:.0f}; feature statistics {features:.0f}; evaluation {g['eval_seconds']:.0f} vs "
+            f"{n['eval_seconds']:.0f}; the rest (building, saving) {other:.0f} vs "
+            f"{naive['seconds'] - n['train_seconds'] - n['eval_seconds']:.0f}.")
+
+
 def page_text(runs: list[dict], singles: list[dict]) -> str:
     """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
     tasks = runs[0]["tasks"]
@@ -71,6 +90,8 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
             text += (f"; naive: average {100 * naive['summary']['average']:.1f}, wall {naive['seconds']:.0f} s → "
                      f"graft / naive wall time {graft['seconds'] / naive['seconds']:.2f}")
         lines += [text + ".", ""]
+        if "naive" in run["strategies"] and time_line(graft, run["strategies"]["naive"]):
+            lines += [time_line(graft, run["strategies"]["naive"]), ""]
     kept = [g / s for g, s in zip(graft_avg, single_avg)]
     lines += ["## Over the seeds", "",
               (f"graft keeps {100 * statistics.mean(kept):.1f}% of single-task fine-tuning on average "

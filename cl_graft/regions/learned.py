@@ -27,7 +27,9 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
    are kept, and the scores of the ones dropped are reset to the flip threshold, so they must win again.
 6. **Selection.** Every ``eval_every`` steps (and at step 0), the hard region is evaluated by grafting: the
    score on ≤ ``select_rows`` training rows plus on ≤ ``select_rows`` dev rows; the best region wins (the
-   earliest on ties). Its exact size is returned and recorded in ``meta``.
+   earliest on ties). Its exact size is returned and recorded in ``meta``. A region identical to the last one
+   scored keeps its scores without a pass (``rescored`` in the history says which were scored): an element
+   needs about b / lr steps to flip, so the first evaluations after step 0 often see the base region again.
 
 Cost per batch: one forward/backward of the working copy, as in a fine-tuning step, plus about ten fused
 O(N) vector passes per step. Memory: about ten float vectors of length N. Deterministic under ``seed`` on a
@@ -147,16 +149,22 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
     stream = data.batches(cfg.batch_size, cfg.steps * cfg.n_batches, cfg.seed)
     history: list[dict] = []
     best: dict = {"score": -math.inf}
+    last: dict = {}                                                         # the last region scored, its scores
     buffer = prob.delta.new_zeros(prob.numel + 1)                           # (N + 1,): mean ∇_θ L, then the loss
     grad, sig = buffer[:-1], torch.empty_like(prob.delta)                    # (N,) mean ∇_θ L, σ(S − b)
     grad_views = [grad[a:z] for a, z in prob.spans]
 
     def select(step: int, hard: Tensor, loss: float | None) -> None:
-        with torch.no_grad():
-            _assign(theta, torch.where, hard, prob.ft_flat, prob.pre_flat)
-        tr, dv = (data.score(work, split, limit=cfg.select_rows, seed=cfg.seed) for split in ("train", "dev"))
+        same = bool(history) and torch.equal(hard, last["hard"])           # scored already: the same scores
+        if not same:
+            with torch.no_grad():
+                _assign(theta, torch.where, hard, prob.ft_flat, prob.pre_flat)
+            last.update(hard=hard.clone(), scores=tuple(data.score(work, split, limit=cfg.select_rows, seed=cfg.seed)
+                                                        for split in ("train", "dev")))
+        tr, dv = last["scores"]
         history.append({"step": step, "size": int(torch.count_nonzero(hard)), "flips_in": int((hard & ~base).sum()),
-                        "flips_out": int((base & ~hard).sum()), "loss": loss, "train": tr, "dev": dv})
+                        "flips_out": int((base & ~hard).sum()), "loss": loss, "train": tr, "dev": dv,
+                        "rescored": not same})
         if tr + dv > best["score"]:
             best.update(score=tr + dv, step=step, hard=hard.clone())
 

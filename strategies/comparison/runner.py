@@ -67,7 +67,8 @@ class StrategyResult:
         bytes: what must be stored beyond the model it started from to serve every task (its entry's
             ``kept_bytes``).
         info: extras: ``cpu_seconds`` (process CPU time, less sensitive to other load on the machine than
-            wall time) and those of its entry's ``kept_bytes``.
+            wall time), ``train_seconds`` and ``eval_seconds`` (wall time inside the strategy's ``train`` and
+            ``eval`` calls; the rest is building and saving) and those of its entry's ``kept_bytes``.
     """
 
     name: str
@@ -148,6 +149,28 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
     return strategy
 
 
+class Clock:
+    """Wall seconds spent in training and in evaluation calls (what a run's ``info`` records beside its total)."""
+
+    def __init__(self) -> None:
+        self.seconds = {"train_seconds": 0.0, "eval_seconds": 0.0}
+
+    def train(self, strategy, experience, seed: int) -> None:
+        t0 = time.perf_counter()
+        _train(strategy, experience, seed)
+        self.seconds["train_seconds"] += time.perf_counter() - t0
+
+    def eval(self, strategy, stream) -> dict:
+        t0 = time.perf_counter()
+        try:
+            return strategy.eval(stream)
+        finally:
+            self.seconds["eval_seconds"] += time.perf_counter() - t0
+
+    def record(self) -> dict:
+        return {k: round(v, 3) for k, v in self.seconds.items()}
+
+
 def _train(strategy, experience, seed: int) -> None:
     """``strategy.train(experience)`` from ``seed``, without Avalanche's deprecation notices (a memory buffer's
     ``update``: its decorator turns the filters to "always", so they are caught and dropped here); every other
@@ -189,7 +212,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
     Raises:
         UserError: a peer the entry reads is not in ``peers``, or saved state that does not belong to this run.
     """
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, clock = time.perf_counter(), time.process_time(), Clock()
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
     missing = [p for p in entry.peers if p not in (peers or {})]
@@ -205,14 +228,15 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
         for i, exp in enumerate(bm.train_stream):
             model, how = fresh_model(base, stream, seed)
             strategy = _build(entry, model, cfg, settings, steps, **build)
-            _train(strategy, exp, 1000 * seed + i)
-            row.append(_accuracy(strategy.eval([bm.test_stream[i]]), i))
+            clock.train(strategy, exp, 1000 * seed + i)
+            row.append(_accuracy(clock.eval(strategy, [bm.test_stream[i]]), i))
             if report is not None:
                 report.task_line(i, tasks, row, (i + 1) * entry.kept_bytes(strategy, model)[0], {},
                                  time.perf_counter() - t0)
         size = n * entry.kept_bytes(strategy, model)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
-                              {"cpu_seconds": round(time.process_time() - c0, 1), "task_aware": how})
+                              {"cpu_seconds": round(time.process_time() - c0, 1), "task_aware": how,
+                               **clock.record()})
     model, how = fresh_model(base, stream, seed)
     rows, saved, before = [], None, 0.0
     state = entry.state if state_dir is not None else None
@@ -222,8 +246,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
     strategy = _build(entry, model, cfg, settings, steps * (n if whole else 1),
                       resumed=saved.value if saved is not None else None, **build)
     if whole:
-        _train(strategy, bm.train_stream, 1000 * seed)
-        rows = [_row(strategy.eval(bm.test_stream), n)]
+        clock.train(strategy, bm.train_stream, 1000 * seed)
+        rows = [_row(clock.eval(strategy, bm.test_stream), n)]
         if report is not None:
             report.stream_line(tasks, rows[0], entry.kept_bytes(strategy, model)[0], time.perf_counter() - t0)
     else:
@@ -232,8 +256,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
         for i, exp in enumerate(bm.train_stream):
             if i < len(rows):
                 continue
-            _train(strategy, exp, 1000 * seed + i)
-            rows.append(_row(strategy.eval(bm.test_stream), n))
+            clock.train(strategy, exp, 1000 * seed + i)
+            rows.append(_row(clock.eval(strategy, bm.test_stream), n))
             if report is not None:
                 stored, info = entry.kept_bytes(strategy, model)
                 report.task_line(i, tasks, rows[-1], stored, info, before + time.perf_counter() - t0)
@@ -243,6 +267,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
     size, info = entry.kept_bytes(strategy, model)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
     info["task_aware"] = how
+    info.update(clock.record())                                          # this session, like cpu_seconds
     seconds = round(before + time.perf_counter() - t0, 1)
     if task_inference and entry.routes is not None:
         info["task_inference"] = task_agnostic_eval(strategy, entry.routes, bm, n, task_inference)

@@ -46,7 +46,8 @@ def class_scenario_rule(ctx: BuildContext, rule: str = "entropy") -> str | None:
 
 def region_kept_bytes(strategy, model) -> tuple[int, dict]:
     """Regions + heads + feature statistics of the owner map, in all and per task, with each task's region size,
-    density, the free share after it, the size search's record and its seconds."""
+    density, the free share after it, the size search's record and the seconds of each search and of each task's
+    feature statistics."""
     from .sizing import sizing_records
 
     plugin = region_plugin(strategy)
@@ -58,7 +59,8 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "task_bytes": owners.task_bytes(),
                              "region_density": [s / numel for s in sizes],
                              "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
-                             "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds}
+                             "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds,
+                             "feature_seconds": plugin.feature_seconds}
 
 
 def search_label(strategy) -> str:

@@ -38,7 +38,8 @@ Feature statistics (:mod:`.task_features`: mean and covariance of the input of t
 θ_pre, one feature space for every task; every head of a multi-head model sees the same input; a single-head
 model's: the input of its output layer) are **always** collected at the end of each experience, over the
 experience's training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the
-owner map (saved with the skills). They cost one forward pass without gradients over those examples and, in the
+owner map (saved with the skills). They cost one forward pass without gradients over those examples (at most
+:data:`~.feature_fit.FEATURE_ROWS` of each dataset) and, in the
 default form (:data:`~.task_features.DEFAULT_FORM`), a mean, a diagonal and a few leading directions of the
 covariance per task; any run can then be served with any routing rule later (resume, ``task_inference_rules``)
 without retraining. Heads whose tensors sit in no module of their own (prompt heads) get none, and asking for
@@ -57,6 +58,7 @@ masked gradients; :class:`~.strategy.GraftStrategy` does, and routes batches in 
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from avalanche.core import SupervisedPlugin
@@ -131,6 +133,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
         localize_seconds: wall time of each region search (stream mode).
+        feature_seconds: wall time of each task's feature statistics.
         task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
     """
 
@@ -157,6 +160,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.valid = {int(e.task_labels[0]): e.dataset for e in (valid_stream or []) if len(e.task_labels) == 1}
         self.owners = owners
         self.localize_seconds: list[float] = []
+        self.feature_seconds: list[float] = []
         self._split: tuple | None = None                  # (training rows, held-out rows) of this experience
         self.task_id: dict[int, list[int]] = {}
         self._freeze: ElementFreeze | None = None
@@ -281,8 +285,10 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         """Records the task's head-input statistics (see the module docstring; :mod:`.feature_fit`) in the owner
         map, over the experience's training examples and its ``valid_stream`` examples."""
         datasets = [strategy.experience.dataset] + ([self.valid[label]] if label in self.valid else [])
+        t0 = time.perf_counter()
         stats = fit_task_features(target, self.owners, label, datasets, device=strategy.device,
                                   batch=getattr(strategy, "eval_mb_size", None), form=self.feature_form)
+        self.feature_seconds.append(round(time.perf_counter() - t0, 3))
         if stats is not None:
             self.owners.features[task] = stats
 

@@ -20,8 +20,10 @@ each task gets its own size, chosen on held-out rows after it trained:
    rows are never read.
 3. **Ladder, top down.** Rungs of :attr:`RegionSize.ladder` (shares of all graftable elements N, 0.1% … 20%,
    about ×2 apart) capped by the allowance; a rung's region is γ_base, the top-k |Δ| candidates (the learned
-   finder's starting region), grafted onto θ_pre, and costs one pass over the held-out rows. The largest rung is
-   where the search starts; it goes down a rung as long as the rung's accuracy loss against the trained model is
+   finder's starting region), grafted onto θ_pre, and costs one pass over the held-out rows. The cap (the largest
+   rung) is what a task gets when no smaller rung is vouched for, so it needs no evidence and is scored only
+   when chosen; the search starts a rung below it and goes down as long as the rung's accuracy loss against the
+   trained model is
    at most ``tolerance`` with ``confidence`` (:func:`~.evidence.loss_evidence`: a paired bound from the labels
    and a label-free bound from the trained model's own probabilities, which counts only where the labels do
    not contradict it; see :mod:`.evidence` for why and what each assumes), and stops at the first rung that is
@@ -31,20 +33,22 @@ each task gets its own size, chosen on held-out rows after it trained:
 4. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen size, from
    that same starting region; its region is kept unless it scores lower on the held-out rows than the rung's own
    (``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, ≥ 0 where it was kept, so a page
-   can count how often learning the region changed anything).
+   can count how often learning the region changed anything; ``refined_same``: it is the rung's region, so it
+   is not scored again).
 5. **Checks.** A task whose region loses more than ``tolerance`` (point estimate: the largest rung it may take
    is not enough) or whose grafted model is not surely above chance (the one-sided Wilson bound of its held-out
    accuracy at most the share of the most frequent training class: the trained model itself learned nothing,
    e.g. in too few free elements) is never silent: the plugin warns (``on_full="warn"``) or stops
    (``on_full="error"``).
 
-The search costs one finder run (what a fixed size costs) plus one held-out pass per rung tried. Every task
+The search costs one finder run (what a fixed size costs) plus one held-out pass per rung tried and one for the
+finder's region when it differs from the rung's. Every task
 records what was chosen in its region's ``meta["sizing"]`` (saved with the skills): ``share`` (|γ| / N),
 ``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met``
 (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower
 bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the
-task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``refined_gain``
-(step 4), ``free`` (free share left after the
+task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``refined_gain`` and
+``refined_same`` (step 4), ``free`` (free share left after the
 task; set by the plugin), every rung tried with its evidence, the held-out split and rows, and the seconds spent
 (``search_seconds`` choosing the size, ``seconds`` in all).
 """
@@ -288,28 +292,36 @@ class SizedFinder:
             return loss_evidence(reference, out, z=z, tolerance=self.size.tolerance, ref_more=ref_more,
                                  graft_more=more)
 
-        tried = []
-        for k in reversed(self.size.rungs(prob.numel, cap)):                 # top down: the cap first
+        def trial(k: int) -> dict:                                           # one held-out pass at rung k
             mask = prob.base_mask(k)                                         # (N,) top-k |Δ| among candidates
             graft_(mask)
             out, more = outputs()
-            evidence = evidence_of(out, more)
             tried.append({"elements": k, "share": k / prob.numel, "mask": mask, "out": out, "more": more,
-                          **evidence})
-            if not evidence["vouched"] and len(tried) > 1:
+                          **evidence_of(out, more)})
+            return tried[-1]
+
+        tried: list[dict] = []
+        ladder = list(reversed(self.size.rungs(prob.numel, cap)))          # top down: the cap first
+        for k in ladder[1:]:                                                 # the cap needs no evidence
+            if not trial(k)["vouched"]:
                 break
-        passed = [r for r in tried[1:] if r["vouched"]]
-        chosen = passed[-1] if passed else tried[0]                          # the smallest vouched, else the cap
+        passed = [r for r in tried if r["vouched"]]
+        chosen = passed[-1] if passed else trial(ladder[0])                  # the smallest vouched, else the cap
         search = time.perf_counter() - t0
         inner = replace(self.finder, config=replace(cfg, budget=chosen["elements"]))
         with torch.enable_grad():
             region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))
-        graft_(torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device))
-        out, more = outputs()
-        gain = _accuracy(out.hits) - _accuracy(chosen["out"].hits)           # the finder's region against the rung's
-        if gain < 0:
-            region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
-                                 task=data.task, ft=ft, refined_score=_accuracy(chosen["out"].hits))
+        flat = torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device)
+        same = torch.equal(flat, chosen["mask"])                             # the finder kept the rung's region
+        gain = 0.0
+        if not same:                                                         # one more pass: the finder's region
+            graft_(flat)
+            out, more = outputs()
+            gain = _accuracy(out.hits) - _accuracy(chosen["out"].hits)       # against the rung's region
+        if same or gain < 0:
+            if gain < 0:
+                region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
+                                     task=data.task, ft=ft, refined_score=_accuracy(chosen["out"].hits))
             out, more = chosen["out"], chosen["more"]
         evidence = evidence_of(out, more)
         chance = chance_level(data.labels("train", limit=self.size.rows, seed=cfg.seed))
@@ -322,8 +334,8 @@ class SizedFinder:
             "reference": ref_acc, "temperature": scale, "tolerance": self.size.tolerance,
             "confidence": self.size.confidence,
             "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
-            "cap_share": cap / prob.numel, "below_cap": chosen is not tried[0], "free_before": free / prob.numel,
-            "refined_gain": gain,
+            "cap_share": cap / prob.numel, "below_cap": chosen["elements"] != ladder[0],
+            "free_before": free / prob.numel, "refined_gain": gain, "refined_same": same,
             "validation": split, "rows": len(labels),
             "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
                                          "disagree", "vouched")}

@@ -97,6 +97,20 @@ def test_learned_region_recovers_planted_skill(planted):
         res.history, key=lambda h: (h["train"] + h["dev"], -h["step"]))["step"]
 
 
+def test_an_unchanged_region_keeps_its_scores_without_a_pass(planted):
+    """With b / lr = 10 steps to flip, the first steps see the base region again: only step 0 and the steps
+    whose hard region changed are scored, and the repeats carry the same scores."""
+    pre, ft, _, train, dev, _ = planted
+    res = learn_region(pre, ft, train, dev, LocalizeConfig(sparsity=0.01, steps=12, lr=1.0, n_batches=1),
+                       progress=False)
+    rescored = [h["rescored"] for h in res.history]
+    assert rescored[:10] == [True] + [False] * 9 and any(rescored[10:])        # flips start at step 10
+    for before, h in zip(res.history, res.history[1:]):
+        if not h["rescored"]:
+            assert (h["train"], h["dev"]) == (before["train"], before["dev"])
+            assert (h["flips_in"], h["flips_out"]) == (before["flips_in"], before["flips_out"])
+
+
 def test_same_seed_same_bits_and_inputs_untouched(planted):
     pre, ft, _, train, dev, _ = planted
     before_pre, before_ft = _state(pre), _state(ft)

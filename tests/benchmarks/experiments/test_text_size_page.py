@@ -31,6 +31,20 @@ def test_page_reports_sizes_bytes_and_graft_against_single():
     assert "keeps 103.1% of single-task fine-tuning on average (106.2%, 100.0%)" in text
     assert "median size chosen 1.50%" in text and "largest 2.00%" in text
     assert "paired by seed: +2.5 points" in text
+    assert "Where the time went" not in text                                   # older records: no split
+
+
+def test_page_says_where_grafts_time_went():
+    run = _run(0, [0.8, 0.9], [0.8, 0.8], naive=True)
+    graft, naive = run["strategies"]["graft"], run["strategies"]["naive"]
+    for i, s in enumerate(graft["info"]["sizing"]):
+        s["seconds"] = 3.0 + 2 * (i + 1)                                         # finder: 2 and 4 s
+    graft["info"].update(train_seconds=100.0, eval_seconds=15.0, feature_seconds=[5.0, 5.0])
+    naive["info"] = {"train_seconds": 80.0, "eval_seconds": 15.0}
+    text = page_text([run], [run["strategies"]["single"]])
+    assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (5.0% of graft's wall "
+            "time); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
+            "saving) 5 vs 5.") in text
 
 
 def test_cli_writes_the_page_and_refuses_a_broken_results_file(tmp_path):

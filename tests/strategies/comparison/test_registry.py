@@ -35,6 +35,8 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     result = run_strategy("mine", build_model(), Stream.make(stream_rows(), build_model()), cfg)
     assert built == [cfg.recipe.steps] and len(result.matrix) == len(TASKS)
     assert result.bytes == 123 and result.info["x"] == 1
+    train, evaluation = result.info["train_seconds"], result.info["eval_seconds"]     # where the time went
+    assert train > 0 and evaluation > 0 and train + evaluation <= result.seconds + 0.1
 
 
 def test_storage_matched_replay_holds_the_bytes_its_peer_kept():

@@ -261,3 +261,29 @@ def test_feature_form_is_a_strategy_setting_saved_with_the_run(tmp_path):
     record.write_text(json.dumps(cfg))
     with pytest.raises(UserError, match="field 'settings.feature_form' is not valid"):
         GraftStrategy.load(tmp_path / "run", model=mlp(), optimizer=torch.optim.SGD(mlp().parameters(), lr=0.1))
+
+
+def test_statistics_are_fitted_on_at_most_feature_rows_evenly_spaced_examples():
+    """A dataset longer than ``rows`` passes ``rows`` evenly spaced examples (both classes of a class-sorted
+    dataset), a shorter one all of them; the mean is that of the examples passed."""
+    from torch.utils.data import TensorDataset
+
+    from cl_graft.strategies.graft.feature_fit import FEATURE_ROWS, fit_task_features, spread
+
+    assert spread(5, 8) == [0, 1, 2, 3, 4] and spread(10, 4) == [0, 2, 5, 7] and FEATURE_ROWS == 512
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(D, 8), nn.ReLU(), nn.Linear(8, 2))
+    target = graft_target(model)
+    params = dict(target.root.named_parameters())
+    owners = OwnerMap({n: params[n] for n in target.names()})
+    owners.add_(target.root, "0", Region.empty({n: params[n].shape for n in target.names()}), head_names=[])
+    y = torch.arange(2).repeat_interleave(300)                                  # class-sorted: 300 + 300
+    x = torch.randn(600, D, generator=torch.Generator().manual_seed(1)) + 3 * y[:, None]
+    data = TensorDataset(x, y, torch.zeros(600, dtype=torch.long))
+    stats = fit_task_features(target, owners, 0, [data], device="cpu", rows=100)
+    assert stats.count == 100
+    with torch.no_grad():
+        hidden = model[1](model[0](x[spread(600, 100)]))                         # the output layer's input
+    torch.testing.assert_close(stats.mean, hidden.mean(0))
+    assert fit_task_features(target, owners, 0, [data], device="cpu").count == 512
+    assert fit_task_features(target, owners, 0, [data], device="cpu", rows=1000).count == 600

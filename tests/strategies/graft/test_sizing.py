@@ -68,13 +68,15 @@ def test_search_goes_down_to_the_smallest_rung_the_rows_vouch_for():
     size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
     region = SizedFinder(QUICK, size)(pre, ft, data, names=["weight"], candidates=None)
     record = region.meta["sizing"]
-    assert [r["share"] for r in record["rungs"]] == [0.2, 0.1, 0.05, 0.02]       # stops at the first not vouched
-    assert [r["vouched"] for r in record["rungs"]] == [True, True, True, False]
-    assert record["rungs"][3]["loss"] > 0.02 and record["rungs"][2]["loss"] <= 0.0
+    assert [r["share"] for r in record["rungs"]] == [0.1, 0.05, 0.02]            # stops at the first not vouched
+    assert [r["vouched"] for r in record["rungs"]] == [True, True, False]         # the cap (20%) is never scored
+    assert record["rungs"][2]["loss"] > 0.02 and record["rungs"][1]["loss"] <= 0.0
     assert record["share"] == 0.05 and region.size == 10 and record["met"] and record["below_cap"]
     assert record["validation"] == "dev" and record["rows"] == 400
     assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
     assert (region.meta.get("method") == "topk") == (record["refined_gain"] < 0)  # the finder's region kept or not
+    assert record["refined_same"] == bool(region.masks["weight"].reshape(-1).eq(
+        Problem.build(pre, ft, LocalizeConfig(budget=10), names=["weight"]).base_mask(10)).all())
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
 
 
@@ -86,8 +88,8 @@ def test_search_takes_the_cap_when_few_rows_cannot_vouch_for_less():
     size = RegionSize(ladder=(0.01, 0.02, 0.05, 0.1, 0.2))
     record = SizedFinder(QUICK, size, allowance=0.15)(pre, ft, data, names=["weight"],
                                                       candidates=None).meta["sizing"]
-    assert [r["share"] for r in record["rungs"]] == [0.15, 0.1]                  # the top one capped
-    assert record["rungs"][1]["loss"] == 0.0 and not record["rungs"][1]["vouched"]
+    assert [r["share"] for r in record["rungs"]] == [0.1, 0.15]                  # the cap scored once chosen
+    assert record["rungs"][0]["loss"] == 0.0 and not record["rungs"][0]["vouched"]
     assert record["elements"] == 30 and record["rows"] == 20 and record["met"] and not record["below_cap"]
     lenient = SizedFinder(QUICK, replace(size, tolerance=0.2))(pre, ft, data, names=["weight"], candidates=None)
     assert lenient.meta["sizing"]["share"] == 0.05                              # bound ≈ 14 points on 20 rows
