@@ -9,7 +9,8 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
   task heads); :func:`patch_` writes them into a model in place and returns a :class:`Stash` with which
   :func:`restore_` undoes the patch bit for bit. Both cost O(|γ|), so switching a model between skills is
   cheap compared with loading a checkpoint. Patches are saved in a compact format (see
-  :mod:`cl_graft.grafting.patch_io`): flat int32 indices + values per tensor, not a bitmap over all N elements.
+  :mod:`cl_graft.grafting.patch_io`): values per tensor and their flat indices as gap-coded varints (about one
+  byte per element), not a bitmap over all N elements.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from .. import ops
 from ..errors import UserError
 from ..regions.region import Region, check_region, fingerprint, graftable_names
 from ..training.models import TextClassifier, clone_model
-from .patch_io import read_patch, write_patch
+from .patch_io import gap_bytes, read_patch, write_patch
 
 OUTSIDE = ("pre", "zero")
 
@@ -137,8 +138,9 @@ class SkillPatch:
         return cls(region, values, extra=extra)
 
     def bytes(self, *, extra: bool = True) -> int:
-        """Stored payload in bytes: int32 index + value per element (+ the ``extra`` tensors)."""
-        elements = sum(v.numel() * (4 + v.element_size()) for v in self.values.values())
+        """Stored payload in bytes: the values and their gap-coded indices (:func:`~.patch_io.gap_bytes`, the saved
+        form) (+ the ``extra`` tensors)."""
+        elements = sum(v.numel() * v.element_size() + gap_bytes(self.indices[n]) for n, v in self.values.items())
         return elements + (sum(t.numel() * t.element_size() for t in self.extra.values()) if extra else 0)
 
     def save(self, directory: str | os.PathLike) -> None:

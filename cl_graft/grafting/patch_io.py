@@ -5,12 +5,15 @@ A patch directory holds:
 - ``patch_config.json`` (:data:`PATCH_CONFIG`): format version, cl-graft version, the region's ``meta``,
   tensor names (in region order), shapes, per-tensor counts, size, numel, the names of the whole ``extra``
   tensors (task heads), and the fingerprint (sha256) of everything in the tensor file;
-- ``patch.safetensors`` (:data:`PATCH_TENSORS`): per region tensor ``idx/<name>`` (int32 flat indices,
-  strictly ascending) and ``val/<name>`` (θ_ft's values there), per extra tensor ``extra/<name>``.
+- ``patch.safetensors`` (:data:`PATCH_TENSORS`): per region tensor ``gap/<name>`` (its flat indices, strictly
+  ascending, as gaps: the first index, then each index minus the previous one minus 1, each gap an unsigned
+  LEB128 varint, 7 bits per byte, :func:`encode_gaps`) and ``val/<name>`` (θ_ft's values there), per extra
+  tensor ``extra/<name>``. Format 1 (``idx/<name>``: int32 indices) is still read.
 
-Indices cost 4 bytes per selected element, against N/8 bytes for a bitmap of the whole graftable set: at the
-densities grafting is about (≤ 1%) this is 4–400× smaller, which is what makes a stored skill tiny next to a
-checkpoint. Files are written atomically (tensors first, JSON last), and only safetensors/JSON are read.
+A gap below 128 takes one byte, below 16,384 two: about one byte per element at the densities grafting is about
+(0.1–10% of a tensor: mean gaps of 10–1,000), against four for an int32 index and N/8 bytes for a bitmap of the
+whole graftable set, so the values (four bytes each for float32) are most of a stored skill. Files are written
+atomically (tensors first, JSON last), and only safetensors/JSON are read.
 """
 from __future__ import annotations
 
@@ -31,7 +34,65 @@ from ..schema import ListOf
 
 PATCH_CONFIG = "patch_config.json"
 PATCH_TENSORS = "patch.safetensors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
+MAX_GAP_BYTES = 5                     # 35 bits: any flat index of a tensor below 2**35 elements
+
+
+def _gaps(idx: Tensor) -> Tensor:
+    """``(k,)`` int64 gaps of ascending indices: ``idx[0]``, then ``idx[i] - idx[i-1] - 1`` (all ≥ 0)."""
+    idx = idx.long().cpu()
+    return torch.cat([idx[:1], idx[1:] - idx[:-1] - 1]) if idx.numel() else idx
+
+
+def _lengths(gaps: Tensor) -> Tensor:
+    """Bytes of each gap's varint, ``(k,)`` int64."""
+    out = torch.ones_like(gaps)
+    for j in range(1, MAX_GAP_BYTES):
+        out += gaps >= (1 << (7 * j))
+    return out
+
+
+def gap_bytes(idx: Tensor) -> int:
+    """Bytes :func:`encode_gaps` takes for these ascending indices (without building the code)."""
+    return int(_lengths(_gaps(idx)).sum())
+
+
+def encode_gaps(idx: Tensor) -> Tensor:
+    """Ascending flat indices ``(k,)`` → their gap code, ``(gap_bytes(idx),)`` uint8 (LEB128: the low 7 bits
+    first, the high bit set on every byte but a gap's last)."""
+    gaps = _gaps(idx)
+    lengths = _lengths(gaps)
+    starts = torch.cumsum(lengths, 0) - lengths
+    out = torch.zeros(int(lengths.sum()), dtype=torch.uint8)
+    for j in range(MAX_GAP_BYTES):
+        has = lengths > j
+        if not bool(has.any()):
+            break
+        byte = (gaps[has] >> (7 * j)) & 0x7F
+        out[starts[has] + j] = (byte | ((lengths[has] > j + 1).long() << 7)).to(torch.uint8)
+    return out
+
+
+def decode_gaps(code: Tensor, count: int, numel: int) -> Tensor | None:
+    """The ``count`` ascending indices below ``numel`` of a gap code, ``(count,)`` int64; None when the code is
+    not that (wrong length, a varint cut short or longer than :data:`MAX_GAP_BYTES`, an index out of range)."""
+    if code.dtype != torch.uint8 or code.dim() != 1:
+        return None
+    last = (code & 0x80) == 0                                           # (B,) a varint's last byte
+    if int(last.sum()) != count or (code.numel() and not bool(last[-1])):
+        return None
+    if count == 0:
+        return torch.zeros(0, dtype=torch.long)
+    ends = torch.nonzero(last).squeeze(1)                                # (count,)
+    starts = torch.cat([ends.new_zeros(1), ends[:-1] + 1])
+    if int((ends - starts).max()) >= MAX_GAP_BYTES:
+        return None
+    owner = torch.repeat_interleave(torch.arange(count), ends - starts + 1)   # (B,) which gap each byte is of
+    shift = 7 * (torch.arange(code.numel()) - starts[owner])
+    gaps = torch.zeros(count, dtype=torch.long).index_add_(0, owner, (code & 0x7F).long() << shift)
+    idx = torch.cumsum(gaps + 1, 0) - 1
+    return idx if int(idx[-1]) < numel else None
 
 
 def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
@@ -45,7 +106,7 @@ def write_patch(directory: str | os.PathLike, *, region_meta: Mapping[str, Any],
     directory = Path(directory)
     tensors = {}
     for n in shapes:
-        tensors[f"idx/{n}"] = indices[n].to(torch.int32).cpu().contiguous()
+        tensors[f"gap/{n}"] = encode_gaps(indices[n])
         tensors[f"val/{n}"] = values[n].cpu().contiguous()
     tensors.update({f"extra/{n}": t.cpu().contiguous() for n, t in extra.items()})
     counts = {n: int(indices[n].numel()) for n in shapes}
@@ -75,6 +136,16 @@ def _holds(directory: Path, config: Mapping[str, Any]) -> bool:
         json.loads(json.dumps(unversioned))
 
 
+def _version1(idx: Tensor, count: int, numel: int) -> Tensor | None:
+    """Format 1's int32 indices, checked like :func:`decode_gaps`'s."""
+    if idx.dtype != torch.int32 or idx.shape != (count,):
+        return None
+    idx = idx.long()
+    if idx.numel() and (idx[0] < 0 or idx[-1] >= numel or bool((idx[1:] <= idx[:-1]).any())):
+        return None
+    return idx
+
+
 def read_patch(directory: str | os.PathLike):
     """Loads and verifies a patch directory.
 
@@ -86,12 +157,13 @@ def read_patch(directory: str | os.PathLike):
     if not cfg_path.is_file():
         raise UserError(f"{cfg_path}: missing (not a cl-graft skill patch?)")
     config = read_json(cfg_path)
-    if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
-        raise UserError(f"{cfg_path}: not a skill patch config of format {FORMAT_VERSION}")
+    if not isinstance(config, dict) or config.get("format_version") not in READ_VERSIONS:
+        raise UserError(f"{cfg_path}: not a skill patch config of format {' or '.join(map(str, READ_VERSIONS))}")
     names, shapes, counts = read_tensor_table(cfg_path, config, extra=ListOf(str))
     extra_names, meta, sha = config["extra"], config["meta"], config["sha256"]
     tensors = read_safetensors(tensor_path)
-    expected = {f"{kind}/{n}" for n in names for kind in ("idx", "val")} | {f"extra/{n}" for n in extra_names}
+    kind = "idx" if config["format_version"] == 1 else "gap"
+    expected = {f"{k}/{n}" for n in names for k in (kind, "val")} | {f"extra/{n}" for n in extra_names}
     if set(tensors) != expected:
         diff = sorted(set(tensors) ^ expected)
         raise UserError(f"{tensor_path}: {len(diff)} tensor name(s) differ from {PATCH_CONFIG}, first {diff[0]!r}")
@@ -99,12 +171,13 @@ def read_patch(directory: str | os.PathLike):
         raise UserError(f"{tensor_path}: checksum does not match {PATCH_CONFIG} (truncated or modified file)")
     indices, values = {}, {}
     for n in names:
-        idx, val = tensors[f"idx/{n}"], tensors[f"val/{n}"]
-        if idx.dtype != torch.int32 or idx.shape != (counts[n],) or val.shape != (counts[n],):
-            raise UserError(f"{tensor_path}: {n!r} holds {tuple(idx.shape)} indices and {tuple(val.shape)} "
-                            f"values, config says {counts[n]}")
-        idx = idx.long()
-        if idx.numel() and (idx[0] < 0 or idx[-1] >= math.prod(shapes[n]) or bool((idx[1:] <= idx[:-1]).any())):
-            raise UserError(f"{tensor_path}: indices of {n!r} are out of range or not ascending")
+        val, numel = tensors[f"val/{n}"], math.prod(shapes[n])
+        if val.shape != (counts[n],):
+            raise UserError(f"{tensor_path}: {n!r} holds {tuple(val.shape)} values, config says {counts[n]}")
+        idx = _version1(tensors[f"idx/{n}"], counts[n], numel) if kind == "idx" else \
+            decode_gaps(tensors[f"gap/{n}"], counts[n], numel)
+        if idx is None:
+            raise UserError(f"{tensor_path}: the indices of {n!r} are not {counts[n]} ascending indices below "
+                            f"{numel}")
         indices[n], values[n] = idx, val
     return meta, shapes, indices, values, {n: tensors[f"extra/{n}"] for n in extra_names}

@@ -18,7 +18,7 @@ from .run_state import OwnerMapState, region_plugin
 from .settings import SIZE_GRID, GraftSettings
 from .sizing import RegionSize
 
-STORES = "each task's region (an int32 index and a value per weight), its head and its feature statistics"
+STORES = "each task's region (a value and a gap-coded index per weight), its head and its feature statistics"
 
 
 class RegionRouting:

@@ -7,8 +7,8 @@ the union of the regions of tasks ``≤ i``. Memory grows with N + Σ_t |γ_t| r
 In memory a :class:`OwnerMap` keeps θ_pre (CPU copy of the graftable tensors), one ``uint8`` owner code per
 element (0 = free, k + 1 = the k-th task learned; at most 254 tasks) and one
 :class:`~cl_graft.grafting.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
-On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (flat int32 indices +
-values, i.e. the owner map in sparse form), ``features.safetensors`` with each task's head-input statistics
+On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (values + their gap-coded flat
+indices, i.e. the owner map in sparse form, :mod:`cl_graft.grafting.patch_io`), ``features.safetensors`` with each task's head-input statistics
 (:mod:`.task_features`, for task-agnostic routing by features) when there are any, and with ``pre=True``
 ``pre.safetensors``, θ_pre itself (then :meth:`OwnerMap.load` needs the model's tensors only, not their values);
 safetensors and JSON only. ``skills.json`` also carries each task's metadata (:attr:`OwnerMap.task_meta`, any JSON)
@@ -113,8 +113,8 @@ class OwnerMap:
         return SkillPatch(Region.adopt(masks, {"method": "rollback"}), values)
 
     def task_bytes(self) -> list[dict[str, int]]:
-        """What each learned task adds to the run, in the order learned: its region (an int32 index and a value
-        per element, the sparse form the skills are saved in), its head tensors, its feature statistics (the
+        """What each learned task adds to the run, in the order learned: its region (a value and a gap-coded
+        index per element, the sparse form the skills are saved in), its head tensors, its feature statistics (the
         float32 tensors their form keeps, :meth:`~.task_features.FeatureStats.nbytes`) and their ``total``."""
         out = []
         for task, patch in zip(self.tasks, self.patches):
@@ -126,14 +126,14 @@ class OwnerMap:
         return out
 
     def bytes(self) -> dict[str, int]:
-        """Stored bytes beyond the base model: owned elements (the cheaper of int32 index + value per element,
-        the form saved, and one owner byte per graftable element + value), task heads, feature statistics, and
+        """Stored bytes beyond the base model: owned elements (their values, plus the cheaper of the gap-coded
+        indices, the form saved, and one owner byte per graftable element), task heads, feature statistics, and
         their sum."""
         per_task = self.task_bytes()
-        owned = sum(p.region.size for p in self.patches)
         numel = sum(o.numel() for o in self.owner.values())
-        values = sum(t["region"] for t in per_task)                          # index + value per element
-        regions = min(values, numel + values - 4 * owned)                   # or: owner byte + value
+        values = sum(v.numel() * v.element_size() for p in self.patches for v in p.values.values())
+        indices = sum(t["region"] for t in per_task) - values                # gap-coded, as saved
+        regions = values + min(indices, numel)                               # or: one owner byte per element
         heads, features = sum(t["head"] for t in per_task), sum(t["features"] for t in per_task)
         return {"regions": regions, "heads": heads, "features": features, "total": regions + heads + features}
 

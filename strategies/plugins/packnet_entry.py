@@ -15,7 +15,7 @@ from ..comparison.entry import BuildContext, StrategyEntry
 from ..graft.entry import RegionRouting, class_scenario_rule, region_kept_bytes
 from ..graft.settings import RegionServing
 
-STORES = "each task's kept weights (an int32 index and a value per weight) and its head (no feature statistics)"
+STORES = "each task's kept weights (a value and a gap-coded index per weight) and its head (no feature statistics)"
 
 KEEP_GRID = ({"packnet_keep": 0.1}, {"packnet_keep": 0.3}, {"packnet_keep": None}, {"packnet_keep": 0.05},
              {"packnet_keep": 0.5})

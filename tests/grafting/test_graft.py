@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from cl_graft import ops
 from cl_graft.errors import UserError
 from cl_graft.grafting.graft import SkillPatch, graft_model, patch_, restore_, wise
-from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
+from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS, decode_gaps, encode_gaps, gap_bytes
 from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.training.evaluate import predict_logits
 from cl_graft.training.models import clone_model
@@ -206,7 +206,10 @@ def test_patch_save_load_round_trip_and_size(pair, tmp_path):
         assert torch.equal(loaded.values[n], patch.values[n]) and torch.equal(loaded.indices[n], patch.indices[n])
     _assert_same(loaded.extra, patch.extra, patch.extra)
     head_bytes = sum(t.numel() * 4 for t in patch.extra.values())
-    assert patch.bytes() == 321 * 8 + head_bytes and patch.bytes(extra=False) == 321 * 8
+    code = sum(gap_bytes(i) for i in patch.indices.values())                  # ~1 byte per index at 2.4%
+    assert 321 <= code < 2 * 321 and patch.bytes(extra=False) == 321 * 4 + code
+    assert patch.bytes() == patch.bytes(extra=False) + head_bytes
+    assert code == sum(t.numel() for k, t in load_file(tmp_path / "p" / PATCH_TENSORS).items() if k.startswith("gap/"))
     a, b = clone_model(pre), clone_model(pre)
     patch_(a, patch)
     patch_(b, loaded)
@@ -235,3 +238,50 @@ def test_patch_truncated_or_tampered(pair, tmp_path):
         SkillPatch.load(tmp_path / "p")
     with pytest.raises(UserError, match="missing"):
         SkillPatch.load(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("idx", [[], [0], [5], [0, 1, 2], [127], [128], [0, 200, 20_000, 3_000_000, 2 ** 31 + 7]])
+def test_gap_code_round_trip(idx):
+    """Gaps below 128 take one byte, below 16,384 two, and so on; decoding gives the indices back."""
+    t = torch.tensor(idx, dtype=torch.long)
+    code = encode_gaps(t)
+    assert code.dtype == torch.uint8 and code.numel() == gap_bytes(t)
+    assert torch.equal(decode_gaps(code, len(idx), 2 ** 32), t)
+    if idx == [0, 1, 2]:
+        assert code.tolist() == [0, 0, 0]
+    if idx == [128]:
+        assert code.tolist() == [0x80, 0x01]
+
+
+def test_gap_code_refuses_what_it_is_not():
+    code = encode_gaps(torch.tensor([3, 300, 70_000]))
+    assert decode_gaps(code, 2, 10 ** 6) is None                              # count differs
+    assert decode_gaps(code[:-1], 3, 10 ** 6) is None                         # cut inside a varint
+    assert decode_gaps(code, 3, 70_000) is None                               # last index out of range
+    assert decode_gaps(torch.full((6,), 0x80, dtype=torch.uint8).index_fill_(0, torch.tensor([5]), 1), 1,
+                       2 ** 62) is None                                       # a varint of 6 bytes
+    assert decode_gaps(code.to(torch.int32), 3, 10 ** 6) is None
+
+
+def test_format_1_patches_are_still_read(pair, tmp_path):
+    """A patch saved with int32 indices (format 1) loads into the same patch."""
+    _, ft = pair
+    patch = SkillPatch.from_model(ft, _region(ft, 40, seed=4))
+    patch.save(tmp_path / "p")
+    cfg_path, tensor_path = tmp_path / "p" / PATCH_CONFIG, tmp_path / "p" / PATCH_TENSORS
+    tensors = {(f"idx/{k[4:]}" if k.startswith("gap/") else k): v for k, v in load_file(tensor_path).items()}
+    for n, i in patch.indices.items():
+        tensors[f"idx/{n}"] = i.to(torch.int32)
+    save_file(tensors, tensor_path)
+    config = json.loads(cfg_path.read_text())
+    config.update(format_version=1, sha256=fingerprint(tensors))
+    cfg_path.write_text(json.dumps(config))
+    loaded = SkillPatch.load(tmp_path / "p")
+    assert loaded.region == patch.region
+    assert all(torch.equal(loaded.indices[n], patch.indices[n]) for n in patch.indices)
+    tensors[next(k for k in tensors if k.startswith("idx/") and tensors[k].numel() > 1)][:2] = torch.tensor([5, 5])
+    save_file(tensors, tensor_path)
+    config.update(sha256=fingerprint(tensors))
+    cfg_path.write_text(json.dumps(config))
+    with pytest.raises(UserError, match="not .* ascending indices"):
+        SkillPatch.load(tmp_path / "p")

@@ -199,7 +199,7 @@ def test_rules_script_scores_feature_rules():
 
 
 def test_feature_statistics_count_in_each_tasks_bytes():
-    """Each task's bytes: its region (int32 index + value per element), its head and its d + d² float32 (full)
+    """Each task's bytes: its region (a value + a gap-coded index per element), its head and its d + d² float32 (full)
     statistics; the run's total adds them up (the cheaper owner form for the regions)."""
     _, owners, _ = two_task_router()
     per_task = owners.task_bytes()

@@ -83,4 +83,5 @@ def test_zero_forgetting_and_frozen_bits(packnet_run):
     for n, m in first.masks.items():
         assert torch.equal(bits(after0[n])[m], bits(after1[n])[m]), n
     assert acc(results[1], 0) == acc(results[0], 0)
-    assert plugin.owners.bytes()["regions"] < 8 * first.numel        # one owner byte + value beats index + value
+    owned = sum(p.region.size for p in plugin.owners.patches)
+    assert plugin.owners.bytes()["regions"] <= first.numel + 4 * owned   # an owner byte per element at most
