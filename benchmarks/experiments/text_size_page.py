@@ -43,6 +43,22 @@ def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
     return rows
 
 
+def int32_bytes(graft: dict) -> int | None:
+    """What graft's run would store with format 1's int32 index per element (the cheaper of that and an owner
+    byte per graftable element, as before), for runs whose records split the bytes; None otherwise."""
+    info = graft.get("info", {})
+    if not isinstance(info.get("bytes"), dict) or "graftable" not in info:
+        return None
+    owned = sum(info["region_sizes"])
+    regions = min(8 * owned, info["graftable"] + 4 * owned)
+    return info["bytes"]["total"] - info["bytes"]["regions"] + regions
+
+
+def _int32_note(graft: dict) -> str:
+    old = int32_bytes(graft)
+    return "" if old is None or old == graft["bytes"] else f" ({old / MB:.1f} MB with int32 indices)"
+
+
 def time_line(graft: dict, naive: dict) -> str:
     """Where graft's wall time went beside naive's, for runs whose records split it (``train_seconds``,
     ``eval_seconds``; the region searches' and the feature statistics' seconds); '' for older records."""
@@ -83,7 +99,8 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
                   "| bytes added MB | final graft | single |"), "|---|---|---|---|---|---|---|---|---|---|---|",
                   *_task_rows(graft, single, tasks), ""]
         text = (f"graft: average {100 * graft_avg[-1]:.1f}, forgetting {100 * graft['summary']['forgetting']:.1f}, "
-                f"stored {graft['bytes'] / MB:.1f} MB, wall {graft['seconds']:.0f} s; single: average "
+                f"stored {graft['bytes'] / MB:.1f} MB{_int32_note(graft)}, wall {graft['seconds']:.0f} s; "
+                f"single: average "
                 f"{100 * single_avg[-1]:.1f} → graft keeps {100 * graft_avg[-1] / single_avg[-1]:.1f}% of it")
         if "naive" in run["strategies"]:
             naive = run["strategies"]["naive"]
