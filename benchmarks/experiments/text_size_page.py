@@ -71,7 +71,7 @@ def time_line(graft: dict, naive: dict) -> str:
     training = g["train_seconds"] - search - finder - features
     other = graft["seconds"] - g["train_seconds"] - g["eval_seconds"]
     return (f"Where the time went (s, graft vs naive): training {training:.0f} vs {n['train_seconds']:.0f}; size "
-            f"search {search:.0f} ({100 * search / graft['seconds']:.1f}% of graft's wall time); finder at the "
+            f"search {search:.0f} ({100 * search / g['train_seconds']:.1f}% of graft's training calls); finder at the "
             f"chosen size {finder:.0f}; feature statistics {features:.0f}; evaluation {g['eval_seconds']:.0f} vs "
             f"{n['eval_seconds']:.0f}; the rest (building, saving) {other:.0f} vs "
             f"{naive['seconds'] - n['train_seconds'] - n['eval_seconds']:.0f}.")

@@ -44,8 +44,8 @@ def test_page_says_where_grafts_time_went():
     naive["info"] = {"train_seconds": 80.0, "eval_seconds": 15.0}
     text = page_text([run], [run["strategies"]["single"]])
     assert "stored 4.0 MB (5.0 MB with int32 indices)" in text                # 2^19 elements: 4 MB of index + value
-    assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (5.0% of graft's wall "
-            "time); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
+    assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (6.0% of graft's "
+            "training calls); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
             "saving) 5 vs 5.") in text
 
 
