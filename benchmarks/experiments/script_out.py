@@ -96,20 +96,22 @@ def _json_value(value):
 @contextlib.contextmanager
 def claimed(script: str, params: dict, *, settings: dict | None = None, **record) -> Iterator[OutDir]:
     """The script's ``--out`` (``params["out"]``), claimed as ``experiments.<script>`` for the ``with`` block; when
-    the block ends without an error the run record is written (``settings``, default :func:`settings_of`
-    ``params``, plus ``record``). ``--overwrite`` and ``--resume`` are read from ``params``; a resumed run keeps
+    the block ends without an error the run record taken as it began is written (``settings``, default
+    :func:`settings_of` ``params``, plus ``record``; its revision is the checkout's before the block wrote a
+    tracked page). ``--overwrite`` and ``--resume`` are read from ``params``; a resumed run keeps
     its files when it fails. A :class:`~cl_graft.errors.UserError` becomes a :class:`ScriptError`.
 
     ``settings`` are what ``--resume`` compares: a script whose runs each record their own settings passes
     only what must match."""
     settings = settings_of(params) if settings is None else settings
     resume = bool(params.get("resume"))
-    try:
+    started = run_record(command=f"experiments.{script}", **settings, **record)   # the checkout as it starts,
+    try:                                                                          # before a --page it writes
         with claim_out_dir(params["out"], f"experiments.{script}", settings=settings,
                            overwrite=bool(params.get("overwrite")), resume=resume, keep_on_error=resume) as run_dir:
             with _lent(run_dir.path / WORK):
                 yield run_dir
-            run_dir.finish(run_record(command=f"experiments.{script}", **settings, **record))
+            run_dir.finish(started)
     except UserError as e:
         raise ScriptError(str(e)) from None
 

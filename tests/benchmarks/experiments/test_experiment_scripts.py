@@ -144,6 +144,18 @@ def test_scratch_is_lent_to_the_commands_a_script_starts_and_nothing_else(tmp_pa
     assert "work/child/config.json" in _record(tmp_path / "script")              # the child's files are the run's
 
 
+def test_the_record_names_the_checkout_as_the_script_started(tmp_path, monkeypatch):
+    """A page script writes a tracked page inside its block; its record keeps the revision read before that (not
+    ``+dirty`` from its own page)."""
+    import cl_graft.provenance as provenance
+
+    states = iter(["abc", "abc+dirty"])
+    monkeypatch.setattr(provenance, "git_revision", lambda: next(states))
+    with claimed("test", {"out": tmp_path / "o"}) as run_dir:
+        (run_dir.path / "page.md").write_text("x")
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["git_revision"] == "abc"
+
+
 def test_example_avalanche_writes_its_logs_into_out(env, tmp_path):
     out = tmp_path / "example"
     args = ["--stream", "alpha,beta", "--data-dir", env / "data", "--model", env / "model", "--k", "16",
