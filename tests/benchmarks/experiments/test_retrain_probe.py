@@ -1,0 +1,31 @@
+"""The retraining probe's page and its regions (benchmarks/experiments/retrain_probe.py)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from cl_graft.benchmarks.experiments.retrain_probe import grafted, page, top_delta
+
+
+def test_top_delta_region_and_graft_keep_theta_pre_outside():
+    pre, ft = nn.Linear(4, 3), nn.Linear(4, 3)
+    with torch.no_grad():
+        ft.weight.copy_(pre.weight)
+        ft.bias.copy_(pre.bias)
+        ft.weight[0, 0] += 5.0
+        ft.weight[1, 2] -= 3.0
+        ft.bias[2] += 1.0
+    region = top_delta(pre, ft, ["weight", "bias"], 2 / 15)                      # 2 of 15 elements
+    assert region.size == 2 and bool(region.masks["weight"][0, 0]) and bool(region.masks["weight"][1, 2])
+    g = grafted(pre, ft, region)
+    assert torch.equal(g.weight, ft.weight) and torch.equal(g.bias, pre.bias)    # the bias Δ is outside
+    assert g is not ft and torch.equal(ft.bias[2], pre.bias[2] + 1.0)            # the input is not modified
+
+
+def test_page_reports_each_cell_and_the_mean_gain():
+    result = {"steps": 40, "config": {"command_line": "python -m x", "git_revision": "abc"},
+              "tasks": {"sst2": {"ft": 0.82, "rows": [{"share": 0.002, "graft": 0.78, "retrained": 0.81, "seconds": 43.0},
+                                                      {"share": 0.01, "graft": 0.80, "retrained": 0.80, "seconds": 44.0}]}}}
+    text = page(result)
+    assert "| sst2 | 82.0 | 0.2 | 78.0 | 81.0 | +3.0 | 43 |" in text and "after 40 more steps" in text
+    assert "Mean gain over the 2 cells: +1.5 points" in text and "git abc" in text
