@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from cl_graft.benchmarks.experiments.retrain_probe import grafted, page, top_delta
+from torch import nn
 
 
 def test_top_delta_region_and_graft_keep_theta_pre_outside():
