@@ -62,6 +62,8 @@ def encode_gaps(idx: Tensor) -> Tensor:
     """Ascending flat indices ``(k,)`` → their gap code, ``(gap_bytes(idx),)`` uint8 (LEB128: the low 7 bits
     first, the high bit set on every byte but a gap's last)."""
     gaps = _gaps(idx)
+    if gaps.numel() and int(gaps.max()) >= 1 << (7 * MAX_GAP_BYTES):
+        raise UserError(f"a skill patch's tensor has more than 2**{7 * MAX_GAP_BYTES} elements; not storable")
     lengths = _lengths(gaps)
     starts = torch.cumsum(lengths, 0) - lengths
     out = torch.zeros(int(lengths.sum()), dtype=torch.uint8)

@@ -18,17 +18,16 @@ each task gets its own size, chosen on held-out rows after it trained:
    split of the experience's own training examples that :class:`~.plugin.GraftPlugin` keeps out of training
    (:meth:`RegionSize.split`; seeded by the finder's seed and the task label, so the same rows on resume). Test
    rows are never read.
-3. **Ladder, top down.** Rungs of :attr:`RegionSize.ladder` (shares of all graftable elements N, 0.1% … 20%,
-   about ×2 apart) capped by the allowance; a rung's region is γ_base, the top-k |Δ| candidates (the learned
-   finder's starting region), grafted onto θ_pre, and costs one pass over the held-out rows. The cap (the largest
-   rung) is what a task gets when no smaller rung is vouched for, so it needs no evidence and is scored only
-   when chosen; the search starts a rung below it and goes down as long as the rung's accuracy loss against the
-   trained model is
-   at most ``tolerance`` with ``confidence`` (:func:`~.evidence.loss_evidence`: a paired bound from the labels
-   and a label-free bound from the trained model's own probabilities, which counts only where the labels do
-   not contradict it; see :mod:`.evidence` for why and what each assumes), and stops at the first rung that is
-   not vouched for. Testing a fixed sequence and stopping at the first failure keeps the chance of accepting a
-   rung that loses more than ``tolerance`` at 1 − ``confidence`` (where the bounds' assumptions hold) without a
+3. **Ladder, top down.** Rungs of :attr:`RegionSize.ladder` (shares of all graftable elements N, 0.1% … 20%, about
+   ×2 apart) capped by the allowance; a rung's region is γ_base, the top-k |Δ| candidates (the learned finder's
+   starting region), grafted onto θ_pre, and costs one pass over the held-out rows. The cap (the largest rung) is
+   what a task gets when no smaller rung is vouched for, so it needs no evidence and is scored only when chosen;
+   the search starts a rung below it and goes down as long as the rung's accuracy loss against the trained model is
+   at most ``tolerance`` with ``confidence`` (:func:`~.evidence.loss_evidence`: a paired bound from the labels and
+   a label-free bound from the trained model's own probabilities, which counts only where the labels do not
+   contradict it; see :mod:`.evidence` for why and what each assumes), and stops at the first rung that is not
+   vouched for. Testing a fixed sequence and stopping at the first failure keeps the chance of accepting a rung
+   that loses more than ``tolerance`` at 1 − ``confidence`` (where the bounds' assumptions hold) without a
    correction for the number of rungs.
 4. **Refinement.** The region finder (default: the learned region of Eq. 3) runs once at the chosen size, from
    that same starting region; its region is kept unless it scores lower on the held-out rows than the rung's own
@@ -41,16 +40,15 @@ each task gets its own size, chosen on held-out rows after it trained:
    e.g. in too few free elements) is never silent: the plugin warns (``on_full="warn"``) or stops
    (``on_full="error"``).
 
-The search costs one finder run (what a fixed size costs) plus one held-out pass per rung tried and one for the
-finder's region when it differs from the rung's. Every task
-records what was chosen in its region's ``meta["sizing"]`` (saved with the skills): ``share`` (|γ| / N),
-``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met``
-(loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower
-bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the
-task could take), ``below_cap`` (whether the evidence chose a smaller rung), ``refined_gain`` and
-``refined_same`` (step 4), ``free`` (free share left after the
-task; set by the plugin), every rung tried with its evidence, the held-out split and rows, and the seconds spent
-(``search_seconds`` choosing the size, ``seconds`` in all).
+The search costs one finder run (what a fixed size costs) plus one held-out pass for the trained model, one per
+rung tried and one for the finder's region when it differs from the rung's. Every task records what was chosen in
+its region's ``meta["sizing"]`` (saved with the skills): ``share`` (|γ| / N), ``loss`` (accuracy lost on the
+held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met`` (loss ≤ tolerance), ``score`` /
+``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower bound, the trained model's),
+``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the task could take),
+``below_cap`` (whether the evidence chose a smaller rung), ``refined_gain`` and ``refined_same`` (step 4), ``free``
+(free share left after the task; set by the plugin), every rung tried with its evidence, the held-out split and
+rows, and the seconds spent (``search_seconds`` choosing the size, ``seconds`` in all).
 """
 from __future__ import annotations
 
@@ -318,10 +316,10 @@ class SizedFinder:
             graft_(flat)
             out, more = outputs()
             gain = _accuracy(out.hits) - _accuracy(chosen["out"].hits)       # against the rung's region
+        if gain < 0:                                                         # the rung's region scored higher
+            region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
+                                 task=data.task, ft=ft, refined_score=_accuracy(chosen["out"].hits))
         if same or gain < 0:
-            if gain < 0:
-                region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
-                                     task=data.task, ft=ft, refined_score=_accuracy(chosen["out"].hits))
             out, more = chosen["out"], chosen["more"]
         evidence = evidence_of(out, more)
         chance = chance_level(data.labels("train", limit=self.size.rows, seed=cfg.seed))
