@@ -147,7 +147,7 @@ def test_scratch_is_lent_to_the_commands_a_script_starts_and_nothing_else(tmp_pa
 def test_the_record_names_the_checkout_as_the_script_started(tmp_path, monkeypatch):
     """A page script writes a tracked page inside its block; its record keeps the revision read before that (not
     ``+dirty`` from its own page)."""
-    import cl_graft.provenance as provenance
+    from cl_graft import provenance
 
     states = iter(["abc", "abc+dirty"])
     monkeypatch.setattr(provenance, "git_revision", lambda: next(states))
