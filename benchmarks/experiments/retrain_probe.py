@@ -11,7 +11,8 @@ gain, and at what cost. Dev rows choose the checkpoint; test rows are only repor
 Run: ``python -m cl_graft.benchmarks.experiments.retrain_probe --data-dir ../shared/data --finetuned-root
 DIR --out OUT`` (fine-tuned models are read from ``DIR/<task>``, e.g. the localization benchmark's
 ``work/finetuned``, else fine-tuned with the quick preset into ``OUT/work``). Writes ``OUT/retrain.json`` and
-``OUT/retrain.md`` (the run record: ``OUT/config.json``).
+``OUT/retrain.md`` (the run record: ``OUT/config.json``); ``--combine A/retrain.json,B/retrain.json,... --out OUT``
+writes ``OUT/retrain_seeds.md``, the probe over seeds with paired intervals.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from pathlib import Path
 
 import click
 import torch
+from cl_graft.strategies.comparison.metrics import paired_interval
 
-from cl_graft.files import write_json
+from cl_graft.files import read_json, write_json
 from cl_graft.provenance import run_record
 from cl_graft.regions.problem import budget_for
 from cl_graft.regions.region import Region, graftable_names
@@ -75,6 +77,38 @@ def page(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seeds_page(results: list[dict]) -> str:
+    """The probe over seeds (``results``: each seed's ``retrain.json``): per size, the mean over tasks of graft and
+    retrained accuracy and of the gain, with the gain's paired 95% t-interval over seeds; then over every cell."""
+    seeds = [r["config"]["seed"] for r in results]
+    lines = ["# Retraining inside a small top-|Δ| region (probe), over seeds", "",
+             f"Seeds {', '.join(map(str, seeds))}; runs: " + "; ".join(
+                 f"`{r['config']['command_line']}` (git {r['config']['git_revision'][:7]})" for r in results) + ".",
+             "", "| size % | FT | graft | retrained | gain (95% t-interval over seeds) |", "|---|---|---|---|---|"]
+
+    cells = [[{"share": row["share"], "ft": t["ft"], "graft": row["graft"], "retrained": row["retrained"]}
+              for t in r["tasks"].values() for row in t["rows"]] for r in results]      # per seed
+
+    def means(share: float | None, key: str) -> list[float]:
+        """Per seed, the mean of ``key`` (%) over its cells of size ``share`` (every cell for None)."""
+        out = []
+        for seed_cells in cells:
+            picked = [c[key] for c in seed_cells if share is None or c["share"] == share]
+            out.append(100 * sum(picked) / len(picked))
+        return out
+
+    shares = sorted({row["share"] for t in results[0]["tasks"].values() for row in t["rows"]})
+    for share in [*shares, None]:
+        ft, graft, retrained = means(share, "ft"), means(share, "graft"), means(share, "retrained")
+        pi = paired_interval(retrained, graft)
+        label = f"{100 * share:.1f}" if share is not None else "all"
+        lines.append(f"| {label} | {sum(ft) / len(ft):.1f} | {sum(graft) / len(graft):.1f} | "
+                     f"{sum(retrained) / len(retrained):.1f} | {pi['mean']:+.1f} [{pi['low']:+.1f}, {pi['high']:+.1f}] |")
+    lines += ["", (f"Tasks: {', '.join(results[0]['tasks'])}; {results[0]['steps']} steps inside the region; test "
+                   "accuracy, mean over the tasks of each seed.")]
+    return "\n".join(lines) + "\n"
+
+
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--data-dir", default=None)
 @click.option("--tasks", default="sst2,qnli,agnews", show_default=True)
@@ -83,10 +117,20 @@ def page(result: dict) -> str:
 @click.option("--finetuned-root", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
               show_default=True, help="fine-tuned models are read from <root>/<task> when there")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--combine", default=None, help="Comma-separated retrain.json of earlier runs (one per seed): write "
+                                              "retrain_seeds.md over them instead of running.")
 @out_options()
-def main(data_dir, tasks, sizes, steps, finetuned_root, seed, out, overwrite) -> None:
+def main(data_dir, tasks, sizes, steps, finetuned_root, seed, combine, out, overwrite) -> None:
     params = click.get_current_context().params
     shares = [float(s) for s in sizes.split(",")]
+    if combine:
+        results = [read_json(Path(p)) for p in combine.split(",")]            # bad input: before --out is claimed
+        if len(results) < 2:
+            raise click.UsageError("--combine needs the retrain.json of at least two seeds")
+        with claimed("retrain_probe", params) as run_dir:
+            write_page(seeds_page(results), run_dir, "retrain_seeds.md", None)
+        print(f"-> {out / 'retrain_seeds.md'}")
+        return
     with claimed("retrain_probe", params) as run_dir:
         scratch = work_folder(run_dir, "finetuned")
         result: dict = {"config": run_record(command="benchmarks.retrain_probe", **settings_of(params)),
