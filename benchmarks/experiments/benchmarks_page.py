@@ -68,9 +68,9 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                       "chosen, its dev-row evidence and bytes; graft vs single-task fine-tuning over "
                                       "three seeds"),
      ("`text_size/text_quick/seed*/`", "`text_size/text_quick/single/`", "`text_size/text/` (an earlier default)")),
-    ("retrain_probe/retrain.md", ("probe: small top-|Δ| grafts before and after 40 steps inside the region (what a "
-                                  "search that retrains could gain)"),
-     ("`retrain_probe/retrain.json`", "`retrain_probe/config.json`")),
+    ("retrain_probe/retrain_seeds.md", ("probe, 3 seeds: small top-|Δ| grafts before and after 40 steps inside the "
+                                        "region (what a size search that retrains could gain)"),
+     ("`retrain_probe/retrain.json`", "`retrain_probe/seed1/`", "`retrain_probe/seed2/`")),
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*`",)),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
