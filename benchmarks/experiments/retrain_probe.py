@@ -21,39 +21,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
-import torch
 from cl_graft.strategies.comparison.metrics import paired_interval
 
 from cl_graft.files import read_json, write_json
+from cl_graft.grafting.graft import graft_model
 from cl_graft.provenance import run_record
-from cl_graft.regions.problem import budget_for
-from cl_graft.regions.region import Region, graftable_names
+from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.methods import find_region
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import finetune_
-from cl_graft.training.models import build_classifier, clone_model
+from cl_graft.training.models import build_classifier
 
 from .localization import get_finetuned
 from .script_out import claimed, out_options, settings_of, work_folder, write_page
-
-
-def top_delta(pre, ft, names: list[str], share: float) -> Region:
-    """The top-|Δ| region holding ``share`` of the elements of ``names`` (one global threshold)."""
-    p, f = dict(pre.named_parameters()), dict(ft.named_parameters())
-    delta = {n: (f[n] - p[n]).detach().abs() for n in names}
-    flat = torch.cat([d.reshape(-1) for d in delta.values()])
-    k = budget_for(share, flat.numel())
-    threshold = flat.topk(k).values.min()
-    return Region({n: d >= threshold for n, d in delta.items()})
-
-
-def grafted(pre, ft, region: Region):
-    """A copy of ``ft`` with θ_pre outside ``region`` (on the graftable tensors)."""
-    out = clone_model(ft)
-    p, o = dict(pre.named_parameters()), dict(out.named_parameters())
-    with torch.no_grad():
-        for n, m in region.masks.items():
-            o[n].copy_(torch.where(m, o[n], p[n]))
-    return out
 
 
 def accuracy(model, rows: list[dict], task: str) -> float:
@@ -138,14 +118,14 @@ def main(data_dir, tasks, sizes, steps, finetuned_root, seed, combine, out, over
         for task in tasks.split(","):
             ft, splits, preset, _ = get_finetuned(task, finetuned_root, scratch, data_dir, seed)
             pre = build_classifier("minilm", max_length=preset.max_length)
-            names = graftable_names(ft.named_parameters())
             recipe = replace(preset.finetune, steps=steps, eval_every=max(1, steps // 2), seed=seed)
             r = result["tasks"][task] = {"ft": accuracy(ft, splits.test, task), "n_test": len(splits.test),
                                          "rows": []}
             for share in shares:
                 t0 = time.perf_counter()
-                region = top_delta(pre, ft, names, share)
-                model = grafted(pre, ft, region)
+                region = find_region("topk", pre, ft, splits.train, splits.dev, LocalizeConfig(sparsity=share),
+                                     task=task, progress=False).region              # global top-|Δ|
+                model = graft_model(pre, ft, region)
                 before = accuracy(model, splits.test, task)
                 finetune_(model, splits.train, splits.dev, recipe, task=task, region=region, progress=False)
                 after = accuracy(model, splits.test, task)

@@ -107,8 +107,8 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
             text += (f"; naive: average {100 * naive['summary']['average']:.1f}, wall {naive['seconds']:.0f} s → "
                      f"graft / naive wall time {graft['seconds'] / naive['seconds']:.2f}")
         lines += [text + ".", ""]
-        if "naive" in run["strategies"] and time_line(graft, run["strategies"]["naive"]):
-            lines += [time_line(graft, run["strategies"]["naive"]), ""]
+        went = time_line(graft, run["strategies"]["naive"]) if "naive" in run["strategies"] else ""
+        lines += [went, ""] if went else []
     kept = [g / s for g, s in zip(graft_avg, single_avg)]
     lines += ["## Over the seeds", "",
               (f"graft keeps {100 * statistics.mean(kept):.1f}% of single-task fine-tuning on average "

@@ -1,24 +1,8 @@
-"""The retraining probe's page and its regions (benchmarks/experiments/retrain_probe.py)."""
+"""The retraining probe's pages (benchmarks/experiments/retrain_probe.py); its regions and grafts are
+find_region("topk") and graft_model, tested with the rest of cl_graft."""
 from __future__ import annotations
 
-import torch
-from cl_graft.benchmarks.experiments.retrain_probe import grafted, page, top_delta
-from torch import nn
-
-
-def test_top_delta_region_and_graft_keep_theta_pre_outside():
-    pre, ft = nn.Linear(4, 3), nn.Linear(4, 3)
-    with torch.no_grad():
-        ft.weight.copy_(pre.weight)
-        ft.bias.copy_(pre.bias)
-        ft.weight[0, 0] += 5.0
-        ft.weight[1, 2] -= 3.0
-        ft.bias[2] += 1.0
-    region = top_delta(pre, ft, ["weight", "bias"], 2 / 15)                      # 2 of 15 elements
-    assert region.size == 2 and bool(region.masks["weight"][0, 0]) and bool(region.masks["weight"][1, 2])
-    g = grafted(pre, ft, region)
-    assert torch.equal(g.weight, ft.weight) and torch.equal(g.bias, pre.bias)    # the bias Δ is outside
-    assert g is not ft and torch.equal(ft.bias[2], pre.bias[2] + 1.0)            # the input is not modified
+from cl_graft.benchmarks.experiments.retrain_probe import page
 
 
 def test_page_reports_each_cell_and_the_mean_gain():
