@@ -76,6 +76,7 @@ from .feature_fit import fit_task_features
 from .finders import RegionFinder
 from .owner_map import OwnerMap
 from .region_search import finder_data, localize_
+from .retrain import RegionRetrain, planned_steps
 from .routing import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
@@ -170,6 +171,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._routed = False
         self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
         self.undo: ExperienceUndo | None = None             # the running experience's snapshot
+        self._retrain: RegionRetrain | None = None          # the running experience's retraining (auto size)
 
     @property
     def task_inference(self) -> str | None:
@@ -194,7 +196,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         raises; a plain template gets it at its next ``train``."""
         if self.undo is not None:
             self.undo.restore_(self.owners)
-            self.undo, self._freeze = None, None
+            self.undo, self._freeze, self._retrain = None, None, None
 
     def before_training(self, strategy, **kwargs) -> None:
         self.undo_failed_experience_()
@@ -252,6 +254,25 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         trainable.update({n: None for n in target.heads(label)})
         self._freeze = ElementFreeze(params, trainable, guard=self.guard)
         self._freeze.begin_(strategy.optimizer)
+        self._retrain = None
+        if self.mode == "stream" and isinstance(self.finder, SizedFinder) and self.finder.size.retrain > 0:
+            finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
+            self._retrain = RegionRetrain(finder, planned_steps(strategy))
+
+    def after_training_iteration(self, strategy, **kwargs) -> None:
+        """At the retraining switch (:mod:`.retrain`), grafts the model and trains only the retrained region and
+        the task's head from the next step on."""
+        if self._retrain is None or not self._retrain.tick():
+            return
+        target = self.target(strategy)
+        label, task = self._task(target, strategy.experience)
+        data = finder_data(strategy, target, label, task, self._split, self.valid)
+        region = self._retrain.switch_(target, self.owners, self.owners.free(), data, label, task)
+        self._freeze.end_(strategy.optimizer)
+        trainable: dict = dict(region.masks)
+        trainable.update({n: None for n in target.heads(label)})
+        self._freeze = ElementFreeze(dict(target.root.named_parameters()), trainable, guard=self.guard)
+        self._freeze.begin_(strategy.optimizer)
 
     def before_update(self, strategy, **kwargs) -> None:
         if self._freeze is not None:
@@ -269,6 +290,10 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         free = self.owners.free()
         if self.mode == "paper":
             region = free & self._paper_region(task)
+        elif self._retrain is not None and self._retrain.switched:
+            region = self._retrain.finish_(target).restrict(self.owners.names) & free
+            self.localize_seconds.append(round(self._retrain.seconds, 3))
+            record_size_(self.finder, target.root, self.owners, task, free, region)
         else:
             finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
             data = finder_data(strategy, target, label, task, self._split, self.valid)
@@ -276,7 +301,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             self.localize_seconds.append(seconds)
             record_size_(self.finder, target.root, self.owners, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
-        self._split = None
+        self._split, self._retrain = None, None
         distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
         self._fit_features(strategy, target, label, task)
         strategy.model.zero_grad(set_to_none=True)

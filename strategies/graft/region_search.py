@@ -35,6 +35,17 @@ def finder_data(strategy, target: GraftTarget, label: int, task: str, split: tup
 
 
 @torch.no_grad()
+def start_model(root: torch.nn.Module, owners: OwnerMap, free: Region) -> torch.nn.Module:
+    """θ_pre(t): a copy of ``root`` with its ``free`` elements at θ_pre (earlier tasks' elements as they are)."""
+    pre = clone_model(root)
+    params, pre_params = dict(root.named_parameters()), dict(pre.named_parameters())
+    for n, m in free.masks.items():
+        device = params[n].device
+        pre_params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
+    return pre
+
+
+@torch.no_grad()
 def localize_(target: GraftTarget, owners: OwnerMap, free: Region, data: RegionData,
               finder: RegionFinder) -> tuple[Region, float]:
     """Finds γ_t among the ``free`` elements of ``target``'s model (θ_ft, changed in place: every free element
@@ -42,11 +53,8 @@ def localize_(target: GraftTarget, owners: OwnerMap, free: Region, data: RegionD
     kept."""
     root = target.root
     was_training = target.model.training
-    pre = clone_model(root)                                      # θ_pre(t): free elements at θ_pre
+    pre = start_model(root, owners, free)
     params, pre_params = dict(root.named_parameters()), dict(pre.named_parameters())
-    for n, m in free.masks.items():
-        device = params[n].device
-        pre_params[n].copy_(torch.where(m.to(device), owners.pre[n].to(device), params[n]))
     t0 = time.perf_counter()
     with torch.enable_grad():
         region = finder(pre, root, data, names=owners.names, candidates=free)

@@ -54,9 +54,7 @@ from __future__ import annotations
 
 import math
 import numbers
-import time
 from dataclasses import asdict, dataclass, field, replace
-from statistics import NormalDist
 
 import numpy as np
 import torch
@@ -66,9 +64,8 @@ from cl_graft.errors import UserError
 from cl_graft.regions.data import RegionData
 from cl_graft.regions.problem import Problem, budget_for
 from cl_graft.regions.region import Region
-from cl_graft.training.models import clone_model
 
-from .evidence import Outputs, calibrate, chance_level, loss_evidence, temperature, wilson_low, z_value
+from .ladder import Ladder, accuracy
 
 LADDER = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 ON_FULL = ("warn", "error")
@@ -115,6 +112,10 @@ class RegionSize:
             task (at least one example; the rest train).
         rows: at most this many held-out rows scored per rung.
         confidence: the level of the statement "this rung loses at most ``tolerance``" (0.95 by default).
+        retrain: share of an experience's optimizer steps spent training inside a region smaller than the one the
+            evidence vouched for, which is kept only when it scores at least as well on the held-out rows
+            (:mod:`.retrain`); 0: the size is searched after training, with no retraining.
+        shrink: how many rungs below the vouched one the retrained region is.
     """
 
     tolerance: float = 0.02
@@ -126,6 +127,8 @@ class RegionSize:
     rows: int = 512
     confidence: float = 0.95
     reserve: int = 1
+    retrain: float = 0.25
+    shrink: int = 2
 
     def __post_init__(self) -> None:
         if not _share(self.tolerance) or not 0 <= self.tolerance < 1:
@@ -153,9 +156,13 @@ class RegionSize:
             raise UserError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
         if not _integer(self.reserve) or not 0 <= self.reserve <= 1000:
             raise UserError(f"reserve must be an integer in [0, 1000], got {self.reserve!r}")
-        for name in ("tolerance", "holdout", "confidence"):
+        if not _share(self.retrain) or not 0 <= self.retrain < 1:
+            raise UserError(f"retrain must be a share in [0, 1), got {self.retrain!r}")
+        if not _integer(self.shrink) or not 0 <= self.shrink <= 1000:
+            raise UserError(f"shrink must be an integer in [0, 1000], got {self.shrink!r}")
+        for name in ("tolerance", "holdout", "confidence", "retrain"):
             object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("rows", "reserve") + (("expected_tasks",) if self.expected_tasks is not None else ()):
+        for name in ("rows", "reserve", "shrink") + (("expected_tasks",) if self.expected_tasks is not None else ()):
             object.__setattr__(self, name, int(getattr(self, name)))
 
     def planned(self, done: int, stream_length: int | None) -> int:
@@ -203,27 +210,6 @@ def _default_finder():
     return LocalizeFinder()
 
 
-def has_dev(data: RegionData) -> bool:
-    """Whether ``data`` holds held-out rows (ExperienceData's ``splits["dev"]``, TextRegionData's ``dev``)."""
-    splits = getattr(data, "splits", None)
-    if isinstance(splits, dict):
-        return splits.get("dev") is not None and len(splits["dev"]) > 0
-    return bool(getattr(data, "dev", None))
-
-
-def allowed(prob: Problem, allowance: float) -> Tensor:
-    """The candidates a task may take: in every tensor, the ⌊allowance · free⌋ free elements of largest |Δ|,
-    ``(N,)`` bool."""
-    out = torch.zeros_like(prob.cand)
-    for a, z in prob.spans:
-        cand = prob.cand[a:z]
-        k = math.floor(allowance * int(cand.sum()) + 1e-9)
-        if k > 0:
-            scores = torch.where(cand, prob.delta[a:z].abs(), torch.tensor(-math.inf, device=prob.device))
-            out[a:z][scores.topk(k).indices] = True
-    return out
-
-
 @dataclass(frozen=True)
 class SizedFinder:
     """A region finder that chooses each region's size (a :class:`~.finders.RegionFinder`).
@@ -256,89 +242,25 @@ class SizedFinder:
     @torch.no_grad()
     def __call__(self, pre: nn.Module, ft: nn.Module, data: RegionData, *, names: list[str],
                  candidates: Region | None) -> Region:
-        t0 = time.perf_counter()
         cfg = self.finder.config
-        prob = Problem.build(pre, ft, replace(cfg, budget=1), names=names, candidates=candidates)
-        free = int(prob.cand.sum())
-        prob.cand = allowed(prob, self.allowance)
-        cap = int(prob.cand.sum())
-        if cap < 1:
-            raise UserError(f"no graftable element is left for this task: its allowance, {self.allowance:.3g} of "
-                            f"each tensor's free elements ({free} free in all), selects none; plan for fewer tasks "
-                            f"(RegionSize expected_tasks=, reserve=) or give a larger model")
-        split = "dev" if has_dev(data) else "train"
-        work = clone_model(ft).eval()
-        theta, _ = prob.bind(work)                                           # (N,) buffer at θ_ft
-        labels = data.labels(split, limit=self.size.rows, seed=cfg.seed)
-
-        def outputs() -> tuple[Outputs, Tensor | None]:                      # the same rows each time
-            held = Outputs(data.probabilities(work, split, limit=self.size.rows, seed=cfg.seed), labels)
-            more = data.probabilities(work, "train", limit=self.size.rows, seed=cfg.seed) if split == "dev" \
-                else None                                                    # (m, C), labels unread
-            return held, more
-
-        def graft_(mask: Tensor) -> None:
-            theta.copy_(torch.where(mask, prob.ft_flat, prob.pre_flat))
-
-        reference, ref_more = outputs()
-        scale = temperature(reference.probs, labels)                          # θ_ft calibrated on held-out labels
-        reference = Outputs(calibrate(reference.probs, scale), labels)
-        ref_more = calibrate(ref_more, scale) if ref_more is not None else None
-        z = z_value(self.size.confidence)
-
-        def evidence_of(out: Outputs, more: Tensor | None) -> dict:
-            return loss_evidence(reference, out, z=z, tolerance=self.size.tolerance, ref_more=ref_more,
-                                 graft_more=more)
-
-        def trial(k: int) -> dict:                                           # one held-out pass at rung k
-            mask = prob.base_mask(k)                                         # (N,) top-k |Δ| among candidates
-            graft_(mask)
-            out, more = outputs()
-            tried.append({"elements": k, "share": k / prob.numel, "mask": mask, "out": out, "more": more,
-                          **evidence_of(out, more)})
-            return tried[-1]
-
-        tried: list[dict] = []
-        ladder = list(reversed(self.size.rungs(prob.numel, cap)))          # top down: the cap first
-        for k in ladder[1:]:                                                 # the cap needs no evidence
-            if not trial(k)["vouched"]:
-                break
-        passed = [r for r in tried if r["vouched"]]
-        chosen = passed[-1] if passed else trial(ladder[0])                  # the smallest vouched, else the cap
-        search = time.perf_counter() - t0
+        ladder = Ladder(self.size, cfg, self.allowance, pre, ft, data, names=names, candidates=candidates)
+        prob = ladder.prob
+        chosen = ladder.search()
         inner = replace(self.finder, config=replace(cfg, budget=chosen["elements"]))
         with torch.enable_grad():
             region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))
         flat = torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device)
         same = torch.equal(flat, chosen["mask"])                             # the finder kept the rung's region
-        gain = 0.0
+        out, more, gain = chosen["out"], chosen["more"], 0.0
         if not same:                                                         # one more pass: the finder's region
-            graft_(flat)
-            out, more = outputs()
-            gain = _accuracy(out.hits) - _accuracy(chosen["out"].hits)       # against the rung's region
-        if gain < 0:                                                         # the rung's region scored higher
-            region = prob.region(chosen["mask"], method="topk", cfg=replace(cfg, budget=chosen["elements"]),
-                                 task=data.task, ft=ft, refined_score=_accuracy(chosen["out"].hits))
-        if same or gain < 0:
-            out, more = chosen["out"], chosen["more"]
-        evidence = evidence_of(out, more)
-        chance = chance_level(data.labels("train", limit=self.size.rows, seed=cfg.seed))
-        score_low = wilson_low(out.hits, NormalDist().inv_cdf(self.size.confidence))
-        ref_acc = _accuracy(reference.hits)
-        region.meta["sizing"] = {
-            "share": region.size / prob.numel, "elements": region.size, "loss": evidence["loss"],
-            "bound": evidence["bound"], "kept": _accuracy(out.hits) / ref_acc if ref_acc else 1.0,
-            "score": _accuracy(out.hits), "score_low": score_low, "chance": chance, "above_chance": score_low > chance,
-            "reference": ref_acc, "temperature": scale, "tolerance": self.size.tolerance,
-            "confidence": self.size.confidence,
-            "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
-            "cap_share": cap / prob.numel, "below_cap": chosen["elements"] != ladder[0],
-            "free_before": free / prob.numel, "refined_gain": gain, "refined_same": same,
-            "validation": split, "rows": len(labels),
-            "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
-                                         "disagree", "vouched")}
-                      for r in tried],
-            "search_seconds": round(search, 3), "seconds": round(time.perf_counter() - t0, 3)}
+            ladder.graft_(flat)
+            found, found_more = ladder.outputs()
+            gain = accuracy(found.hits) - accuracy(out.hits)                 # against the rung's region
+            if gain >= 0:
+                out, more = found, found_more
+            else:                                                            # the rung's region scored higher
+                region = ladder.region(chosen["mask"], task=data.task, ft=ft, refined_score=accuracy(out.hits))
+        region.meta["sizing"] = ladder.record(region.size, chosen, out, more, refined_gain=gain, refined_same=same)
         return region
 
 
@@ -347,10 +269,6 @@ def _unflatten(prob: Problem, flat: Tensor) -> Region:
     flat = flat.cpu()
     return Region.adopt({n: flat[a:z].reshape(prob.shapes[n]).clone() for n, (a, z) in zip(prob.names, prob.spans)},
                         {"method": "allowance"})
-
-
-def _accuracy(hits: Tensor) -> float:
-    return int(hits.sum()) / len(hits) if len(hits) else 0.0
 
 
 def sizing_records(owners) -> list[dict]:

@@ -54,6 +54,12 @@ class StepLimit(SupervisedPlugin, supports_distributed=True):
         self.steps = steps
         self.done = 0
 
+    @property
+    def step_limit(self) -> int:
+        """The steps each experience stops after (what plugins that plan by steps read, e.g. graft's
+        retraining switch)."""
+        return self.steps
+
     def before_training_exp(self, strategy, **kwargs) -> None:
         self.done = 0
 

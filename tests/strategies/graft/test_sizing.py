@@ -28,7 +28,8 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.sizing import allowed, sizing_records
+from cl_graft.strategies.graft.ladder import allowed
+from cl_graft.strategies.graft.sizing import sizing_records
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig

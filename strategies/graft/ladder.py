@@ -1,0 +1,166 @@
+"""One task's size search over the rungs of a :class:`~.sizing.RegionSize` (step 3 of :mod:`.sizing`): the
+held-out passes, the evidence of each rung against the trained model, and the record of what was chosen.
+
+:class:`~.sizing.SizedFinder` runs it after an experience trained; :mod:`.retrain` runs it part-way through
+training and keeps its reference to judge the region retrained after it.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from statistics import NormalDist
+
+import torch
+from torch import Tensor, nn
+
+from cl_graft.errors import UserError
+from cl_graft.regions.data import RegionData
+from cl_graft.regions.problem import Problem
+from cl_graft.regions.region import Region
+from cl_graft.training.models import clone_model
+
+from .evidence import Outputs, calibrate, chance_level, loss_evidence, temperature, wilson_low, z_value
+
+
+def has_dev(data: RegionData) -> bool:
+    """Whether ``data`` holds held-out rows (ExperienceData's ``splits["dev"]``, TextRegionData's ``dev``)."""
+    splits = getattr(data, "splits", None)
+    if isinstance(splits, dict):
+        return splits.get("dev") is not None and len(splits["dev"]) > 0
+    return bool(getattr(data, "dev", None))
+
+
+def allowed(prob: Problem, allowance: float) -> Tensor:
+    """The candidates a task may take: in every tensor, the ⌊allowance · free⌋ free elements of largest |Δ|,
+    ``(N,)`` bool."""
+    out = torch.zeros_like(prob.cand)
+    for a, z in prob.spans:
+        cand = prob.cand[a:z]
+        k = math.floor(allowance * int(cand.sum()) + 1e-9)
+        if k > 0:
+            scores = torch.where(cand, prob.delta[a:z].abs(), torch.tensor(-math.inf, device=prob.device))
+            out[a:z][scores.topk(k).indices] = True
+    return out
+
+
+def accuracy(hits: Tensor) -> float:
+    """The share of ``hits`` ``(n,)`` bool that are right (0.0 for none)."""
+    return int(hits.sum()) / len(hits) if len(hits) else 0.0
+
+
+class Ladder:
+    """The rungs of one task: θ_pre (``pre``), the trained model (``ft``) and the task's ``data``.
+
+    Building it scores the trained model on the held-out rows (its reference, temperature-scaled on their labels)
+    and on a sample of training inputs; :meth:`search` then tries the rungs top down. ``ft`` is not modified
+    (rungs are grafted onto a private copy).
+
+    Args:
+        size: the :class:`~.sizing.RegionSize` rules.
+        cfg: the finder's :class:`~cl_graft.regions.config.LocalizeConfig` (its seed picks the rows).
+        allowance: share of each tensor's free elements the task may take.
+        names: graftable tensors; candidates: the free elements (None: all).
+    """
+
+    @torch.no_grad()
+    def __init__(self, size, cfg, allowance: float, pre: nn.Module, ft: nn.Module, data: RegionData, *,
+                 names: list[str], candidates: Region | None) -> None:
+        self.t0 = time.perf_counter()
+        self.size, self.cfg, self.allowance, self.data = size, cfg, allowance, data
+        prob = self.prob = Problem.build(pre, ft, replace(cfg, budget=1), names=names, candidates=candidates)
+        self.free = int(prob.cand.sum())
+        prob.cand = allowed(prob, allowance)
+        self.cap = int(prob.cand.sum())
+        if self.cap < 1:
+            raise UserError(f"no graftable element is left for this task: its allowance, {allowance:.3g} of "
+                            f"each tensor's free elements ({self.free} free in all), selects none; plan for fewer "
+                            f"tasks (RegionSize expected_tasks=, reserve=) or give a larger model")
+        self.split = "dev" if has_dev(data) else "train"
+        self.work = clone_model(ft).eval()
+        self.theta, _ = prob.bind(self.work)                                # (N,) buffer at θ_ft
+        self.labels = data.labels(self.split, limit=size.rows, seed=cfg.seed)
+        reference, ref_more = self.outputs()
+        self.scale = temperature(reference.probs, self.labels)              # θ_ft calibrated on held-out labels
+        self.reference = Outputs(calibrate(reference.probs, self.scale), self.labels)
+        self.ref_more = calibrate(ref_more, self.scale) if ref_more is not None else None
+        self.z = z_value(size.confidence)
+        self.rungs = list(reversed(size.rungs(prob.numel, self.cap)))       # top down: the cap first
+        self.tried: list[dict] = []
+        self.search_seconds = 0.0
+
+    @torch.no_grad()
+    def outputs(self, model: nn.Module | None = None, *, more: bool = True) -> tuple[Outputs, Tensor | None]:
+        """``model``'s (default: the grafted copy's) probabilities on the held-out rows and, with ``more`` and
+        when those are ``valid`` rows, on the sample of training inputs ``(m, C)`` (labels unread; else None); the
+        same rows each time. ``model``'s train/eval mode is kept."""
+        model = self.work if model is None else model
+        was_training = model.training
+        model.eval()
+        rows, seed = self.size.rows, self.cfg.seed
+        held = Outputs(self.data.probabilities(model, self.split, limit=rows, seed=seed), self.labels)
+        extra = self.data.probabilities(model, "train", limit=rows, seed=seed) if more and self.split == "dev" \
+            else None
+        model.train(was_training)
+        return held, extra
+
+    def graft_(self, mask: Tensor) -> None:
+        """Grafts the ``(N,)`` bool ``mask`` of Δ onto θ_pre in the private copy."""
+        self.theta.copy_(torch.where(mask, self.prob.ft_flat, self.prob.pre_flat))
+
+    def evidence(self, out: Outputs, more: Tensor | None) -> dict:
+        """:func:`~.evidence.loss_evidence` of outputs against the trained model's (on the training inputs too
+        when ``more`` holds them)."""
+        return loss_evidence(self.reference, out, z=self.z, tolerance=self.size.tolerance,
+                             ref_more=self.ref_more if more is not None else None, graft_more=more)
+
+    @torch.no_grad()
+    def trial(self, k: int) -> dict:
+        """One held-out pass at rung ``k`` (the top-k |Δ| candidates)."""
+        mask = self.prob.base_mask(k)                                       # (N,) top-k |Δ| among candidates
+        self.graft_(mask)
+        out, more = self.outputs()
+        self.tried.append({"elements": k, "share": k / self.prob.numel, "mask": mask, "out": out, "more": more,
+                           **self.evidence(out, more)})
+        return self.tried[-1]
+
+    def search(self) -> dict:
+        """The chosen rung (a :meth:`trial` record): the smallest vouched for, going down from a rung below the
+        cap until one is not; else the cap (scored only then)."""
+        for k in self.rungs[1:]:                                            # the cap needs no evidence
+            if not self.trial(k)["vouched"]:
+                break
+        passed = [r for r in self.tried if r["vouched"]]
+        chosen = passed[-1] if passed else self.trial(self.rungs[0])
+        self.search_seconds = time.perf_counter() - self.t0
+        return chosen
+
+    def below(self, chosen: dict, steps: int) -> int:
+        """The rung ``steps`` rungs below ``chosen`` (the smallest rung at most), in elements."""
+        up = self.rungs[::-1]                                               # increasing
+        return up[max(0, up.index(chosen["elements"]) - steps)]
+
+    def region(self, mask: Tensor, *, task: str | None, ft: nn.Module, **extra) -> Region:
+        """The top-|Δ| Region of ``mask`` ``(N,)``."""
+        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, budget=int(mask.sum())), task=task,
+                                ft=ft, **extra)
+
+    def record(self, size: int, chosen: dict, out: Outputs, more: Tensor | None, **extra) -> dict:
+        """The ``meta["sizing"]`` record of a region of ``size`` elements at rung ``chosen`` whose held-out
+        outputs are ``out`` / ``more`` (see :mod:`.sizing`); ``extra`` joins it."""
+        evidence = self.evidence(out, more)
+        chance = chance_level(self.data.labels("train", limit=self.size.rows, seed=self.cfg.seed))
+        score_low = wilson_low(out.hits, NormalDist().inv_cdf(self.size.confidence))
+        ref_acc = accuracy(self.reference.hits)
+        numel = self.prob.numel
+        return {
+            "share": size / numel, "elements": size, "loss": evidence["loss"], "bound": evidence["bound"],
+            "kept": accuracy(out.hits) / ref_acc if ref_acc else 1.0, "score": accuracy(out.hits),
+            "score_low": score_low, "chance": chance, "above_chance": score_low > chance, "reference": ref_acc,
+            "temperature": self.scale, "tolerance": self.size.tolerance, "confidence": self.size.confidence,
+            "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
+            "cap_share": self.cap / numel, "below_cap": chosen["elements"] != self.rungs[0],
+            "free_before": self.free / numel, **extra, "validation": self.split, "rows": len(self.labels),
+            "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
+                                         "disagree", "vouched")} for r in self.tried],
+            "search_seconds": round(self.search_seconds, 3), "seconds": round(time.perf_counter() - self.t0, 3)}
