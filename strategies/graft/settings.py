@@ -71,7 +71,11 @@ class GraftSettings(RegionServing):
                                       "the stream's).",
                     "plan": "With --region-size auto: stream (plan for the stream's length) or open (as if it were "
                             "unknown: a doubling plan).",
-                    "reserve": "With --region-size auto: tasks' shares kept free after the last expected task."}})
+                    "reserve": "With --region-size auto: tasks' shares kept free after the last expected task.",
+                    "retrain": "With --region-size auto: share of each experience's steps spent retraining a "
+                               "smaller region, kept if it scores as well on dev rows (0: off).",
+                    "shrink": "With --region-size auto: rungs below the vouched size that the retrained region "
+                              "is."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})
 

@@ -4,7 +4,10 @@ Panigrahi et al. 2023 (§5.2, https://arxiv.org/abs/2302.06600) fix one sparsity
 depends on the model and the task: about 0.1% of a pre-trained text encoder holds a task's skill, while a model
 trained from its random initialisation (θ_pre = the initialisation) needs a few percent, and a fixed size that
 is too small loses accuracy while one that is too large runs out of free elements on a long stream. So by default
-each task gets its own size, chosen on held-out rows after it trained:
+each task gets its own size, chosen on held-out rows: by default (``retrain`` > 0) part-way through its training,
+after which a smaller region is retrained and kept where it scores as well (:mod:`.retrain`; steps 1–3 and 5
+below, with the model as it is at the switch as θ_ft); else (``retrain=0``, or training stopped before the switch)
+after it trained, with steps 1–5:
 
 1. **Allowance** (:meth:`RegionSize.allowance`). A task may take at most a share 1 / (tasks to come + reserve)
    of the free elements **of every graftable tensor** (its candidates: the elements of largest |Δ| within each
@@ -46,7 +49,8 @@ its region's ``meta["sizing"]`` (saved with the skills): ``share`` (|γ| / N), `
 held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met`` (loss ≤ tolerance), ``score`` /
 ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower bound, the trained model's),
 ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the task could take),
-``below_cap`` (whether the evidence chose a smaller rung), ``refined_gain`` and ``refined_same`` (step 4), ``free``
+``below_cap`` (whether the region is smaller than the cap), ``refined_gain`` and ``refined_same`` (step 4) or
+``retrain`` (:mod:`.retrain`), ``free``
 (free share left after the task; set by the plugin), every rung tried with its evidence, the held-out split and
 rows, and the seconds spent (``search_seconds`` choosing the size, ``seconds`` in all).
 """
