@@ -35,7 +35,9 @@ def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
     rows = []
     for i, task in enumerate(tasks):
         s, b = sizing[i], per_task[i]
-        rows.append(f"| {task} | {100 * s['share']:.2f} | {100 * s['cap_share']:.1f} | "
+        r = s.get("retrain")
+        retrained = f"{100 * r['rung_share']:.2f} ({'kept' if r['kept'] else 'not kept'})" if r else "–"
+        rows.append(f"| {task} | {100 * s['share']:.2f} | {retrained} | {100 * s['cap_share']:.1f} | "
                     f"{'yes' if s.get('below_cap') else 'no'} | {100 * s['loss']:+.1f} ({100 * s['bound']:.1f}) | "
                     f"{s.get('temperature', float('nan')):.2f} | {100 * s['free']:.1f} | {s['search_seconds']:.0f} | "
                     f"{b.get('total', float('nan')) / MB:.2f} | {100 * final[i]:.1f} | "
@@ -67,12 +69,13 @@ def time_line(graft: dict, naive: dict) -> str:
         return ""
     search = sum(s["search_seconds"] for s in g["sizing"])
     finder = sum(s["seconds"] - s["search_seconds"] for s in g["sizing"])
+    after = "the choice after retraining" if any("retrain" in s for s in g["sizing"]) else "finder at the chosen size"
     features = sum(g.get("feature_seconds", []))
     training = g["train_seconds"] - search - finder - features
     other = graft["seconds"] - g["train_seconds"] - g["eval_seconds"]
     return (f"Where the time went (s, graft vs naive): training {training:.0f} vs {n['train_seconds']:.0f}; size "
-            f"search {search:.0f} ({100 * search / g['train_seconds']:.1f}% of graft's training calls); finder at the "
-            f"chosen size {finder:.0f}; feature statistics {features:.0f}; evaluation {g['eval_seconds']:.0f} vs "
+            f"search {search:.0f} ({100 * search / g['train_seconds']:.1f}% of graft's training calls); {after} "
+            f"{finder:.0f}; feature statistics {features:.0f}; evaluation {g['eval_seconds']:.0f} vs "
             f"{n['eval_seconds']:.0f}; the rest (building, saving) {other:.0f} vs "
             f"{naive['seconds'] - n['train_seconds'] - n['eval_seconds']:.0f}.")
 
@@ -84,7 +87,10 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
              ("Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
              "(paired hits) or the trained model's temperature-scaled probabilities on the dev rows and a sample "
              "of the training inputs (label-free) vouch loses at most 2 points of the task's trained accuracy with "
-             "95% confidence (`cl_graft.strategies.graft.sizing`). Made by "
+             "95% confidence (`cl_graft.strategies.graft.sizing`); where the run retrained (`retrain`, "
+             "`cl_graft.strategies.graft.retrain`), that search ran after three quarters of the steps, the last "
+             "quarter trained a region two rungs below the vouched one, and that region was kept where it scored at "
+             "least as well on the dev rows (\"size %\" is what the task kept). Made by "
              "`benchmarks/experiments/text_size_page.py` from the runs below."), ""]
     shares, graft_avg, single_avg = [], [], []
     for run, single in zip(runs, singles):
@@ -95,8 +101,9 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
         lines += [f"## Seed {rec['seed']}", "",
                   (f"Command: `{rec['command_line']}` (git {rec['git_revision']}; {rec['device_name']}, torch "
                   f"{rec['torch']})."), "",
-                  ("| task | size % | cap % | below cap | dev loss, points (95% bound) | T | free after % | search s "
-                  "| bytes added MB | final graft | single |"), "|---|---|---|---|---|---|---|---|---|---|---|",
+                  ("| task | size % | vouched % (retrained region) | cap % | below cap | dev loss, points (95% bound) "
+                   "| T | free after % | search s | bytes added MB | final graft | single |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|",
                   *_task_rows(graft, single, tasks), ""]
         text = (f"graft: average {100 * graft_avg[-1]:.1f}, forgetting {100 * graft['summary']['forgetting']:.1f}, "
                 f"stored {graft['bytes'] / MB:.1f} MB{_int32_note(graft)}, wall {graft['seconds']:.0f} s; "

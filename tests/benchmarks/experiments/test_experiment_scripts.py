@@ -70,6 +70,7 @@ def _text_run(seed: int) -> dict:
     """A ``cl-graft run`` results.json of graft and single on two tasks (what text_size_page reads)."""
     sizing = [{"share": 0.01, "cap_share": 0.2, "below_cap": True, "loss": 0.01, "bound": 0.02, "temperature": 1.5,
                "free": 0.9, "search_seconds": 3.0}] * 2
+    sizing[1] = {**sizing[1], "retrain": {"rung_share": 0.05, "kept": True}}          # retrained from the 5% rung
     return {"run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
                     "torch": "2"}, "tasks": ["qnli", "sst2"],
             "strategies": {"graft": {"summary": {"final": [0.8, 0.9], "average": 0.85, "forgetting": 0.0},
@@ -95,6 +96,8 @@ def test_page_scripts_from_results(tmp_path):
     result = _invoke("text_size_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "text"])
     assert result.exit_code == 0, result.output
     assert _record(tmp_path / "text") == ["config.json", "text.md"]
+    assert "| qnli | 1.00 | – | 20.0 |" in (tmp_path / "text" / "text.md").read_text()
+    assert "| sst2 | 1.00 | 5.00 (kept) | 20.0 |" in (tmp_path / "text" / "text.md").read_text()
     again = _invoke("text_size_page", ["--runs", runs[0], "--out", tmp_path / "text"])
     assert again.exit_code == 2 and "pass --overwrite" in again.output           # its own folder, not silently
     (tmp_path / "text" / "notes.txt").write_text("the user's")
