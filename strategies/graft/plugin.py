@@ -16,8 +16,8 @@ Two modes:
   experience, θ_ft := the trained model) on the experience's data with the strategy's criterion and forward
   (:class:`~.experience_data.ExperienceData`; text rows for a ``TaskAdapter``), selecting on
   ``valid_stream`` when given; trained values are kept inside γ_t, every other free element is reset to θ_pre.
-  With an automatic size (the default) the region is found after three quarters of the experience's steps and
-  the last quarter trains only a smaller region and the head (:mod:`.retrain`).
+  With ``RegionSize(retrain=...)`` the size is searched part-way through the experience and the last steps train
+  only a smaller region and the head (:mod:`.retrain`).
 - ``"paper"``: regions are given up front (e.g. by :func:`~.finders.independent_regions`);
   experience t trains only γ_t minus earlier regions, which becomes task t's region.
 
@@ -101,9 +101,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         size (RegionSize, float or None, default None): how big each task's region is. None without a
             ``finder``: chosen per task (:class:`~.sizing.RegionSize`'s defaults: the smallest of 0.1% … 20% of
             the graftable elements that held-out rows vouch loses at most 2 points of the trained model's accuracy
-            with 95% confidence, inside the task's allowance of every tensor's free elements, searched after three
-            quarters of the experience's steps; the last quarter retrains a region two rungs smaller, kept where
-            it scores as well on the held-out rows, see :mod:`.sizing` and :mod:`.retrain`); a :class:`~.sizing.RegionSize`
+            with 95% confidence, inside the task's allowance of every tensor's free elements; one setting for
+            pre-trained and from-scratch models, see :mod:`.sizing`; ``RegionSize(retrain=0.25)`` retrains a smaller
+            region in the last quarter of the steps, :mod:`.retrain`); a :class:`~.sizing.RegionSize`
             sets those rules; a float is a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
         finder (RegionFinder, default ``LocalizeFinder()``: the learned region of the paper, method ``graft``,
             with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``size``): finds a task's

@@ -1,4 +1,4 @@
-"""Retraining inside a small region in the last steps of an experience (the default of an automatic size).
+"""Retraining inside a small region in the last steps of an experience (an automatic size with ``retrain`` > 0).
 
 Top-|Δ| grafts of small regions lose part of what the task learned (MiniLM, quick preset: 1% of the graftable
 elements lost 0.4–4.2 test points of the fine-tuned model on sst2 and qnli), so the size search of :mod:`.sizing`

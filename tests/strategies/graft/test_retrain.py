@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -79,12 +78,15 @@ class Limit(SupervisedPlugin):
     step_limit = 10
 
 
-def _train(bm, *plugins, size=None, seed=0):
+RETRAIN = RegionSize(retrain=0.25)
+
+
+def _train(bm, *plugins, size=RETRAIN, seed=0):
     torch.manual_seed(seed)
     model = MTSimpleMLP(input_size=DIM, hidden_size=32)
     strategy = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
                              train_epochs=3, eval_mb_size=64, plugins=list(plugins),
-                             **({"size": size} if size is not None else {}))
+                             size=size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for exp in bm.train_stream:
@@ -117,7 +119,7 @@ def test_a_retrained_region_that_scores_lower_gives_way_to_the_vouched_graft(bm)
     vouched graft on the held-out rows, so the task keeps that graft at its rung, with the head it had at the
     switch."""
     moves = Moves()
-    size = RegionSize(ladder=(1e-4, 0.2), shrink=5)
+    size = RegionSize(ladder=(1e-4, 0.2), shrink=5, retrain=0.25)
     strategy = _train(bm, moves, size=size)
     record = sizing_records(strategy.graft.owners)[0]
     r = record["retrain"]
@@ -130,14 +132,14 @@ def test_a_retrained_region_that_scores_lower_gives_way_to_the_vouched_graft(bm)
 
 
 def test_no_retraining_when_training_stops_before_the_switch_or_it_is_off(bm):
-    for plugins, size in (((StopAt(5),), None), ((), RegionSize(retrain=0.0))):
+    for plugins, size in (((StopAt(5),), RETRAIN), ((), RegionSize())):
         strategy = _train(bm, *plugins, size=size)
         for record in sizing_records(strategy.graft.owners):
             assert "retrain" not in record and "refined_gain" in record      # the search after training
 
 
 def test_planned_steps_read_a_plugins_step_limit(bm):
-    strategy = _train(bm, Limit(), size=RegionSize())
+    strategy = _train(bm, Limit())
     assert [r["retrain"]["at_step"] for r in sizing_records(strategy.graft.owners)] == [7, 7]
 
     def loop(*plugins):
@@ -148,9 +150,9 @@ def test_planned_steps_read_a_plugins_step_limit(bm):
 
 
 def test_retrain_settings_are_checked():
+    assert RegionSize().retrain == 0.0                                          # off unless asked for
     from cl_graft.errors import UserError
 
     for bad in ({"retrain": 1.0}, {"retrain": -0.1}, {"shrink": -1}, {"shrink": 1.5}):
         with pytest.raises(UserError):
             RegionSize(**bad)
-    assert replace(RegionSize(), retrain=0).retrain == 0.0
