@@ -168,3 +168,31 @@ def test_example_avalanche_writes_its_logs_into_out(env, tmp_path):
     files = _record(out)
     assert {"config.json", "logs/log.txt", "logs/eval_results.csv"} <= set(files)
     assert (out / "logs" / "log.txt").stat().st_size > 0
+
+
+def _digits_run(seed: int, retrain: float, average: float) -> dict:
+    """A ``cl-graft run ... --strategies graft --retrain R`` results.json (what retrain_page reads)."""
+    sizing = [{"share": 0.01, "retrain": {"kept": True}}, {"share": 0.05, "retrain": {"kept": False}}] if retrain \
+        else [{"share": 0.02}, {"share": 0.1}]
+    return {"run": {"seed": seed, "command_line": f"cl-graft run --retrain {retrain}", "git_revision": "abc1234",
+                    "stream": "split-digits", "model": "mlp", "scenario": "task",
+                    "strategy_settings": {"graft": {"size": {"retrain": retrain}}}},
+            "strategies": {"graft": {"summary": {"average": average}, "info": {"sizing": sizing}, "bytes": 2 ** 20}}}
+
+
+def test_retrain_page_pairs_the_variants_by_seed(tmp_path):
+    runs = []
+    for seed in (0, 1, 2):
+        for retrain, average in ((0.0, 0.90), (0.25, 0.88 + 0.01 * seed)):
+            runs.append(tmp_path / f"r{retrain}-s{seed}.json")
+            runs[-1].write_text(json.dumps(_digits_run(seed, retrain, average)))
+    result = _invoke("retrain_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "page"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "page" / "retrain.md").read_text()
+    assert "| split-digits | mlp | task | 0 | 3 | 90.00 | – | 6.00 | 10.0 | 1.00 | 0 of 6 |" in text
+    assert "| split-digits | mlp | task | 0.25 | 3 | 89.00 | -1.00 [-3.48, +1.48] | 3.00 | 5.0 | 1.00 | 3 of 6 |" in text
+    fixed = _digits_run(0, 0.0, 0.9)
+    fixed["run"]["strategy_settings"]["graft"]["size"] = 0.01
+    runs[0].write_text(json.dumps(fixed))
+    bad = _invoke("retrain_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "page2"])
+    assert bad.exit_code == 2 and "fixed region size" in bad.output and not (tmp_path / "page2").exists()
