@@ -71,6 +71,11 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("retrain_probe/retrain_seeds.md", ("probe, 3 seeds: small top-|Δ| grafts before and after 40 steps inside the "
                                         "region (what a size search that retrains could gain)"),
      ("`retrain_probe/retrain.json`", "`retrain_probe/seed1/`", "`retrain_probe/seed2/`")),
+    ("text_size/text_retrain/text.md", ("the text stream with `--retrain 0.25` (the size search after three quarters "
+                                        "of the steps, a smaller region retrained in the last quarter), 3 seeds"),
+     ("`text_size/text_retrain/seed*/`",)),
+    ("retrain_ab/retrain.md", ("graft's automatic size with and without `--retrain 0.25` on five digit streams "
+                               "trained from scratch, paired by seed"), ("`retrain_ab/runs/`",)),
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*`",)),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",

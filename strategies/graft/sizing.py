@@ -118,8 +118,9 @@ class RegionSize:
         retrain: share of an experience's optimizer steps spent training inside a region smaller than the one the
             evidence vouched for, which is kept only when it scores at least as well on the held-out rows
             (:mod:`.retrain`); 0 (default): the size is searched after training, with no retraining. At 0.25 it
-            lost 0.4–3.3 points on five digit streams trained from scratch (seed 0) and was not separable on the
-            text stream (benchmarks/results/text_size/text_retrain/).
+            halved the median size on five digit streams trained from scratch but lost 0.9–6.0 points on three
+            of them (paired over 3 seeds; benchmarks/results/retrain_ab/), and on the text stream see
+            benchmarks/results/text_size/text_retrain/.
         shrink: how many rungs below the vouched one the retrained region is.
     """
 
