@@ -26,7 +26,7 @@ def _run(seed: int, graft: list[float], single: list[float], *, naive: bool = Fa
 def test_page_reports_sizes_bytes_and_graft_against_single():
     runs = [_run(0, [0.8, 0.9], [0.8, 0.8], naive=True), _run(1, [0.7, 0.9], [0.8, 0.8])]
     text = page_text(runs, [r["strategies"]["single"] for r in runs])
-    assert "| qnli | 1.00 | 20.0 | yes | +1.0 (1.9) | 1.50 | 90.0 | 3 | 2.00 | 80.0 | 80.0 |" in text
+    assert "| qnli | 1.00 | – | 20.0 | yes | +1.0 (1.9) | 1.50 | 90.0 | 3 | 2.00 | 80.0 | 80.0 |" in text
     assert "graft / naive wall time 1.20" in text and "cl-graft run --seed 1" in text
     assert "keeps 103.1% of single-task fine-tuning on average (106.2%, 100.0%)" in text
     assert "median size chosen 1.50%" in text and "largest 2.00%" in text
@@ -47,6 +47,9 @@ def test_page_says_where_grafts_time_went():
     assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (6.0% of graft's "
             "training calls); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
             "saving) 5 vs 5.") in text
+    graft["info"]["sizing"][1]["retrain"] = {"rung_share": 0.05, "kept": False}    # a run that retrained
+    text = page_text([run], [run["strategies"]["single"]])
+    assert "| sst2 | 2.00 | 5.00 (not kept) |" in text and "; the choice after retraining 6;" in text
 
 
 def test_cli_writes_the_page_and_refuses_a_broken_results_file(tmp_path):
