@@ -16,8 +16,6 @@ Two modes:
   experience, θ_ft := the trained model) on the experience's data with the strategy's criterion and forward
   (:class:`~.experience_data.ExperienceData`; text rows for a ``TaskAdapter``), selecting on
   ``valid_stream`` when given; trained values are kept inside γ_t, every other free element is reset to θ_pre.
-  With ``RegionSize(retrain=...)`` the size is searched part-way through the experience and the last steps train
-  only a smaller region and the head (:mod:`.retrain`).
 - ``"paper"``: regions are given up front (e.g. by :func:`~.finders.independent_regions`);
   experience t trains only γ_t minus earlier regions, which becomes task t's region.
 
@@ -78,7 +76,7 @@ from .feature_fit import fit_task_features
 from .finders import RegionFinder
 from .owner_map import OwnerMap
 from .region_search import finder_data, localize_
-from .retrain import RegionRetrain, planned_steps
+from .retrain import RegionRetrain
 from .routing import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
@@ -253,14 +251,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         free = self.owners.free()
         if self.mode == "paper":
             free = free & self._paper_region(task)
-        trainable: dict = {n: m for n, m in free.masks.items()}
-        trainable.update({n: None for n in target.heads(label)})
-        self._freeze = ElementFreeze(params, trainable, guard=self.guard)
-        self._freeze.begin_(strategy.optimizer)
-        self._retrain = None
-        if self.mode == "stream" and isinstance(self.finder, SizedFinder) and self.finder.size.retrain > 0:
-            finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
-            self._retrain = RegionRetrain(finder, planned_steps(strategy))
+        self._train_only_(strategy, target, label, free)
+        self._retrain = RegionRetrain.of(self.finder, strategy, done=len(self.owners.tasks)) \
+            if self.mode == "stream" else None
 
     def after_training_iteration(self, strategy, **kwargs) -> None:
         """At the retraining switch (:mod:`.retrain`), grafts the model and trains only the retrained region and
@@ -270,9 +263,14 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         target = self.target(strategy)
         label, task = self._task(target, strategy.experience)
         data = finder_data(strategy, target, label, task, self._split, self.valid)
-        region = self._retrain.switch_(target, self.owners, self.owners.free(), data, label, task)
-        self._freeze.end_(strategy.optimizer)
-        trainable: dict = dict(region.masks)
+        self._train_only_(strategy, target, label,
+                          self._retrain.switch_(target, self.owners, self.owners.free(), data, label, task))
+
+    def _train_only_(self, strategy, target: GraftTarget, label: int, region: Region) -> None:
+        """From now on only ``region``'s elements and task ``label``'s head train (the previous freeze ends)."""
+        if self._freeze is not None:
+            self._freeze.end_(strategy.optimizer)
+        trainable: dict = {n: m for n, m in region.masks.items()}
         trainable.update({n: None for n in target.heads(label)})
         self._freeze = ElementFreeze(dict(target.root.named_parameters()), trainable, guard=self.guard)
         self._freeze.begin_(strategy.optimizer)
@@ -293,14 +291,14 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         free = self.owners.free()
         if self.mode == "paper":
             region = free & self._paper_region(task)
-        elif self._retrain is not None and self._retrain.switched:
-            region = self._retrain.finish_(target).restrict(self.owners.names) & free
-            self.localize_seconds.append(round(self._retrain.seconds, 3))
-            record_size_(self.finder, target.root, self.owners, task, free, region)
         else:
-            finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
-            data = finder_data(strategy, target, label, task, self._split, self.valid)
-            region, seconds = localize_(target, self.owners, free, data, finder)
+            if self._retrain is not None and self._retrain.switched:          # its region and values are chosen
+                region = self._retrain.finish_(target).restrict(self.owners.names) & free
+                seconds = round(self._retrain.seconds, 3)
+            else:
+                finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
+                data = finder_data(strategy, target, label, task, self._split, self.valid)
+                region, seconds = localize_(target, self.owners, free, data, finder)
             self.localize_seconds.append(seconds)
             record_size_(self.finder, target.root, self.owners, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))

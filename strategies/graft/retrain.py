@@ -39,6 +39,7 @@ from torch import Tensor
 from cl_graft.regions.data import RegionData
 from cl_graft.regions.region import Region
 
+from .capacity import experience_finder
 from .ladder import Ladder, accuracy
 from .owner_map import OwnerMap
 from .region_search import start_model
@@ -79,6 +80,14 @@ class RegionRetrain:
         self.mask: Tensor | None = None                 # (N,) bool, the retrained region
         self.heads: dict[str, Tensor] = {}              # the task's head at the switch (f₁'s)
         self.task: str | None = None
+
+    @classmethod
+    def of(cls, finder, strategy, *, done: int) -> RegionRetrain | None:
+        """The retraining of ``strategy``'s current experience (``done`` tasks learned before it), or None when
+        ``finder`` does not size regions or its ``retrain`` is 0."""
+        if not isinstance(finder, SizedFinder) or finder.size.retrain <= 0:
+            return None
+        return cls(experience_finder(finder, strategy.experience, done=done), planned_steps(strategy))
 
     @property
     def switched(self) -> bool:
