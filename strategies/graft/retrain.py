@@ -110,7 +110,8 @@ class RegionRetrain:
                         names=owners.names, candidates=free)
         self.chosen = ladder.search()
         self.mask = ladder.prob.base_mask(ladder.below(self.chosen, self.finder.size.shrink))   # (N,) bool
-        self.heads = {n: p.detach().clone() for n, p in root.named_parameters() if n in set(target.heads(label))}
+        params = dict(root.named_parameters())
+        self.heads = {n: params[n].detach().clone() for n in target.heads(label)}
         self.ladder, self.task = ladder, task
         self._write_(root, self.mask)
         target.model.train(was_training)
