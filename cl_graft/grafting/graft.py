@@ -141,7 +141,11 @@ class SkillPatch:
         """Stored payload in bytes: the values and their gap-coded indices (:func:`~.patch_io.gap_bytes`, the saved
         form) (+ the ``extra`` tensors)."""
         elements = sum(v.numel() * v.element_size() + gap_bytes(self.indices[n]) for n, v in self.values.items())
-        return elements + (sum(t.numel() * t.element_size() for t in self.extra.values()) if extra else 0)
+        return elements + (self.extra_bytes() if extra else 0)
+
+    def extra_bytes(self) -> int:
+        """Bytes of the ``extra`` (whole) tensors."""
+        return sum(t.numel() * t.element_size() for t in self.extra.values())
 
     def save(self, directory: str | os.PathLike) -> None:
         """Writes ``patch_config.json`` + ``patch.safetensors`` (atomically; verified on load)."""

@@ -118,11 +118,10 @@ class OwnerMap:
         float32 tensors their form keeps, :meth:`~.task_features.FeatureStats.nbytes`) and their ``total``."""
         out = []
         for task, patch in zip(self.tasks, self.patches):
-            region = patch.bytes(extra=False)
+            region, head = patch.bytes(extra=False), patch.extra_bytes()
             stats = self.features.get(task)
             features = stats.nbytes() if stats is not None else 0
-            out.append({"region": region, "head": patch.bytes() - region, "features": features,
-                        "total": patch.bytes() + features})
+            out.append({"region": region, "head": head, "features": features, "total": region + head + features})
         return out
 
     def bytes(self) -> dict[str, int]:
