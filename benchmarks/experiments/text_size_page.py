@@ -80,14 +80,20 @@ def time_line(graft: dict, naive: dict) -> str:
             f"{naive['seconds'] - n['train_seconds'] - n['eval_seconds']:.0f}.")
 
 
+def _tolerance(runs: list[dict]) -> str:
+    """The runs' size tolerance in points (2 where the records do not say), e.g. ``"2"``; several: ``"2 / 4"``."""
+    found = sorted({100 * s.get("tolerance", 0.02) for r in runs for s in r["strategies"]["graft"]["info"]["sizing"]})
+    return " / ".join(f"{t:g}" for t in found)
+
+
 def page_text(runs: list[dict], singles: list[dict]) -> str:
     """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
     tasks = runs[0]["tasks"]
     lines = ["# Text stream with the default (automatic) region size, quick preset", "",
              ("Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
              "(paired hits) or the trained model's temperature-scaled probabilities on the dev rows and a sample "
-             "of the training inputs (label-free) vouch loses at most 2 points of the task's trained accuracy with "
-             "95% confidence (`cl_graft.strategies.graft.sizing`); where the run retrained (`retrain`, "
+             f"of the training inputs (label-free) vouch loses at most {_tolerance(runs)} points of the task's "
+             "trained accuracy with 95% confidence (`cl_graft.strategies.graft.sizing`); where the run retrained (`retrain`, "
              "`cl_graft.strategies.graft.retrain`), that search ran after three quarters of the steps, the last "
              "quarter trained a region two rungs below the vouched one, and that region was kept where it scored at "
              "least as well on the dev rows (\"size %\" is what the task kept). Made by "

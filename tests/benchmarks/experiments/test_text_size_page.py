@@ -32,6 +32,11 @@ def test_page_reports_sizes_bytes_and_graft_against_single():
     assert "median size chosen 1.50%" in text and "largest 2.00%" in text
     assert "paired by seed: +2.5 points" in text
     assert "Where the time went" not in text                                   # older records: no split
+    assert "loses at most 2 points" in text                                    # no tolerance recorded: the default
+    for run in runs:
+        for record in run["strategies"]["graft"]["info"]["sizing"]:
+            record["tolerance"] = 0.04
+    assert "loses at most 4 points" in page_text(runs, [r["strategies"]["single"] for r in runs])
 
 
 def test_page_says_where_grafts_time_went():
