@@ -74,6 +74,8 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("text_size/text_retrain/text.md", ("the text stream with `--retrain 0.25` (the size search after three quarters "
                                         "of the steps, a smaller region retrained in the last quarter), 3 seeds"),
      ("`text_size/text_retrain/seed*/`",)),
+    ("text_size/text_tol4/text.md", ("the text stream at `--tolerance 0.04`, graft only, 3 seeds: the size "
+                                     "targets against the accuracy target"), ("`text_size/text_tol4/seed*/`",)),
     ("retrain_ab/retrain.md", ("graft's automatic size with and without `--retrain 0.25` on five digit streams "
                                "trained from scratch, paired by seed"), ("`retrain_ab/runs/`",)),
     ("task_inference.md", "serving without task labels: routing rules",
