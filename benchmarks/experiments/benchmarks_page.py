@@ -248,8 +248,8 @@ def digits_page_row(summary: dict) -> tuple[str, str, tuple[str, ...]]:
 def more_results_lines(pages=MORE_RESULTS) -> list[str]:
     """The "More results" section: one row per hand-written results page (Markdown lines)."""
     lines = ["## More results (hand-written pages)", "",
-             "Each page names the artifacts its figures come from and the commands that made them. \"Run record "
-             "incomplete\"",                                   # two source lines, one Markdown paragraph
+             ("Each page names the artifacts its figures come from and the commands that made them. \"Run record "
+              "incomplete\""),                                 # two source lines, one Markdown paragraph
              "marks artifacts whose record lacks the git revision, the command line or the device.", "",
              "| page | what | artifacts |", "|---|---|---|"]
     for page, what, artifacts in pages:
