@@ -86,6 +86,15 @@ def _tolerance(runs: list[dict]) -> str:
     return " / ".join(f"{t:g}" for t in found)
 
 
+def _retrain_note(runs: list[dict]) -> str:
+    """What retraining did, for runs whose records hold a ``retrain`` entry ('' otherwise)."""
+    if not any("retrain" in s for r in runs for s in r["strategies"]["graft"]["info"]["sizing"]):
+        return ""
+    return ("; where a task retrained (`cl_graft.strategies.graft.retrain`), that search ran part-way through its "
+            "steps, the rest trained a smaller region, and that region was kept where it scored at least as well on "
+            "the dev rows (\"size %\" is what the task kept)")
+
+
 def page_text(runs: list[dict], singles: list[dict]) -> str:
     """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
     tasks = runs[0]["tasks"]
@@ -93,11 +102,8 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
              ("Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
              "(paired hits) or the trained model's temperature-scaled probabilities on the dev rows and a sample "
              f"of the training inputs (label-free) vouch loses at most {_tolerance(runs)} points of the task's "
-             "trained accuracy with 95% confidence (`cl_graft.strategies.graft.sizing`); where the run retrained (`retrain`, "
-             "`cl_graft.strategies.graft.retrain`), that search ran after three quarters of the steps, the last "
-             "quarter trained a region two rungs below the vouched one, and that region was kept where it scored at "
-             "least as well on the dev rows (\"size %\" is what the task kept). Made by "
-             "`benchmarks/experiments/text_size_page.py` from the runs below."), ""]
+             "trained accuracy with 95% confidence (`cl_graft.strategies.graft.sizing`)" + _retrain_note(runs)
+             + ". Made by `benchmarks/experiments/text_size_page.py` from the runs below."), ""]
     shares, graft_avg, single_avg = [], [], []
     for run, single in zip(runs, singles):
         rec, graft = run["run"], run["strategies"]["graft"]
