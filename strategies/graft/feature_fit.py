@@ -5,6 +5,14 @@ PackNet call :func:`fit_task_features`).
 The features are those of one shared space, the model at θ_pre on every owned element: the input of the first
 task's head module, which every head of a multi-head model sees alike, or of a single-head model's output layer
 (:func:`~.task_features.feature_layer`).
+
+:class:`~.plugin.GraftPlugin` **always** collects them at the end of each experience, over the experience's training
+examples plus its ``valid_stream`` examples when given (never test rows), and keeps them in the owner map (saved
+with the skills). They cost one forward pass without gradients over those examples (at most :data:`FEATURE_ROWS` of
+each dataset) and, in the default form (:data:`~.task_features.DEFAULT_FORM`), a mean, a diagonal and a few
+leading directions of the covariance per task; any run can then be served with any routing rule later (resume,
+``task_inference_rules``) without retraining. Heads whose tensors sit in no module of their own (prompt heads) get
+none, and asking for ``"features"`` then is a :class:`~cl_graft.errors.UserError`.
 """
 from __future__ import annotations
 

@@ -34,16 +34,8 @@ its θ_pre features highest (2 forward passes per input); the chosen tasks are c
 head adaptation in :class:`~.strategy.GraftStrategy` (unlabelled data on a ``MultiTaskModule``), which a
 plain template cannot do.
 
-Feature statistics (:mod:`.task_features`: mean and covariance of the input of the first task's head module at
-θ_pre, one feature space for every task; every head of a multi-head model sees the same input; a single-head
-model's: the input of its output layer) are **always** collected at the end of each experience, over the
-experience's training examples plus its ``valid_stream`` examples when given (never test rows), and kept in the
-owner map (saved with the skills). They cost one forward pass without gradients over those examples (at most
-:data:`~.feature_fit.FEATURE_ROWS` of each dataset) and, in the
-default form (:data:`~.task_features.DEFAULT_FORM`), a mean, a diagonal and a few leading directions of the
-covariance per task; any run can then be served with any routing rule later (resume, ``task_inference_rules``)
-without retraining. Heads whose tensors sit in no module of their own (prompt heads) get none, and asking for
-``"features"`` then is a :class:`~cl_graft.errors.UserError`.
+Feature statistics of each task's head input (:mod:`.feature_fit`) are **always** collected at the end of its
+experience (never from test rows), so any run can be served with any routing rule later.
 
 Avalanche's distributed mode (torchrun; ``supports_distributed``): the model in ``DistributedDataParallel``,
 each rank trains on its shard of every mini-batch, the region search averages its gradient over the ranks
