@@ -76,6 +76,9 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("`text_size/text_retrain/seed*/`",)),
     ("text_size/text_tol4/text.md", ("the text stream at `--tolerance 0.04`, graft only, 3 seeds: the size "
                                      "targets against the accuracy target"), ("`text_size/text_tol4/seed*/`",)),
+    ("small_regions/small_regions_seeds.md", ("probe, 3 seeds: whether any region of 0.5–5% (top-|Δ|, F·Δ², or "
+                                              "trained alone from the start) keeps the trained accuracy"),
+     ("`small_regions/seed*/small_regions.json`",)),
     ("retrain_ab/retrain.md", ("graft's automatic size with and without `--retrain 0.25` on five digit streams "
                                "trained from scratch, paired by seed"), ("`retrain_ab/runs/`",)),
     ("task_inference.md", "serving without task labels: routing rules",

@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 from cl_graft.strategies.comparison.metrics import paired_interval
 
-from cl_graft.files import read_json, write_json
+from cl_graft.files import write_json
 from cl_graft.grafting.graft import graft_model
 from cl_graft.provenance import run_record
 from cl_graft.regions.config import LocalizeConfig
@@ -33,7 +33,7 @@ from cl_graft.training.finetune import finetune_
 from cl_graft.training.models import build_classifier
 
 from .localization import get_finetuned
-from .script_out import claimed, out_options, settings_of, work_folder, write_page
+from .script_out import claimed, combine_seeds, out_options, settings_of, work_folder, write_page
 
 
 def accuracy(model, rows: list[dict], task: str) -> float:
@@ -104,12 +104,7 @@ def main(data_dir, tasks, sizes, steps, finetuned_root, seed, combine, out, over
     params = click.get_current_context().params
     shares = [float(s) for s in sizes.split(",")]
     if combine:
-        results = [read_json(Path(p)) for p in combine.split(",")]            # bad input: before --out is claimed
-        if len(results) < 2:
-            raise click.UsageError("--combine needs the retrain.json of at least two seeds")
-        with claimed("retrain_probe", params) as run_dir:
-            write_page(seeds_page(results), run_dir, "retrain_seeds.md", None)
-        print(f"-> {out / 'retrain_seeds.md'}")
+        combine_seeds("retrain_probe", params, "retrain.json", "retrain_seeds.md", seeds_page)
         return
     with claimed("retrain_probe", params) as run_dir:
         scratch = work_folder(run_dir, "finetuned")

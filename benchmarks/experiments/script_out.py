@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 
 from cl_graft.errors import UserError
-from cl_graft.files import write_text
+from cl_graft.files import read_json, write_text
 from cl_graft.outdir import SCRATCH_ENV, OutDir, claim_out_dir
 from cl_graft.provenance import run_record
 from cl_graft.written import note
@@ -152,3 +152,19 @@ def write_page(text: str, run_dir: OutDir, name: str, page: Path | None) -> None
     if page is not None:
         page.parent.mkdir(parents=True, exist_ok=True)
         write_text(page, text)
+
+
+def combine_seeds(script: str, params: dict, result: str, name: str, make_page: Callable[[list[dict]], str]) -> None:
+    """A probe's ``--combine A,B,...``: the page ``name`` in ``--out``, made by ``make_page`` from the ``result``
+    files (JSON) of earlier runs, one per seed. They are read before ``--out`` is claimed, so bad input writes
+    nothing.
+
+    Raises:
+        click.UsageError: fewer than two files.
+    """
+    results = [read_json(Path(p)) for p in params["combine"].split(",")]
+    if len(results) < 2:
+        raise click.UsageError(f"--combine needs the {result} of at least two seeds")
+    with claimed(script, params) as run_dir:
+        write_page(make_page(results), run_dir, name, None)
+    print(f"-> {params['out'] / name}")

@@ -26,14 +26,13 @@ import json
 import random
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import click
 import torch
 from cl_graft.benchmarks.data import load_rows, load_task
 from cl_graft.strategies.comparison.metrics import paired_interval
 
-from cl_graft.files import read_json, write_json
+from cl_graft.files import write_json
 from cl_graft.grafting.graft import graft_model
 from cl_graft.presets import get_preset
 from cl_graft.provenance import run_record
@@ -46,7 +45,7 @@ from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import finetune_
 from cl_graft.training.models import build_classifier, clone_model
 
-from .script_out import claimed, out_options, settings_of, write_page
+from .script_out import claimed, combine_seeds, out_options, settings_of, write_page
 
 GRAFTS = ("topk", "fisher-delta")
 
@@ -140,12 +139,7 @@ def main(data_dir, tasks, sizes, train_sizes, lrs, steps, probe_rows, fisher_row
          overwrite) -> None:
     params = click.get_current_context().params
     if combine:
-        results = [read_json(Path(p)) for p in combine.split(",")]            # bad input: before --out is claimed
-        if len(results) < 2:
-            raise click.UsageError("--combine needs the small_regions.json of at least two seeds")
-        with claimed("small_regions", params) as run_dir:
-            write_page(seeds_page(results), run_dir, "small_regions_seeds.md", None)
-        print(f"-> {out / 'small_regions_seeds.md'}")
+        combine_seeds("small_regions", params, "small_regions.json", "small_regions_seeds.md", seeds_page)
         return
     with claimed("small_regions", params) as run_dir:
         result: dict = {"config": run_record(command="benchmarks.small_regions", **settings_of(params)),

@@ -1,11 +1,9 @@
 """The small-regions probe's pages and row sampling (benchmarks/experiments/small_regions.py); its regions, grafts
-and training are find_region, graft_model and finetune_, tested with the rest of cl_graft."""
+and training are find_region, graft_model and finetune_, tested with the rest of cl_graft, and its ``--combine`` is
+script_out.combine_seeds, tested through the retraining probe."""
 from __future__ import annotations
 
-import json
-
-from cl_graft.benchmarks.experiments.small_regions import main, outside_rows, page, seeds_page
-from click.testing import CliRunner
+from cl_graft.benchmarks.experiments.small_regions import outside_rows, page, seeds_page
 
 
 def _result(seed: int, topk: float) -> dict:
@@ -31,17 +29,8 @@ def test_page_gives_each_cell_as_a_share_of_full():
     assert "| b | fish-trained | 1.0 | 0.05 | 78.0 | 97.5 | 110 |" in text
 
 
-def test_seeds_page_pairs_each_cell_with_full_over_seeds(tmp_path):
+def test_seeds_page_pairs_each_cell_with_full_over_seeds():
     results = [_result(0, 0.76), _result(1, 0.77), _result(2, 0.78)]
     text = seeds_page(results)
     assert "| topk | 1.0 |  | 96.2 | -3.0 [-5.5, -0.5] |" in text                    # t(2) = 4.303, sd 1
     assert "| fish-trained | 1.0 | 0.05 | 97.5 | -2.0 [-2.0, +0.0] |" in text   # std 0: sign test, 3 pairs
-    files = []
-    for r in results:
-        files.append(tmp_path / f"s{r['config']['seed']}.json")
-        files[-1].write_text(json.dumps(r))
-    ok = CliRunner().invoke(main, ["--combine", ",".join(map(str, files)), "--out", str(tmp_path / "o")])
-    assert ok.exit_code == 0, ok.output
-    assert (tmp_path / "o" / "small_regions_seeds.md").read_text() == text
-    one = CliRunner().invoke(main, ["--combine", str(files[0]), "--out", str(tmp_path / "p")])
-    assert one.exit_code == 2 and "at least two seeds" in one.output and not (tmp_path / "p").exists()
