@@ -31,6 +31,7 @@ import click
 import torch
 from cl_graft.benchmarks.data import load_rows, load_task
 from cl_graft.strategies.comparison.metrics import paired_interval
+from torch import Tensor
 
 from cl_graft.files import write_json
 from cl_graft.grafting.graft import graft_model
@@ -40,7 +41,7 @@ from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.data import region_data
 from cl_graft.regions.fisher import diagonal_fisher
 from cl_graft.regions.methods import find_region
-from cl_graft.regions.problem import Problem
+from cl_graft.regions.problem import Problem, budget_for
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import finetune_
 from cl_graft.training.models import build_classifier, clone_model
@@ -61,11 +62,10 @@ def outside_rows(rows: list[dict], used: list[dict], n: int, seed: int) -> list[
     return random.Random(seed).sample(rest, min(n, len(rest)))
 
 
-def fisher_delta_region(pre, ft, data, share: float, rows: int, seed: int):
-    """The region of the ``share`` · N elements of largest F·Δ² (F: ``ft``'s diagonal empirical Fisher on ``rows``
-    training rows of ``data``)."""
-    cfg = LocalizeConfig(sparsity=share)
-    prob = Problem.build(pre, ft, cfg)
+def element_scores(pre, ft, data, rows: int, seed: int) -> tuple[Problem, dict[str, Tensor]]:
+    """θ_pre and ``ft`` as a :class:`Problem`, and each graft's element scores ``(N,)``: |Δ| (``topk``) and F·Δ²
+    (``fisher-delta``; F: ``ft``'s diagonal empirical Fisher on ``rows`` training rows of ``data``)."""
+    prob = Problem.build(pre, ft, LocalizeConfig(sparsity=1.0))
     work = clone_model(ft).eval()
     for p in work.parameters():
         p.requires_grad_(False)
@@ -73,8 +73,7 @@ def fisher_delta_region(pre, ft, data, share: float, rows: int, seed: int):
     for p in params:
         p.requires_grad_(True)
     fisher = torch.cat([f.reshape(-1) for f in diagonal_fisher(work, params, data, rows, seed=seed)])   # (N,)
-    mask = prob.topk(fisher * prob.delta.square(), prob.budget)
-    return prob.region(mask, method="fisher-delta", cfg=cfg, task=data.task, ft=ft)
+    return prob, {"topk": prob.delta.abs(), "fisher-delta": fisher * prob.delta.square()}
 
 
 def kept_lines(task: str, r: dict) -> list[str]:
@@ -159,13 +158,15 @@ def main(data_dir, tasks, sizes, train_sizes, lrs, steps, probe_rows, fisher_row
             finetune_(ft, splits.train, [], recipe, task=task, progress=False)
             r = result["tasks"][task] = {"full": accuracy(ft, probe, task), "seconds": time.perf_counter() - t0,
                                          "cells": []}
-            data = region_data(ft, splits.train, splits.dev, task=task)
+            t0 = time.perf_counter()
+            prob, scores = element_scores(pre, ft, region_data(ft, splits.train, splits.dev, task=task),
+                                          fisher_rows, seed)
+            r["scores_seconds"] = time.perf_counter() - t0
             for share in (float(s) for s in sizes.split(",")):
                 for region in GRAFTS:
                     t0 = time.perf_counter()
-                    found = (find_region("topk", pre, ft, splits.train, [], LocalizeConfig(sparsity=share),
-                                         task=task, progress=False).region if region == "topk"
-                             else fisher_delta_region(pre, ft, data, share, fisher_rows, seed))
+                    mask = prob.topk(scores[region], budget_for(share, prob.numel))        # (N,) bool
+                    found = prob.region(mask, method=region, cfg=LocalizeConfig(sparsity=share), task=task, ft=ft)
                     grafted = accuracy(graft_model(pre, ft, found), probe, task)
                     r["cells"].append({"region": region, "share": share, "accuracy": grafted,
                                        "seconds": time.perf_counter() - t0})
