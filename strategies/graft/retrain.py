@@ -3,7 +3,7 @@
 Top-|Δ| grafts of small regions lose part of what the task learned (MiniLM, quick preset: 1% of the graftable
 elements scored 78.6 against the fine-tuned model's 80.8, mean over sst2, qnli, agnews and 3 seeds,
 benchmarks/results/retrain_probe/retrain_seeds.md), so the size search of :mod:`.sizing` keeps larger ones.
-Sparse fine-tuning recovers it (Ansell et al. 2022, LT-SFT, https://arxiv.org/abs/2110.07560:
+Sparse fine-tuning is reported to recover it (Ansell et al. 2022, LT-SFT, https://arxiv.org/abs/2110.07560:
 train every element, keep those that moved most, put the rest back to θ_pre, train only those). Done inside the
 experience's own step budget, a task trains as many steps as with every other strategy:
 
