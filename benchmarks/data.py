@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import random
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,3 +242,19 @@ def load_rows(name: str, data_dir: str | Path | None, preset: Preset, *, seed: i
     train, dev = kshot(data.train, preset.k, seed=seed, num_labels=data.spec.num_labels, dev_k=preset.dev_k,
                        where=f"{data.source}/train")
     return TaskRows(data.spec, train, dev, cap(data.test, preset.eval_cap, seed=seed))
+
+
+def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
+    """The tuning stream: each task's train rows, the first half of its dev rows for selection and the second
+    half as the rows it is scored on. No test row is in it.
+
+    Raises:
+        UserError: a task with fewer than two dev rows (nothing to tune on).
+    """
+    out = []
+    for s in splits:
+        if len(s.dev) < 2:
+            raise UserError(f"--tune needs dev rows: task {s.spec.name!r} has {len(s.dev)}")
+        half = len(s.dev) // 2
+        out.append(TaskRows(s.spec, train=s.train, dev=s.dev[:half], test=s.dev[half:]))
+    return out

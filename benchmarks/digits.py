@@ -197,3 +197,8 @@ class DigitsStream:
             bm = permuted_digits(n, seed, multi_head=multi, tune=tune)
             tasks = [f"perm{i:0{len(str(n - 1))}d}" for i in range(n)]
         return cls(name.strip(), model, scenario, tasks, bm)
+
+    @property
+    def splits(self) -> tuple:
+        """No text rows (:class:`~cl_graft.benchmarks.families.ContinualStream`)."""
+        return ()

@@ -108,12 +108,15 @@ def _dataset(rows: list[dict], task_label: int, collate: TextCollate):
         collate_fn=collate)
 
 
-def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier):
+def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier, *, head: str | None = None):
     """A task-incremental Avalanche benchmark: experience ``i`` = task ``i`` with task label ``i``.
 
     Args:
-        tasks: the stream, in order; every task must already be registered on ``model`` (its head).
+        tasks: the stream, in order; every task must already be registered on ``model`` (its head), unless
+            ``head`` is given.
         model: the classifier whose ``encode`` tokenises the rows.
+        head: the one task of ``model`` whose head answers every experience (a class-incremental stream: the
+            rows keep that task's label ids); None: each experience has its own head.
 
     Returns:
         A ``CLScenario`` with ``train_stream`` and ``test_stream`` (and ``valid_stream`` when every task has
@@ -125,8 +128,8 @@ def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier):
     if not tasks:
         raise UserError("the stream is empty")
     for t in tasks:
-        if t.spec.name not in model.tasks:
-            raise UserError(f"model has no head for task {t.spec.name!r}; call add_task first")
+        if (head or t.spec.name) not in model.tasks:
+            raise UserError(f"model has no head for task {head or t.spec.name!r}; call add_task first")
         if not t.train or not t.test:
             raise UserError(f"task {t.spec.name!r} has no {'training' if not t.train else 'test'} rows")
     collate = TextCollate(model.tokenizer.pad_token_id)
@@ -134,39 +137,43 @@ def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier):
     streams: dict[str, list] = {s: [] for s in splits}
     for i, t in enumerate(tasks):
         for split, rows in zip(splits, (t.train, t.test, t.dev)):
-            streams[split].append(_dataset(tokenize_rows(model, rows, t.spec.name), i, collate))
+            streams[split].append(_dataset(tokenize_rows(model, rows, head or t.spec.name), i, collate))
     bm = benchmark_from_datasets(**streams)
     return with_classes_timeline(with_task_labels(bm))
 
 
 @dataclass(frozen=True)
 class Stream:
-    """One task stream: each task's rows and the Avalanche benchmark made from them (experience ``i`` =
+    """One text stream: each experience's rows and the Avalanche benchmark made from them (experience ``i`` =
     ``splits[i]``, task label ``i``).
 
     Attributes:
-        splits: each task's train, dev and test rows, in stream order.
+        splits: each experience's train, dev and test rows, in stream order (its task's name names it).
         benchmark: :func:`make_benchmark` of ``splits`` (``train_stream``, ``test_stream``, ``valid_stream``
             when every task has dev rows).
+        name: the ``--stream`` spec it was made from.
+        scenario: ``task`` (a head per experience, the task label at test) or ``class`` (one head, ``head``,
+            over every class; no task label at test).
+        head: in the class scenario, the classifier's one task whose head answers every experience.
     """
 
     splits: tuple[TaskRows, ...]
     benchmark: Any
+    name: str = ""
+    scenario: str = "task"
+    head: str | None = None
 
     @classmethod
-    def make(cls, splits: Sequence[TaskRows], model: TextClassifier) -> Stream:
-        """The stream of ``splits``, tokenised by ``model`` (every task already registered on it)."""
-        return cls(tuple(splits), make_benchmark(splits, model))
+    def make(cls, splits: Sequence[TaskRows], model: TextClassifier, *, name: str = "", scenario: str = "task",
+             head: str | None = None) -> Stream:
+        """The stream of ``splits``, tokenised by ``model`` (every task, or ``head``, already registered on it)."""
+        return cls(tuple(splits), make_benchmark(splits, model, head=head), name or ",".join(
+            s.spec.name for s in splits), scenario, head)
 
     @property
     def tasks(self) -> list[str]:
         """Task names in stream order."""
         return [s.spec.name for s in self.splits]
-
-    @property
-    def dev_rows(self) -> dict[str, list[dict]]:
-        """Task → its dev rows (region selection, checkpoint choice)."""
-        return {s.spec.name: s.dev for s in self.splits}
 
 
 def experience_rows(dataset) -> list[dict]:

@@ -121,6 +121,11 @@ def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
     return path
 
 
+def data_source(data_dir: str | Path | None) -> str:
+    """Where a command's rows come from, for its run record: ``data_dir``, ``$CL_GRAFT_DATA``, else the Hub."""
+    return str(data_dir or os.environ.get(ENV_DATA) or "huggingface-hub")
+
+
 def read_meta(folder: Path) -> list[str]:
     """The label names of ``folder/meta.json``.
 

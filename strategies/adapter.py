@@ -1,4 +1,5 @@
-"""A :class:`~cl_graft.training.models.TextClassifier` as an Avalanche ``MultiTaskModule`` (one linear head per task).
+"""A :class:`~cl_graft.training.models.TextClassifier` as an Avalanche model: a ``MultiTaskModule`` with one linear
+head per task (:class:`TaskAdapter`), or one head over every class of a class-incremental stream (:class:`SharedHead`).
 
 Avalanche's templates, stock strategies (Naive, EWC, LwF, Replay, Cumulative, JointTraining) and metrics pass
 a tensor ``x`` and the per-sample task labels to the model. :class:`TaskAdapter` takes ``x`` = LongTensor
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from avalanche.models import MultiTaskModule
+from avalanche.models import DynamicModule, MultiTaskModule
 from torch import Tensor
 
 from cl_graft.errors import UserError
@@ -74,3 +75,42 @@ class TaskAdapter(MultiTaskModule):
         ids, mask = x[:, 0, :width], x[:, 1, :width]                         # (B, L'), (B, L')
         return self.clf(ids, mask, task=self.task_names[task_label])
 
+
+
+class SharedHead(DynamicModule):
+    """One head of a classifier answering every experience, with no task label (the class-incremental scenario of
+    a split text stream): ``forward(x (B, 2, L)) → logits (B, C)`` over the head's C classes. A fixed head: it
+    trains over all C classes (an experience pushes every other class down, as a single-head model's output layer
+    does), and in evaluation the classes no training experience has shown yet hold :data:`MASK_VALUE` (masked
+    to the classes seen). Masking in training too, as Avalanche's ``IncrementalClassifier`` does, would leave an
+    earlier task's model unable to rank its classes above those it never saw (a grafted task's state).
+
+    Args:
+        clf: the classifier; ``head`` must be registered on it.
+        task_names: the stream's experiences, in order (experience ``i`` has task label ``i``; they name the
+            experiences, they pick no head).
+        head: the task of ``clf`` whose head answers.
+
+    Attributes:
+        clf, task_names, head: as given.
+        seen: ``(C,)`` bool buffer, the classes of the experiences trained so far.
+    """
+
+    def __init__(self, clf: TextClassifier, task_names: Sequence[str], *, head: str) -> None:
+        super().__init__()
+        if head not in clf.tasks:
+            raise UserError(f"classifier has no head for task {head!r}")
+        self.clf, self.task_names, self.head = clf, list(task_names), head
+        self.register_buffer("seen", torch.zeros(clf.tasks[head].num_labels, dtype=torch.bool,
+                                                 device=next(clf.parameters()).device))
+
+    def adaptation(self, experience) -> None:
+        """Adds a training experience's classes to :attr:`seen`."""
+        if self.training:
+            self.seen[list(experience.classes_in_this_experience)] = True
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Logits (B, C) of ``x`` (B, 2, L); in evaluation, unseen classes' columns are :data:`MASK_VALUE`."""
+        width = int(x[:, 1].sum(1).max())
+        logits = self.clf(x[:, 0, :width], x[:, 1, :width], task=self.head)
+        return logits if self.training else logits.masked_fill(~self.seen, MASK_VALUE)

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import types
 import typing
 
 import click
 
+from ..benchmarks.tasks import data_source  # noqa: F401  (the commands' run records)
 from ..errors import UserError
 
 SEED_LIMIT = 2**32
@@ -66,10 +66,6 @@ def field_option(fld: dataclasses.Field, kind, *, name: str | None = None, help:
                             show_default=True, help=text)
     return click.option(f"--{(name or fld.name).replace('_', '-')}", type=kind, default=default,
                         help=text + (f"  [default: {shown}]" if shown else ""))
-
-
-def data_source(data_dir: str | None) -> str:
-    return data_dir or os.environ.get("CL_GRAFT_DATA") or "huggingface-hub"
 
 
 def data_identity(tasks: list[str], data_dir: str | None) -> dict[str, str]:

@@ -12,10 +12,11 @@ import dataclasses
 import click
 
 from ..benchmarks.digits import MODELS as DIGIT_MODELS
+from ..benchmarks.families import grammar
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
 from ..strategies.comparison.tuning import TUNE_BUDGET
 from ..task import SCENARIOS
-from .common import common_options, console_options, data_identity, data_source, field_option
+from .common import common_options, console_options, field_option
 
 AVALANCHE = True
 """This command uses Avalanche (:func:`cl_graft.cli.command_modules`)."""
@@ -58,14 +59,15 @@ def _default_text(fld: dataclasses.Field) -> str | None:
 def run_command() -> click.Command:
     """The ``run`` command, with the settings options of the strategies :data:`STRATEGIES` holds now."""
     @click.command(name="run", epilog=epilog())
-    @click.option("--stream", required=True, help="Comma-separated tasks, one experience each: qnli,agnews,sst2; "
-                  "or a digits stream (sklearn's load_digits, offline): split-digits (5 tasks of 2 digits) or "
-                  "permuted-digits:N (N tasks of 10 digits under pixel permutations), with --model "
+    @click.option("--stream", required=True, help=f"The stream: {grammar()}. Digits streams take --model "
                   + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
     @click.option("--scenario", type=click.Choice(list(SCENARIOS)), default="task", show_default=True,
                   help="task: every strategy gets the task label at test (a single-head model runs as its multi-head copy, "
-                  "the same for every strategy); class (digits streams, --model mlp): "
-                  f"none does ({', '.join(ROUTING)} route each row to the task whose model is most confident).")
+                  "the same for every strategy; a split text stream gets a head per experience); class (digits and "
+                  "split text streams): none does, one head answers every class seen so far "
+                  f"({', '.join(ROUTING)} route each row to one of their tasks).")
+    @click.option("--class-order", default=None, help="Split text streams: the task's label indices in the order "
+                  "they arrive, comma-separated (default: a permutation seeded by --seed, recorded in results.json).")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
                   help=f"Comma-separated: {', '.join(STRATEGIES)}.")
     @settings_options
@@ -117,49 +119,11 @@ def _given_settings(options: dict, names: list[str]) -> dict:
     return given
 
 
-def _text_setup(stream, *, data, seed, tune, model, head, fresh_head, data_dir, device, k):
-    """A text stream: the record's fields, the classifier every strategy starts from (a head per task) and a
-    function making the stream and the tuning stream (tokenised by it)."""
-    import torch
-
-    from ..benchmarks import load_rows
-    from ..benchmarks.streams import Stream, parse_stream
-    from ..strategies.comparison.tuning import split_dev
-    from ..training.models import build_classifier
-
-    tasks = parse_stream(stream, data_dir)
-    splits = [load_rows(t, data_dir, data, seed=seed) for t in tasks]
-    tune_splits = split_dev(splits) if tune else None
-    record = {"stream": tasks, "model": model, "head": head, "fresh_head": fresh_head, "k": data.k,
-              "dev_k": data.dev_k, "eval_cap": data.eval_cap, "max_length": data.max_length,
-              "data_sha256": data_identity(tasks, data_dir)}
-    torch.manual_seed(seed)
-    clf = build_classifier(model, head=head, max_length=data.max_length, device=device, fresh_head=fresh_head)
-    for i, s in enumerate(splits):
-        clf.add_task(s.spec, seed=seed + i)
-    return record, clf, lambda: (Stream.make(splits, clf),
-                                 Stream.make(tune_splits, clf) if tune_splits is not None else None)
-
-
-def _digits_setup(stream, *, seed, tune, model, scenario, device, head, fresh_head, k, data_dir):
-    """A digits stream (:mod:`cl_graft.benchmarks.digits`): the record's fields, the seeded model every strategy
-    starts from and a function making the stream and the tuning stream (train rows only)."""
-    from ..benchmarks.digits import DigitsStream, digits_model
-    from ..errors import UserError
-
-    if k is not None or head != "linear" or fresh_head or data_dir:
-        raise UserError("--k, --head, --fresh-head and --data-dir apply to text streams, not to " + stream)
-    base = digits_model(model, seed).to(device)
-    the_stream = DigitsStream.make(stream, model, seed=seed, scenario=scenario)
-    tune_stream = DigitsStream.make(stream, model, seed=seed, scenario=scenario, tune=True) if tune else None
-    record = {"stream": the_stream.name, "tasks": the_stream.tasks, "model": model, "scenario": scenario}
-    return record, base, lambda: (the_stream, tune_stream)
-
-
-def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget, settings_from, task_inference, resume,
-         quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite, **options) -> None:
+def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune, tune_budget, settings_from,
+         task_inference, resume, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite,
+         **options) -> None:
     from .. import distributed
-    from ..benchmarks.digits import parse_digits_stream
+    from ..benchmarks.families import StreamRequest, find_family
     from ..console import Console
     from ..errors import UserError
     from ..outdir import claim_out_dir
@@ -180,10 +144,8 @@ def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget,
 
     console = Console.from_flags(quiet=quiet, verbose=verbose)
     device = resolve_device(device)
-    digits = parse_digits_stream(stream) is not None
-    if scenario == "class" and not digits:
-        raise UserError("--scenario class runs on digits streams (a text task's label set is its own); "
-                        "--task-inference scores the strategies that route without task labels on a text stream")
+    family = find_family(stream)
+    family.check_scenario(scenario, stream)
     if scenario == "class" and task_inference:
         raise UserError("--scenario class already withholds task labels (strategies that can route do); "
                         "drop --task-inference")
@@ -195,26 +157,24 @@ def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget,
         raise UserError("--tune-budget is the number of grid points --tune tries; add --tune or drop it")
     tune_budget = tune_budget or TUNE_BUDGET
     chosen = chosen_settings(settings_from, names) if settings_from else None
-    if digits and eval_cap is not None:
-        raise UserError("--eval-cap sizes a text stream's test rows; a digits stream scores all of its own")
-    data, cfg = continual_setup(preset, seed=seed, steps=steps, k=None if digits else k, eval_cap=eval_cap)
+    data, cfg = continual_setup(preset, seed=seed, steps=steps, k=k, eval_cap=eval_cap)
     own = {n: strategy_settings(n, data, seed=seed, given=given) for n in names}
     distributed.check_batch(cfg.recipe.batch_size)
     for s in own.values():
         for what, size in s.batch_sizes().items():
             distributed.check_batch(size, what)
-    common = {"seed": seed, "tune": tune, "model": model, "head": head, "fresh_head": fresh_head, "k": k,
-              "data_dir": data_dir, "device": device}
-    if digits:
-        fields, base, make_streams = _digits_setup(stream, scenario=scenario, **common)
-    else:
-        fields, base, make_streams = _text_setup(stream, data=data, **common)
-    settings = {"command": "run", **fields, "strategies": names, "preset": preset, "seed": seed,
+    set_options = {"k": k, "eval_cap": eval_cap, "head": head != "linear" or None, "fresh_head": fresh_head or None,
+                   "data_dir": data_dir, "class_order": class_order}
+    setup = family.setup(StreamRequest(
+        spec=stream.strip(), scenario=scenario, data=data, seed=seed, tune=tune, model=model, head=head,
+        fresh_head=fresh_head, data_dir=data_dir, device=device, class_order=class_order,
+        given=frozenset(o for o, v in set_options.items() if v is not None)))
+    base, make_streams = setup.base, setup.make
+    settings = {"command": "run", **setup.record, "strategies": names, "preset": preset, "seed": seed,
                 "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
                 "tune": tune, "tune_budget": tune_budget if tune else None, "settings_from": chosen,
                 "task_inference": task_inference}
-    record = run_record(**settings, device=str(device),
-                        data="sklearn.datasets.load_digits" if digits else data_source(data_dir))
+    record = run_record(**settings, device=str(device), data=setup.source)
     def on_result(result) -> None:
         if console.verbose:
             console.echo("\n" + strategy_table(result) + "\n")

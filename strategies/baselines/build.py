@@ -33,6 +33,17 @@ def stock(cls_name: str, fixed: Mapping[str, Any] | None = None,
     return build
 
 
+def tensor_rows(builder: Builder, name: str, why: str) -> Builder:
+    """``builder`` for streams whose rows are tensors (digits); on text rows (dicts of token ids of different
+    lengths) a one-line refusal saying ``why``."""
+    def build(ctx: BuildContext):
+        if ctx.stream.splits:
+            raise UserError(f"{name} {why}: it runs on digits streams, not on text streams")
+        return builder(ctx)
+
+    return build
+
+
 def replay_matched(peer: str) -> Builder:
     """A builder of Replay whose memory holds as many bytes as strategy ``peer`` kept in the same run (its result
     in ``ctx.peers``), in rows of the stream's average size (:func:`~..comparison.entry.row_bytes`)."""
@@ -72,10 +83,8 @@ def gem(ctx: BuildContext):
         import quadprog  # noqa: F401
     except ImportError:
         raise UserError('gem needs the quadprog solver: pip install -e ".[baselines]"') from None
-    if isinstance(ctx.stream.benchmark.train_stream[0].dataset[0], dict):
-        raise UserError("gem keeps each experience's memory rows as one tensor: it runs on digits streams, not on "
-                        "text rows of different lengths")
-    return stock("GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
+    return tensor_rows(stock("GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength"), "gem",
+                       "keeps each experience's memory rows as one tensor")(ctx)
 
 
 def agem(ctx: BuildContext):
@@ -118,7 +127,7 @@ def icarl(ctx: BuildContext):
     return strategy
 
 
-def bic(ctx: BuildContext):
+def _bic(ctx: BuildContext):
     """BiC as Avalanche's ``BiC`` strategy builds it (a ``SupervisedTemplate`` with its plugin last), with its
     bias-correction stage runnable on this torch (:mod:`.bic_plugin`); Avalanche's bias-layer optimizer (SGD,
     lr 0.1), temperature 2 and distillation weight (the old classes' share)."""
@@ -130,3 +139,6 @@ def bic(ctx: BuildContext):
     plugin = BiasCorrection(mem_size=ctx.settings.replay_mem, val_percentage=ctx.settings.bic_val_share,
                             stage_2_epochs=ctx.settings.bic_stage2_epochs)
     return SupervisedTemplate(**ctx.template, plugins=[*ctx.plugins, plugin])
+
+
+bic = tensor_rows(_bic, "bic", "splits each experience's dataset, which Avalanche's text datasets do not allow")

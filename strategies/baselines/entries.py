@@ -8,7 +8,7 @@ is Avalanche's ``JointTraining`` on the whole stream; ``single`` a model per tas
 from __future__ import annotations
 
 from ..comparison.entry import StrategyEntry
-from . import build, cumulative, kept
+from . import build, cumulative, frozen, kept, ncm
 from .settings import (
     GRIDS,
     AGEMSettings,
@@ -27,6 +27,7 @@ CLASS = ("class",)
 MATCHED = "graft"
 """The strategy whose kept bytes ``replay-matched``'s memory holds."""
 MODEL = "the trained weights"
+_OWN_LOADER = "draws its memory through a loader of its own, which collates text rows as dicts"
 
 ENTRIES: tuple[StrategyEntry, ...] = (
     StrategyEntry(name="naive", help="Avalanche Naive: plain fine-tuning on each experience", stores=MODEL,
@@ -69,11 +70,13 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   kept_bytes=kept.cumulative),
     StrategyEntry(name="er-ace", help="Avalanche ER_ACE (replay, asymmetric cross-entropy; --scenario class)",
                   stores=MODEL + " and replay_mem rows",
-                  build=build.stock("ER_ACE", mem_size="replay_mem", batch_size_mem="er_ace_batch"),
+                  build=build.tensor_rows(build.stock("ER_ACE", mem_size="replay_mem", batch_size_mem="er_ace_batch"),
+                                          "er-ace", _OWN_LOADER),
                   kept_bytes=kept.replay, settings=ERACESettings, grid=GRIDS["er-ace"], scenarios=CLASS),
     StrategyEntry(name="der", help="Avalanche DER (DER++: replay of rows and their logits; --scenario class)",
                   stores=MODEL + ", replay_mem rows and their logits",
-                  build=build.stock("DER", mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
+                  build=build.tensor_rows(build.stock("DER", mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
+                                          "der", _OWN_LOADER),
                   kept_bytes=kept.der, settings=DERSettings, grid=GRIDS["der"], scenarios=CLASS),
     StrategyEntry(name="icarl", help="Avalanche ICaRL (herded exemplars, nearest-mean classifier; --scenario class, "
                   "--model mlp, new classes per experience)",
@@ -83,5 +86,7 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   "class, --model mlp, new classes per experience)",
                   stores=MODEL + ", replay_mem rows (a share held out), the bias layer and the previous model",
                   build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"], scenarios=CLASS),
+    frozen.ENTRY,
+    ncm.ENTRY,
 )
-"""Every baseline entry of this package, in ``--help`` order."""
+"""Every baseline entry of this package, in ``--help`` order (``frozen`` and ``ncm`` each a module of its own)."""

@@ -33,8 +33,7 @@ from .config import ContinualConfig
 from .settings import NoSettings, Settings, has_setting
 
 if TYPE_CHECKING:
-    from cl_graft.benchmarks.digits import DigitsStream
-    from cl_graft.benchmarks.streams import Stream
+    from cl_graft.benchmarks.families import ContinualStream
 
 
 FITS = ("stream", "whole-stream", "separate")
@@ -117,7 +116,7 @@ class BuildContext:
     settings: Settings
     template: dict[str, Any]
     plugins: list
-    stream: Stream | DigitsStream
+    stream: ContinualStream
     resumed: Any = None
     progress: bool = False
     peers: Mapping[str, Any] = field(default_factory=dict)
@@ -125,7 +124,7 @@ class BuildContext:
     @property
     def scenario(self) -> str:
         """``"task"`` (the task label at test for every strategy) or ``"class"`` (none at test)."""
-        return getattr(self.stream, "scenario", "task")
+        return self.stream.scenario
 
 
 @dataclass(frozen=True, kw_only=True)

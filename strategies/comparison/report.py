@@ -52,9 +52,13 @@ def strategy_table(res: StrategyResult) -> str:
 
 
 def strategy_notes(res: StrategyResult) -> list[str]:
-    """One line each for what a result adds to its accuracies: the scores without task labels
-    (``--task-inference``) and the settings tuning chose (``--tune``, ``--settings-from``)."""
+    """One line each for what a result adds to its accuracies: the share of test rows a routing strategy sent to
+    their task in the class scenario, the scores without task labels (``--task-inference``) and the settings
+    tuning chose (``--tune``, ``--settings-from``)."""
     lines = []
+    if "task_id" in res.info:
+        lines.append(f"routed without task labels: task identified {_pct(np.mean(res.info['task_id'])).strip()}% "
+                     f"of the test rows after the last experience")
     agnostic = res.info.get("task_inference")
     if agnostic:
         lines.append(f"task-agnostic ({agnostic['how']}) average {_pct(np.mean(agnostic['accuracy'])).strip()} vs "

@@ -30,20 +30,19 @@ from cl_graft.files import write_json
 from cl_graft.schema import ListOf, Obj, read_checked
 from cl_graft.training.models import TextClassifier, clone_model
 
-from ..adapter import TaskAdapter
+from ..adapter import SharedHead, TaskAdapter
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
 from .config import ContinualConfig
 from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
 from .progress import Report
 from .registry import STRATEGIES
-from .scenario import OWN_HEADS, scenario_model
+from .scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
 from .settings import Settings, apply_point
 from .tuning import TUNE_BUDGET, tune
 
 if TYPE_CHECKING:
-    from cl_graft.benchmarks.digits import DigitsStream
-    from cl_graft.benchmarks.streams import Stream
+    from cl_graft.benchmarks.families import ContinualStream
 
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.json"
@@ -109,19 +108,22 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
     return [_accuracy(metrics, j) for j in range(n_tasks)]
 
 
-def fresh_model(base: torch.nn.Module, stream: Stream | DigitsStream, seed: int) -> tuple[torch.nn.Module, str]:
+def fresh_model(base: torch.nn.Module, stream: ContinualStream, seed: int) -> tuple[torch.nn.Module, str]:
     """One strategy's copy of ``base`` (never modified) in the stream's scenario, and how it uses the task label
     (:func:`.scenario.scenario_model`): a :class:`TextClassifier` in a :class:`TaskAdapter` over the stream's
-    tasks; any other model (a digits model) deep-copied, and a single-head one made multi-head in the
+    tasks, or, when one of its heads answers every experience (a class-incremental text stream), in a
+    :class:`SharedHead`; any other model (a digits model) deep-copied, and a single-head one made multi-head in the
     task-incremental scenario (the same model for every strategy)."""
     if isinstance(base, TextClassifier):
+        if stream.head is not None:                                     # a text stream's
+            return SharedHead(clone_model(base), stream.tasks, head=stream.head), SINGLE_HEAD
         return TaskAdapter(clone_model(base), stream.tasks), OWN_HEADS
-    model, how = scenario_model(base, stream.benchmark.train_stream, getattr(stream, "scenario", "task"), seed)
+    model, how = scenario_model(base, stream.benchmark.train_stream, stream.scenario, seed)
     return (copy.deepcopy(model) if model is base else model), how     # a multi-head copy is already a copy
 
 
 def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
-           stream: Stream, resumed=None, report: Report | None, peers: Mapping | None = None):
+           stream: ContinualStream, resumed=None, report: Report | None, peers: Mapping | None = None):
     """The entry's template, with the recipe every strategy shares (``steps`` per ``train``) and, with
     ``report``, the plugin that moves the console's progress line (Avalanche's own log when it is verbose).
 
@@ -184,7 +186,7 @@ def _train(strategy, experience, seed: int) -> None:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream, cfg: ContinualConfig,
+def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg: ContinualConfig,
                  settings: Settings | None = None, *, state_dir: Path | None = None,
                  task_inference: str | None = None, report: Report | None = None,
                  peers: Mapping[str, StrategyResult] | None = None) -> StrategyResult:
@@ -271,6 +273,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
     seconds = round(before + time.perf_counter() - t0, 1)
     if task_inference and entry.routes is not None:
         info["task_inference"] = task_agnostic_eval(strategy, entry.routes, bm, n, task_inference)
+    if stream.scenario == "class" and entry.routes is not None and len(rows) == n:
+        info["task_id"] = entry.routes.identified(strategy, n)          # of the last evaluation, routed
     return StrategyResult(name, tasks, rows, seconds, size, info)
 
 
@@ -313,8 +317,8 @@ def _resume(state_dir: Path, entry: StrategyEntry, model: torch.nn.Module, tasks
     return rows, float(progress["seconds"]), saved
 
 
-def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategies: Mapping[str, Settings],
-                  cfg: ContinualConfig, *, out: Path, tune_stream: Stream | DigitsStream | None = None,
+def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Mapping[str, Settings],
+                  cfg: ContinualConfig, *, out: Path, tune_stream: ContinualStream | None = None,
                   tune_budget: int = TUNE_BUDGET, chosen: dict[str, dict] | None = None, resume: bool = False,
                   task_inference: str | None = None, console: Console | None = None,
                   on_result: Callable[[StrategyResult], None] | None = None) -> dict[str, StrategyResult]:
@@ -338,7 +342,7 @@ def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategi
         return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
 
     for name in strategies:                                    # refused before any strategy trains
-        STRATEGIES[name].check_scenario(getattr(stream, "scenario", "task"))
+        STRATEGIES[name].check_scenario(stream.scenario)
     results: dict[str, StrategyResult] = {}
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE

@@ -6,7 +6,7 @@ the same for every strategy (``cl-graft run --tune-budget``, default :data:`TUNE
 with ``--tune`` the first ``budget`` points of each grid (all of a shorter grid) are run on the stream with *dev*
 rows in place of the test rows and scored by their final average dev accuracy; the best point (the first on ties)
 is then run on the test rows.
-Test rows are never handed to the tuning runs: :func:`split_dev` makes the tuning benchmark from train and dev
+Test rows are never handed to the tuning runs: :func:`~cl_graft.benchmarks.data.split_dev` makes the tuning benchmark from train and dev
 rows only (half of each task's dev rows select checkpoints/regions, the other half score the grid points).
 """
 from __future__ import annotations
@@ -17,29 +17,12 @@ from pathlib import Path
 from cl_graft.errors import UserError
 from cl_graft.files import read_json
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
-from cl_graft.task import TaskRows
 
 from .registry import STRATEGIES
 from .settings import Settings, apply_point
 
 TUNE_BUDGET = 3
 """Grid points each strategy tries by default."""
-
-
-def split_dev(splits: Sequence[TaskRows]) -> list[TaskRows]:
-    """The tuning stream: each task's train rows, the first half of its dev rows for selection and the second
-    half as the rows it is scored on. No test row is in it.
-
-    Raises:
-        UserError: a task with fewer than two dev rows (nothing to tune on).
-    """
-    out = []
-    for s in splits:
-        if len(s.dev) < 2:
-            raise UserError(f"--tune needs dev rows: task {s.spec.name!r} has {len(s.dev)}")
-        half = len(s.dev) // 2
-        out.append(TaskRows(s.spec, train=s.train, dev=s.dev[:half], test=s.dev[half:]))
-    return out
 
 
 def check_budget(budget: int) -> int:

@@ -93,8 +93,9 @@ def _paper_mode(ctx: BuildContext):
     from .finders import independent_regions
     from .strategy import GraftStrategy
 
-    if not hasattr(ctx.stream, "splits"):
-        raise UserError("graft-paper fine-tunes each task from its text rows; it runs on text streams only")
+    if not ctx.stream.splits or ctx.scenario != "task":
+        raise UserError("graft-paper fine-tunes each task from its text rows with its own head: it runs on text "
+                        "streams in the task scenario only")
     data = {s.spec.name: ([e for e in exp.dataset], s.dev)
             for s, exp in zip(ctx.stream.splits, ctx.stream.benchmark.train_stream)}
     regions = independent_regions(ctx.model.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)

@@ -24,13 +24,14 @@ from .targets import GraftTarget
 
 def finder_data(strategy, target: GraftTarget, label: int, task: str, split: tuple | None,
                 valid: Mapping[int, object]) -> RegionData:
-    """The experience as the finder's data: text rows for a ``TaskAdapter``, else Avalanche batches (with the
+    """The experience as the finder's data: text rows for a text classifier (answered by the task's head, or the
+    one shared head), else Avalanche batches (with the
     strategy's criterion). ``split`` (training rows, held-out rows) when the plugin held rows out for the size
     search, else the experience's dataset and its ``valid`` experience's (by task label), if any."""
     dataset, held_out = split or (strategy.experience.dataset, valid.get(label))
     if target.task_names is not None:
         dev = [held_out[i] for i in range(len(held_out))] if held_out is not None else []
-        return TextRegionData([dataset[i] for i in range(len(dataset))], dev, task=task)
+        return TextRegionData([dataset[i] for i in range(len(dataset))], dev, task=target.shared_head or task)
     return ExperienceData(dataset, criterion=strategy._criterion, held_out=held_out, task=task)
 
 

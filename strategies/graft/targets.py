@@ -6,6 +6,9 @@ parameter set):
 - :class:`~cl_graft.strategies.adapter.TaskAdapter` (cl-graft's text classifier): tensors are named inside its classifier
   (``adapter.clf``), the graftable default is the transformer layers (:data:`DEFAULT_GRAFTABLE`, as in the paper),
   heads are the classifier's per-task heads and task label ``i`` is ``task_names[i]``;
+- :class:`~cl_graft.strategies.adapter.SharedHead` (a class-incremental text stream): the same, except that its one
+  head, which every task trains, is graftable like a single-head model's output layer (no task heads): a task's
+  region holds the head elements it needs, and later tasks change only the others;
 - any other module (an Avalanche ``MultiTaskModule`` such as ``MTSimpleMLP``, a plain single-head module, a
   Hugging Face model in a small wrapper): the graftable default is every trainable parameter except per-task
   heads. Heads are found for Avalanche's ``MultiHeadClassifier`` (``<prefix>.classifiers.<label>.*``) and through
@@ -27,7 +30,7 @@ from torch import Tensor, nn
 from cl_graft.errors import UserError
 from cl_graft.regions.region import DEFAULT_GRAFTABLE
 
-from ..adapter import TaskAdapter
+from ..adapter import SharedHead, TaskAdapter
 
 Graftable = str | Callable[[str, Tensor], bool] | None
 HeadNames = Callable[[nn.Module, int | None], list[str]]
@@ -43,7 +46,10 @@ class GraftTarget:
         model: what the strategy calls (``avalanche_forward(model, x, task_labels)``).
         graftable: decides which tensors are graftable (see the module docstring).
         heads: task label → its head tensors (names in ``root``); None → every task's head tensors.
-        task_names: task label → task name, for a :class:`TaskAdapter`; None = ``str(label)``.
+        task_names: task label → task name, for a :class:`TaskAdapter` or :class:`SharedHead`; None =
+            ``str(label)``.
+        shared_head: the classifier's task whose head answers every task (a :class:`SharedHead`); None: each
+            task answers with its own head.
     """
 
     root: nn.Module
@@ -51,6 +57,7 @@ class GraftTarget:
     graftable: Callable[[str, Tensor], bool]
     heads: Callable[[int | None], list[str]]
     task_names: list[str] | None = None
+    shared_head: str | None = None
 
     def names(self) -> list[str]:
         """The graftable tensors of ``root`` now (in parameter order).
@@ -100,6 +107,11 @@ def graft_target(model: nn.Module, *, graftable: Graftable = None, heads: HeadNa
                            lambda label: (clf.head_parameter_names() if label is None
                                           else clf.task_head_names(inner.task_names[label])),
                            list(inner.task_names))
+    if isinstance(inner, SharedHead):                   # one output layer, graftable as a single-head model's is
+        clf = inner.clf
+        head = set(clf.task_head_names(inner.head))
+        return GraftTarget(clf, model, _selector(graftable, lambda n, p: n in head or bool(re.search(DEFAULT_GRAFTABLE, n))),
+                           lambda label: [], list(inner.task_names), inner.head)
     prefixes = tuple(f"{name}.classifiers." if name else "classifiers."
                      for name, m in inner.named_modules() if isinstance(m, MultiHeadClassifier))
     hook = getattr(inner, "graft_head_names", None)

@@ -1,0 +1,171 @@
+"""Stream families: what ``cl-graft run --stream`` accepts, one module per family, found as commands are.
+
+A family is a module of this package that defines ``FAMILY``, a :class:`StreamFamily`: the grammar of its
+``--stream`` specs (shown in ``--help``), which specs it claims (:attr:`StreamFamily.claims`), the scenarios it
+serves, and :attr:`StreamFamily.setup`, which turns a :class:`StreamRequest` (the spec and the run's options)
+into a :class:`StreamSetup`: the run record's stream fields (data identity included), the model every strategy
+starts from and a function making the stream (and the tuning stream of ``--tune``). Nothing else lists a family:
+the CLI looks a spec up with :func:`find_family` and names none. A family kept outside this package (a user's
+module, a test's toy) joins with :func:`register`.
+
+A stream, whatever its family, offers what the harness reads (:class:`ContinualStream`): its ``name``, task names
+in order (``tasks``), its ``scenario``, the Avalanche ``benchmark`` (``train_stream``, ``test_stream``, and
+``valid_stream`` when it has dev rows) and ``splits``: each task's text rows (:class:`~cl_graft.task.TaskRows`),
+empty for streams that are not made of text rows.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from cl_graft.errors import UserError
+from cl_graft.presets import Preset
+from cl_graft.task import SCENARIOS, TaskRows
+
+
+class ContinualStream(Protocol):
+    """What every stream offers the harness (see the module docstring)."""
+
+    name: str
+    scenario: str
+    benchmark: Any
+
+    @property
+    def tasks(self) -> list[str]: ...
+
+    @property
+    def splits(self) -> tuple[TaskRows, ...]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamRequest:
+    """A ``--stream`` spec and the options of ``cl-graft run`` a family may read.
+
+    Attributes:
+        spec: the ``--stream`` text.
+        scenario: ``task`` or ``class`` (:data:`cl_graft.task.SCENARIOS`).
+        data: the preset's data sizes (``k``, ``dev_k``, ``eval_cap``, ``max_length``), overrides applied.
+        seed: the run's seed.
+        tune: whether ``--tune`` needs a tuning stream (train and dev rows only).
+        model, head, fresh_head: ``--model``, ``--head``, ``--fresh-head``.
+        data_dir: ``--data-dir`` (None: ``$CL_GRAFT_DATA``, else the Hub).
+        device: where the model lives.
+        given: the options the user set explicitly (``k``, ``eval_cap``, ``head``, ``fresh_head``,
+            ``data_dir``, ``class_order``), so a family can refuse those that mean nothing to it.
+        class_order: ``--class-order``, comma-separated label indices, or None (a seeded permutation).
+    """
+
+    spec: str
+    scenario: str
+    data: Preset
+    seed: int
+    tune: bool = False
+    model: str = "minilm"
+    head: str = "linear"
+    fresh_head: bool = False
+    data_dir: str | None = None
+    device: torch.device | str = "cpu"
+    given: frozenset[str] = frozenset()
+    class_order: str | None = None
+
+    def refuse(self, options: tuple[str, ...], family: str) -> None:
+        """Refuses the options of ``options`` that were given (``--k`` ... named as on the command line).
+
+        Raises:
+            UserError: one line naming every such option.
+        """
+        bad = [o for o in options if o in self.given]
+        if bad:
+            names = ", ".join("--" + o.replace("_", "-") for o in bad)
+            raise UserError(f"{names} {'does' if len(bad) == 1 else 'do'} not apply to {family} streams "
+                            f"(--stream {self.spec})")
+
+
+@dataclass(frozen=True)
+class StreamSetup:
+    """What a family made of a request.
+
+    Attributes:
+        record: the run record's stream fields (``stream``, ``tasks``, ``model``, the data's identity...).
+        base: the model every strategy starts from (never modified by the run).
+        make: ``make() -> (stream, tuning stream or None)``: called once the output folder is claimed.
+        source: where the data comes from, for the run record (a folder, the Hub, a library).
+    """
+
+    record: dict
+    base: torch.nn.Module
+    make: Callable[[], tuple[ContinualStream, ContinualStream | None]]
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamFamily:
+    """One kind of stream (see the module docstring).
+
+    Attributes:
+        name: what it is called in messages (``tasks``, ``split text``, ``digits``).
+        grammar: its specs as ``--help`` shows them, one sentence.
+        claims: ``claims(spec) -> bool``: whether a spec is this family's (its grammar, not yet validated).
+        setup: ``setup(request) -> StreamSetup`` (raises ``UserError`` on a bad spec or option, one line).
+        scenarios: the scenarios its streams serve.
+        priority: families are asked in descending priority; the catch-all (plain task lists) has the lowest.
+    """
+
+    name: str
+    grammar: str
+    claims: Callable[[str], bool]
+    setup: Callable[[StreamRequest], StreamSetup]
+    scenarios: tuple[str, ...] = tuple(SCENARIOS)
+    priority: int = 0
+
+    def check_scenario(self, scenario: str, spec: str) -> None:
+        """Raises ``UserError`` when this family's streams do not serve ``scenario``."""
+        if scenario not in self.scenarios:
+            serves = " or ".join(f"--scenario {s}" for s in self.scenarios)
+            raise UserError(f"--stream {spec} is a {self.name} stream: it runs with {serves}, not --scenario "
+                            f"{scenario}")
+
+
+_REGISTERED: dict[str, StreamFamily] = {}
+
+
+def register(family: StreamFamily) -> StreamFamily:
+    """Adds a family kept outside this package (a later one with the same name replaces it); returns it."""
+    _REGISTERED[family.name] = family
+    return family
+
+
+def families() -> dict[str, StreamFamily]:
+    """Name → family: every module of this package that defines ``FAMILY``, then the registered ones, in
+    descending priority."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+            if isinstance(family, StreamFamily):
+                found[family.name] = family
+    found.update(_REGISTERED)
+    return dict(sorted(found.items(), key=lambda kv: -kv[1].priority))
+
+
+def find_family(spec: str) -> StreamFamily:
+    """The family that claims ``spec`` (the first in descending priority).
+
+    Raises:
+        UserError: none does (one line listing the grammars).
+    """
+    table = families()
+    for family in table.values():
+        if family.claims(spec.strip()):
+            return family
+    raise UserError(f"--stream {spec!r} is no stream: " + "; ".join(f.grammar for f in table.values()))
+
+
+def grammar() -> str:
+    """Every family's grammar, for ``--help``."""
+    return " Or: ".join(f.grammar for f in families().values())

@@ -1,0 +1,24 @@
+"""Plain task lists, ``qnli,agnews,sst2``: one experience per task, a head per task, the task label at test.
+
+The catch-all family (lowest priority): any comma-separated list of registered tasks or task folders of the data
+dir. Only the task-incremental scenario: each task has its own label set, so one head over all of them means
+nothing (the split family, ``split-TASK:N``, makes class-incremental streams of one task's labels).
+"""
+from __future__ import annotations
+
+from . import StreamFamily, StreamRequest, StreamSetup
+from .text import text_setup
+
+
+def _setup(request: StreamRequest) -> StreamSetup:
+    from ..streams import parse_stream
+    from ..data import load_rows
+
+    request.refuse(("class_order",), "task-list")
+    tasks = parse_stream(request.spec, request.data_dir)
+    splits = [load_rows(t, request.data_dir, request.data, seed=request.seed) for t in tasks]
+    return text_setup(request, splits, data_tasks=tasks)
+
+
+FAMILY = StreamFamily(name="task-list", grammar="comma-separated tasks, one experience each: qnli,agnews,sst2",
+                      claims=lambda spec: True, setup=_setup, scenarios=("task",), priority=-100)

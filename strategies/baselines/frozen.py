@@ -1,0 +1,57 @@
+"""``frozen``: the pre-trained encoder left as it is, a classifier trained on each experience's classes.
+
+A simple baseline reported strong for class-incremental learning on pre-trained encoders (Zheng et al. 2024,
+"Learn or Recall?", SEQ*): only the head trains; in each experience the loss covers that experience's classes
+alone, so earlier classes' logits are not pushed down (the rows of other classes get no gradient). Text streams
+only: a digits model trained from scratch has no encoder worth freezing. It keeps the head it trained (the
+encoder is the model it started from).
+"""
+from __future__ import annotations
+
+import torch
+
+from cl_graft.errors import UserError
+
+from ..comparison.entry import BuildContext, StrategyEntry
+
+
+def text_classifier(ctx: BuildContext, name: str):
+    """The run's text classifier (``ctx.model.clf``), or a one-line refusal for other streams."""
+    if not ctx.stream.splits:
+        raise UserError(f"{name} works on a pre-trained text encoder: it runs on text streams, not on "
+                        f"{ctx.stream.name}")
+    return ctx.model.clf
+
+
+def head_bytes(strategy, model) -> tuple[int, dict]:
+    """Bytes of the classifier's heads (what ``frozen`` and ``ncm`` keep beyond the encoder)."""
+    clf = model.clf
+    names = set(clf.head_parameter_names())
+    size = sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
+    return size, {"kept": {"heads": size}}
+
+
+def build(ctx: BuildContext):
+    from avalanche.training import Naive
+
+    clf = text_classifier(ctx, "frozen")
+    heads = set(clf.head_parameter_names())
+    for n, p in clf.named_parameters():
+        p.requires_grad_(n in heads)
+
+    class FrozenEncoder(Naive):
+        def criterion(self):
+            """Cross-entropy over the experience's own classes while training (others' logits masked)."""
+            if not self.is_training:
+                return super().criterion()
+            classes = torch.tensor(sorted(self.experience.classes_in_this_experience), device=self.device)
+            keep = torch.zeros(self.mb_output.shape[-1], dtype=torch.bool, device=self.device)
+            keep[classes[classes < len(keep)]] = True
+            return self._criterion(self.mb_output.masked_fill(~keep, -1e4), self.mb_y)
+
+    return FrozenEncoder(**ctx.template, plugins=ctx.plugins)
+
+
+ENTRY = StrategyEntry(name="frozen", help="the pre-trained encoder frozen, a classifier trained on each "
+                      "experience's classes (text streams)", stores="the trained heads", build=build,
+                      kept_bytes=head_bytes)

@@ -1,0 +1,149 @@
+"""Streams as entries: one module per family, found by the CLI; a toy family in a temporary module runs end to
+end; split text streams in both scenarios; the two pre-trained-encoder baselines (frozen, ncm)."""
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import sys
+import textwrap
+
+import pytest
+
+from cl_graft.benchmarks.families import families, find_family
+from cl_graft.benchmarks.families.split_text import class_order, groups
+from cl_graft.errors import UserError
+
+from helpers import cli, save_tiny_model, write_task
+
+avalanche = pytest.importorskip("avalanche")
+
+WORDS = ["great", "good", "terrible", "boring", "movie", "film", "plot", "news", "world", "fun", "dull", "wonderful"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """A saved tiny BERT and a six-class task ``intents`` (two words mark each class)."""
+    root = tmp_path_factory.mktemp("families")
+    save_tiny_model(root / "model")
+    rng = random.Random(0)
+
+    def rows(n):
+        return [{"text": " ".join([WORDS[2 * (i % 6)], WORDS[2 * (i % 6) + 1], *rng.sample(WORDS, 2)]),
+                 "label": i % 6} for i in range(n)]
+
+    write_task(root / "data" / "intents", [f"c{i}" for i in range(6)], {"train": rows(240), "test": rows(60)})
+    return root
+
+
+def test_each_spec_finds_its_family():
+    assert {"digits", "split text", "task-list"} <= set(families())
+    assert find_family("split-digits").name == "digits"
+    assert find_family("permuted-digits:3").name == "digits"
+    assert find_family("split-clinc150:15").name == "split text"
+    assert find_family("qnli,agnews,sst2").name == "task-list"
+
+
+def test_class_order_is_seeded_or_given_and_groups_are_even():
+    assert class_order(None, 10, 3) == class_order(None, 10, 3) != class_order(None, 10, 4)
+    assert sorted(class_order(None, 10, 3)) == list(range(10))
+    assert class_order("2,0,1", 3, 0) == [2, 0, 1]
+    with pytest.raises(UserError, match="--class-order"):
+        class_order("0,0,1", 3, 0)
+    parts = groups(list(range(11)), 3)
+    assert [len(p) for p in parts] == [4, 4, 3] and sum(parts, []) == list(range(11))
+
+
+@pytest.mark.parametrize("scenario", ["class", "task"])
+def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
+    out = tmp_path / scenario
+    res = cli(env, "--stream", "split-intents:3", "--scenario", scenario, "--strategies", "graft,naive,ncm,frozen",
+              "--class-order", "5,4,3,2,1,0", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    data = json.loads((out / "results.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    assert data["tasks"] == ["intents-0", "intents-1", "intents-2"]
+    assert config["scenario"] == scenario and config["class_order"] == [5, 4, 3, 2, 1, 0]
+    assert config["groups"] == [[5, 4], [3, 2], [1, 0]]
+    graft = data["strategies"]["graft"]
+    if scenario == "task":
+        assert graft["summary"]["forgetting"] == 0.0
+    else:
+        assert len(graft["info"]["task_id"]) == 3 and "task identified" in res.output
+        assert graft["info"]["task_aware"] == "none (single head)"
+    ncm = data["strategies"]["ncm"]
+    assert ncm["summary"]["average"] > 0.8, ncm["matrix"]               # the words mark the classes
+    assert ncm["bytes"] == data["strategies"]["frozen"]["bytes"] > 0
+
+
+def test_frozen_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
+    from cl_graft.benchmarks.families import StreamRequest
+    from cl_graft.strategies.comparison.config import continual_setup
+    from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
+    from cl_graft.strategies.comparison.runner import _build, _train, fresh_model
+
+    data, cfg = continual_setup("smoke", seed=0)
+    setup = find_family("split-intents:3").setup(StreamRequest(
+        spec="split-intents:3", scenario="class", data=data, seed=0, model=str(env / "model"),
+        data_dir=str(env / "data")))
+    stream, _ = setup.make()
+    before = {n: p.detach().clone() for n, p in setup.base.named_parameters()}
+    for name in ("frozen", "ncm"):
+        model, _ = fresh_model(setup.base, stream, 0)
+        strategy = _build(STRATEGIES[name], model, cfg, strategy_settings(name, data, seed=0), 3, stream=stream,
+                          report=None)
+        _train(strategy, stream.benchmark.train_stream[0], 0)
+        moved = {n for n, p in model.clf.named_parameters() if not p.detach().equal(before[n])}
+        assert moved and all(n.startswith("heads.") for n in moved), (name, moved)
+    head = model.clf.heads["intents"]
+    seen = sorted(stream.benchmark.train_stream[0].classes_in_this_experience)
+    weight, bias = head.weight.detach()[seen], head.bias.detach()[seen]
+    assert float(weight.norm(dim=1).sub(1).abs().max()) < 1e-5 and float(bias.abs().max()) == 0.0
+
+
+def test_bad_split_specs_are_one_line(env, tmp_path):
+    for args, message in ((["--stream", "split-intents:9"], "1 <= N <= 6"),
+                          (["--stream", "split-intents:2", "--class-order", "1,2"], "--class-order"),
+                          (["--stream", "intents", "--scenario", "class"], "--scenario task"),
+                          (["--stream", "split-digits", "--k", "3"], "--k, --data-dir do not apply to digits"),
+                          (["--stream", "split-intents:2", "--strategies", "der", "--scenario", "class"],
+                           "runs on digits streams")):
+        res = cli(env, *args, "--out", str(tmp_path / "x"))
+        assert res.exit_code == 2 and message in res.output, (args, res.output)
+
+
+TOY = '''
+    """A toy stream family: N experiences of the alpha task, each its own head."""
+    from cl_graft.benchmarks.families import StreamFamily, register
+    from cl_graft.benchmarks.families.text import text_setup
+
+
+    def setup(request):
+        import dataclasses
+        from cl_graft.benchmarks.data import load_rows
+
+        rows = load_rows("intents", request.data_dir, request.data, seed=request.seed)
+        n = int(request.spec.partition(":")[2])
+        splits = [dataclasses.replace(rows, spec=dataclasses.replace(rows.spec, name=f"echo{i}")) for i in range(n)]
+        return text_setup(request, splits, data_tasks=["intents"], record={"stream": request.spec})
+
+
+    FAMILY = register(StreamFamily(name="echo", grammar="echo:N, one task N times", setup=setup,
+                                   claims=lambda spec: spec.startswith("echo:"), scenarios=("task",), priority=50))
+'''
+
+
+def test_a_new_family_is_one_module(env, tmp_path, monkeypatch):
+    (tmp_path / "toy_family.py").write_text(textwrap.dedent(TOY))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("toy_family")
+    try:
+        assert find_family("echo:2") is module.FAMILY
+        res = cli(env, "--stream", "echo:2", "--strategies", "naive", "--out", str(tmp_path / "run"))
+        assert res.exit_code == 0, res.output
+        assert json.loads((tmp_path / "run" / "results.json").read_text())["tasks"] == ["echo0", "echo1"]
+    finally:
+        from cl_graft.benchmarks import families as package
+
+        package._REGISTERED.pop("echo", None)
+        sys.modules.pop("toy_family", None)
