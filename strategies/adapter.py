@@ -105,7 +105,7 @@ class SharedHead(DynamicModule):
                                                  device=next(clf.parameters()).device))
 
     def adaptation(self, experience) -> None:
-        """Adds a training experience's classes to :attr:`seen`."""
+        """Adds a training experience's classes to ``seen``."""
         if self.training:
             self.seen[list(experience.classes_in_this_experience)] = True
 

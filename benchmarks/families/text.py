@@ -11,8 +11,8 @@ from . import StreamRequest, StreamSetup
 def text_setup(request: StreamRequest, splits: Sequence[TaskRows], *, data_tasks: list[str],
                head: TaskSpec | None = None, record: dict | None = None) -> StreamSetup:
     """A text stream's setup: the seeded classifier (a head per experience, or the one ``head`` over every class
-    in the class scenario), the record's fields (``record`` added or replacing) and the maker of the stream and the tuning
-    stream (:func:`~cl_graft.benchmarks.data.split_dev`).
+    in the class scenario), the record's fields (``record`` added or replacing) and the maker of the stream and
+    the tuning stream (:func:`~cl_graft.benchmarks.data.split_dev`).
 
     Args:
         request: the spec and options.

@@ -62,8 +62,8 @@ def run_command() -> click.Command:
     @click.option("--stream", required=True, help=f"The stream: {grammar()}. Digits streams take --model "
                   + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
     @click.option("--scenario", type=click.Choice(list(SCENARIOS)), default="task", show_default=True,
-                  help="task: every strategy gets the task label at test (a single-head model runs as its multi-head copy, "
-                  "the same for every strategy; a split text stream gets a head per experience); class (digits and "
+                  help="task: every strategy gets the task label at test (a single-head model runs as its multi-head "
+                  "copy, the same for every strategy; a split text stream gets a head per experience); class (digits and "
                   "split text streams): none does, one head answers every class seen so far "
                   f"({', '.join(ROUTING)} route each row to one of their tasks).")
     @click.option("--class-order", default=None, help="Split text streams: the task's label indices in the order "
@@ -120,8 +120,8 @@ def _given_settings(options: dict, names: list[str]) -> dict:
 
 
 def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune, tune_budget, settings_from,
-         task_inference, resume, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite,
-         **options) -> None:
+         task_inference, resume, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out,
+         overwrite, **options) -> None:
     from .. import distributed
     from ..benchmarks.families import StreamRequest, find_family
     from ..console import Console

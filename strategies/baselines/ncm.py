@@ -22,7 +22,7 @@ def build(ctx: BuildContext):
 
     class NearestClassMean(Naive):
         def training_epoch(self, **kwargs):
-            """No optimizer step: the class means are set once per experience (:meth:`_after_training_exp`)."""
+            """No optimizer step: the class means are set once per experience, after it."""
 
         @torch.no_grad()
         def _after_training_exp(self, **kwargs):

@@ -325,9 +325,9 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
     """Runs ``strategies`` (name → its settings, :func:`.registry.strategy_settings`) in order; each writes
     ``out/<name>/result.json`` when done.
 
-    With ``tune_stream`` (train and dev rows only, :func:`.tuning.split_dev`), each strategy first tries the first
-    ``tune_budget`` points of its grid on it (:func:`.tuning.tune`) and runs on ``stream`` with the point of the
-    best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With ``chosen``
+    With ``tune_stream`` (train and dev rows only, :func:`cl_graft.benchmarks.data.split_dev`), each strategy first
+    tries the first ``tune_budget`` points of its grid on it (:func:`.tuning.tune`) and runs on ``stream`` with the
+    point of the best final average dev accuracy; the search is recorded in ``result.info["tuning"]``. With ``chosen``
     (:func:`.tuning.chosen_settings`: strategy → ``{"chosen": point, "from": ...}``) a strategy runs with the point
     an earlier tuning chose instead, recorded the same way. A strategy reads the results of the strategies its
     entry's ``peers`` names (they run before it). With ``resume``, finished strategies are read back and those

@@ -6,8 +6,9 @@ the same for every strategy (``cl-graft run --tune-budget``, default :data:`TUNE
 with ``--tune`` the first ``budget`` points of each grid (all of a shorter grid) are run on the stream with *dev*
 rows in place of the test rows and scored by their final average dev accuracy; the best point (the first on ties)
 is then run on the test rows.
-Test rows are never handed to the tuning runs: :func:`~cl_graft.benchmarks.data.split_dev` makes the tuning benchmark from train and dev
-rows only (half of each task's dev rows select checkpoints/regions, the other half score the grid points).
+Test rows are never handed to the tuning runs: :func:`~cl_graft.benchmarks.data.split_dev` makes the tuning
+benchmark from train and dev rows only (half of each task's dev rows select checkpoints/regions, the other half
+score the grid points).
 """
 from __future__ import annotations
 

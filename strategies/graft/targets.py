@@ -110,8 +110,9 @@ def graft_target(model: nn.Module, *, graftable: Graftable = None, heads: HeadNa
     if isinstance(inner, SharedHead):                   # one output layer, graftable as a single-head model's is
         clf = inner.clf
         head = set(clf.task_head_names(inner.head))
-        return GraftTarget(clf, model, _selector(graftable, lambda n, p: n in head or bool(re.search(DEFAULT_GRAFTABLE, n))),
-                           lambda label: [], list(inner.task_names), inner.head)
+        default = lambda n, p: n in head or bool(re.search(DEFAULT_GRAFTABLE, n))  # noqa: E731
+        return GraftTarget(clf, model, _selector(graftable, default), lambda label: [], list(inner.task_names),
+                           inner.head)
     prefixes = tuple(f"{name}.classifiers." if name else "classifiers."
                      for name, m in inner.named_modules() if isinstance(m, MultiHeadClassifier))
     hook = getattr(inner, "graft_head_names", None)
