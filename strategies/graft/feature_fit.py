@@ -2,7 +2,7 @@
 this module runs the model over the experience's examples to collect them; :class:`~.plugin.GraftPlugin` and
 PackNet call :func:`fit_task_features`).
 
-The features are those of one shared space, the model at θ_pre on every owned element: the input of the first
+The features are those of one shared space (with the rows' labels, so each class's mean is kept too), the model at θ_pre on every owned element: the input of the first
 task's head module, which every head of a multi-head model sees alike, or of a single-head model's output layer
 (:func:`~.task_features.feature_layer`).
 
@@ -71,9 +71,9 @@ def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, dataset
             for dataset in datasets:
                 idx = spread(len(dataset), rows)
                 for s in range(0, len(idx), batch):
-                    x = collate(dataset, idx[s:s + batch])[0].to(device)
-                    avalanche_forward(target.model, x, first)
-                    acc.update(rec.take(x.shape[0]))
+                    x, y = collate(dataset, idx[s:s + batch])[:2]
+                    avalanche_forward(target.model, x.to(device), first)
+                    acc.update(rec.take(x.shape[0]), torch.as_tensor(y))
     finally:
         if stash is not None:
             restore_(target.root, stash)

@@ -70,6 +70,28 @@ def test_pooled_covariance_beats_the_nearest_mean():
     assert euclid.argmax(0).tolist() == [1, 0]
 
 
+def test_class_means_route_tasks_of_several_classes():
+    """Two tasks of two classes each, both centred at 0: task-level Gaussians cannot tell them apart, the
+    within-class discriminant over their classes does; the class tensors survive a form change and a save."""
+    rows = {0: [(5.0, 0.0), (-5.0, 0.0)], 1: [(0.0, 5.0), (0.0, -5.0)]}       # task → its classes' centres
+    gen = torch.Generator().manual_seed(0)
+    stats = []
+    for task, centres in rows.items():
+        acc = FeatureAccumulator()
+        for c, centre in enumerate(centres):
+            acc.update(torch.tensor(centre) + 0.3 * torch.randn(40, 2, generator=gen), torch.full((40,), c))
+        stats.append(acc.finish("full"))
+    assert stats[0].class_means.shape == (2, 2) and stats[0].class_counts.tolist() == [40.0, 40.0]
+    assert torch.allclose(stats[0].class_means[0], torch.tensor([5.0, 0.0]), atol=0.2)
+    f = torch.tensor([[4.5, 0.3], [-5.2, 0.1], [0.2, 4.8], [-0.3, -5.1]])
+    assert FeatureRouter(stats).scores(f).argmax(0).tolist() == [0, 0, 1, 1]
+    blind = [FeatureStats(s.mean, s.cov, s.count) for s in stats]              # the same rows, no labels
+    assert FeatureRouter(blind).scores(f).argmax(0).tolist() != [0, 0, 1, 1]
+    low = stats[0].reduce("diagonal")
+    assert torch.equal(low.class_means, stats[0].class_means) and set(low.tensors()) == {
+        "mean", "var", "class_means", "class_counts"}
+
+
 def test_head_module_and_head_inputs():
     root = nn.Module()
     root.body = nn.Linear(3, 2)
@@ -122,7 +144,9 @@ def two_task_router() -> tuple[TwoTask, OwnerMap, TaskRouter]:
             model.body.weight[row, row] = 5.0
         owners.add_(model, task, Region.adopt({"body.weight": mask}),
                     head_names=model.graft_head_names(int(task)))
-    owners.features = {"0": FeatureStats(torch.tensor([2.0, 0.0]), torch.eye(2), 8),
+    owners.features = {"0": FeatureStats(torch.tensor([2.0, 0.0]), torch.eye(2), 8,
+                                         class_means=torch.tensor([[2.0, 0.5], [2.0, -0.5]]),
+                                         class_counts=torch.tensor([4.0, 4.0])),
                        "1": FeatureStats(torch.tensor([0.0, 2.0]), torch.eye(2), 8)}
     return model, owners, TaskRouter(graft_target(model), owners)
 
@@ -151,6 +175,8 @@ def test_statistics_round_trip_and_missing(tmp_path):
         assert torch.equal(loaded.features[t].mean, owners.features[t].mean)
         assert torch.equal(loaded.features[t].cov, owners.features[t].cov)
         assert loaded.features[t].count == 8
+    assert torch.equal(loaded.features["0"].class_means, owners.features["0"].class_means)
+    assert loaded.features["1"].class_means is None                          # a task fitted without labels
     loaded.apply_(fresh)
     _, chosen = TaskRouter(graft_target(fresh), loaded).infer(torch.tensor([[2.0, 0.0], [0.0, 2.0]]), "features")
     assert chosen.tolist() == [0, 1]
@@ -200,12 +226,15 @@ def test_rules_script_scores_feature_rules():
 
 def test_feature_statistics_count_in_each_tasks_bytes():
     """Each task's bytes: its region (a value + a gap-coded index per element), its head and its d + d² float32 (full)
-    statistics; the run's total adds them up (the cheaper owner form for the regions)."""
+    statistics, and its m class means and counts when it keeps them; the run's total adds them up (the cheaper
+    owner form for the regions)."""
     _, owners, _ = two_task_router()
     per_task = owners.task_bytes()
     for task, patch, b in zip(owners.tasks, owners.patches, per_task):
         d = owners.features[task].mean.numel()
-        assert b["features"] == 4 * (d + d * d) and b["region"] == patch.bytes(extra=False)
+        means = owners.features[task].class_means
+        m = 0 if means is None else means.shape[0]
+        assert b["features"] == 4 * (d + d * d + m * d + m) and b["region"] == patch.bytes(extra=False)
         assert b["total"] == b["region"] + b["head"] + b["features"]
     total = owners.bytes()
     assert total["features"] == sum(b["features"] for b in per_task) > 0
