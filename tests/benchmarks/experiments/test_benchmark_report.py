@@ -182,11 +182,12 @@ def test_the_digits_section_reads_digits_json(tmp_path, monkeypatch):
     assert "Artifact: `benchmarks/results/digits/digits.json` (invocations: git abc1234+dirty on Test CPU); page: " \
            "[`benchmarks/results/digits/digits.md`](benchmarks/results/digits/digits.md)." in section
     rows = {line.split(" | ")[0]: line for line in section.splitlines() if line.startswith("| ")}
-    # graft − replay: 5, 6, 3 points (Holm's third step, level 0.05); − cumulative: −9, −7, −7 (level 0.025)
+    # graft − replay: 5, 6, 3 points (Holm's third step, level 0.05; Bonferroni's 0.05/3 keeps 0); − cumulative: −9,
+    # −7, −7 (level 0.025), counted apart from the peers
     assert rows["| split-digits, mlp (2 tasks, 3 seeds)"] == (
         "| split-digits, mlp (2 tasks, 3 seeds) | class-incremental (no task label) | 91.0 ± 1.0 (size auto) | "
-        "4.9 KB | replay 86.3 ± 1.5 | 5.9 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 1, not "
-        "separable on 0 of 3 | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
+        "4.9 KB | replay 86.3 ± 1.5 | 5.9 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 0, not "
+        "separable on 0 of 2 peers; cumulative (ceiling): graft behind; Bonferroni would change replay | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
         "[-3.8, +4.5] not separable |")
     row = rows["| permuted-digits:2, mtmlp (2 tasks, 3 seeds)"]
     assert "| task-incremental (task label given) | 91.0 ± 1.0 (size 0.1) |" in row
