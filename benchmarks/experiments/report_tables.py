@@ -28,6 +28,7 @@ from cl_graft.files import read_json
 from cl_graft.task import SCENARIOS
 
 from .digits_report import CEILINGS, SEES, bonferroni_verdict
+from .run_records import record_note
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 
@@ -61,19 +62,6 @@ def relative_command(command: str) -> tuple[str, bool]:
 
     out = " ".join(rel(t) if t not in (";", "&&") else t for t in tokens)
     return out, out != command
-
-
-def record_note(record: dict) -> str | None:
-    """"run record incomplete: ..." when ``record`` lacks the command line, the device or the git revision."""
-    missing = [label for key, label in (("command_line", "command line"), ("device_name", "device"))
-               if not record.get(key)]
-    rev = record.get("git_revision")
-    known = bool(rev) and rev != "unknown"
-    if not missing and known:
-        return None
-    parts = [f"no {' or '.join(missing)} recorded"] if missing else []
-    parts.append(f"revision {str(rev)[:7]}" if known else "revision unknown")
-    return "run record incomplete: " + "; ".join(parts)
 
 
 def continual_summary(folders: Sequence[Path], *, root: Path, reference: str = "graft") -> dict:

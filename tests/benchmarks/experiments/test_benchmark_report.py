@@ -97,6 +97,24 @@ def test_commands_made_relative_and_incomplete_records_marked():
                                                                    "recorded; revision 0aa345c")
     assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "unknown"}) == \
         "run record incomplete: revision unknown"
+    assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "abc1234567+dirty"}) == \
+        "run record incomplete: revision abc1234+dirty (uncommitted changes)"
+
+
+def test_incomplete_artifacts_finds_the_marked_records_a_page_names(tmp_path):
+    from cl_graft.benchmarks.experiments.run_records import incomplete_artifacts
+
+    whole = {"command_line": "x", "device_name": "cpu", "git_revision": "abc1234"}
+    for folder in ("a_1", "a_2"):
+        (tmp_path / folder).mkdir()
+    write_json(tmp_path / "a_1" / "results.json", {"run": whole})
+    write_json(tmp_path / "a_2" / "results.json", {"run": {**whole, "git_revision": "abc1234+dirty"}})
+    write_json(tmp_path / "a_2" / "config.json", {**whole, "git_revision": "abc1234+dirty"})
+    write_json(tmp_path / "b.json", {"config": {"git_revision": ["fd50936f"], "command_line": "y"}})
+    write_json(tmp_path / "c.json", {"numbers": [1, 2]})                       # no record: nothing to mark
+    marked = incomplete_artifacts(["a_*/", "b.json", "c.json", "missing/"], tmp_path)
+    assert marked == {"a_2/": "run record incomplete: revision abc1234+dirty (uncommitted changes)",
+                      "b.json": "run record incomplete: no device recorded; revision fd50936"}
 
 
 def _measured() -> dict:
@@ -118,7 +136,8 @@ def test_render_names_the_committed_artifacts():
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
     assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
     assert text.endswith("| [`reliability.md`](benchmarks/results/reliability.md) | every command against bad input "
-                         "and interruption | `reliability.json` |\n")
+                         "and interruption | `reliability.json`; `reliability.json`: run record incomplete: revision "
+                         "a299ba1+dirty (uncommitted changes) |\n")                 # its committed record's mark
     assert "| learned region vs top-\\|Δ\\| at four sizes, calibration |" in text         # cells escaped
     for page, _, _ in report.MORE_RESULTS:                                      # every listed page is committed
         assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
