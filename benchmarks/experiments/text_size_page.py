@@ -124,9 +124,11 @@ def promise_text(cases: list[tuple[str, dict, float, float]]) -> str:
     else:
         text += ("the task's own trained model's test accuracy (`sizing.trained_test`, what the search vouches "
                  "for) is not in these runs' records (recorded by `cl-graft run` from a later revision on)")
-    unmet = [f"{label} (dev loss {100 * r['loss']:+.1f})" for label, r, _, _ in cases if r.get("met") is False]
-    return text + (f". Accepted with `met` False (dev loss above the tolerance, vouched by a 95% bound alone; a "
-                   f"`CapacityWarning`): {', '.join(unmet)}." if unmet else ". No task was accepted with `met` False.")
+    unmet = [f"{label} (dev loss {100 * r['loss']:+.1f}, "
+             + ("below its cap: vouched by the label-free bound alone)" if r.get("below_cap") else
+                "at its cap: no smaller rung vouched for)") for label, r, _, _ in cases if r.get("met") is False]
+    return text + (f". Kept with `met` False (dev loss above the tolerance; each raised a `CapacityWarning`): "
+                   f"{', '.join(unmet)}." if unmet else ". No task was kept with `met` False.")
 
 
 def page_text(runs: list[dict], singles: list[dict], single_records: list[dict | None] | None = None) -> str:
