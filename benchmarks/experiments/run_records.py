@@ -34,10 +34,14 @@ def record_note(record: dict) -> str | None:
 
 
 def artifact_records(data) -> list[dict]:
-    """The run records a loaded JSON artifact holds: its :data:`RECORD_KEYS` fields, or itself when it is a record
-    (a ``config.json``: it has a ``command_line`` or a ``git_revision``)."""
+    """The run records a loaded JSON artifact holds: those of its parts (a merged artifact's ``runs``), else its
+    :data:`RECORD_KEYS` fields, or itself when it is a record (a ``config.json``: it has a ``command_line`` or a
+    ``git_revision``)."""
     if not isinstance(data, dict):
         return []
+    runs = data.get("runs")
+    if isinstance(runs, list) and runs and all(isinstance(r, dict) and "command_line" in r for r in runs):
+        return runs                                      # a merged artifact: each part's own record
     found = [data[k] for k in RECORD_KEYS if isinstance(data.get(k), dict)
              and {"command_line", "git_revision", "device_name"} & set(data[k])]
     return found or ([data] if {"command_line", "git_revision"} & set(data) else [])

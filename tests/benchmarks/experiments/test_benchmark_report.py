@@ -112,7 +112,8 @@ def test_incomplete_artifacts_finds_the_marked_records_a_page_names(tmp_path):
     write_json(tmp_path / "a_2" / "config.json", {**whole, "git_revision": "abc1234+dirty"})
     write_json(tmp_path / "b.json", {"config": {"git_revision": ["fd50936f"], "command_line": "y"}})
     write_json(tmp_path / "c.json", {"numbers": [1, 2]})                       # no record: nothing to mark
-    marked = incomplete_artifacts(["a_*/", "b.json", "c.json", "missing/"], tmp_path)
+    write_json(tmp_path / "d.json", {"config": {"git_revision": ["abc"]}, "runs": [whole, whole]})   # parts: whole
+    marked = incomplete_artifacts(["a_*/", "b.json", "c.json", "d.json", "missing/"], tmp_path)
     assert marked == {"a_2/": "run record incomplete: revision abc1234+dirty (uncommitted changes)",
                       "b.json": "run record incomplete: no device recorded; revision fd50936"}
 
