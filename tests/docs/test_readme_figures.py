@@ -121,7 +121,8 @@ def text_default_size() -> str:
     n = _text_numbers()
     mean, low, high = n["diff"]
     return (f"Text ({n['preset']} preset, {n['seeds']} seeds, [`text.md`](benchmarks/results/text_size/text_quick/"
-            f"text.md)): {n['sizes']}% per task (median {n['median']}%), {n['mb']} MB, {n['kept']}% of single-task fine-tuning "
+            f"text.md)): {n['sizes']}% per task (median {n['median']}%), {n['mb']} MB, {n['kept']}% of single-task "
+            "fine-tuning "
             f"({signed(mean)} points [{signed(low)}, {signed(high)}]; within 2 points of it on {n['within']} task "
             f"runs), forgetting {n['forgetting']};")
 
