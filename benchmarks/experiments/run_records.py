@@ -16,10 +16,11 @@ RECORD_KEYS = ("run", "config", "record")
 
 
 def record_note(record: dict) -> str | None:
-    """"run record incomplete: ..." when ``record`` lacks the command line, the device or a clean git revision
-    (unknown, or ``+dirty``: made from uncommitted changes); None for a complete record."""
-    missing = [label for key, label in (("command_line", "command line"), ("device_name", "device"))
-               if not record.get(key)]
+    """"run record incomplete: ..." when ``record`` lacks the command line (``command_line``, or an older
+    record's ``argv``), the device's name (``device_name``; an older record's ``device`` says only "cpu") or a clean
+    git revision (unknown, or ``+dirty``: made from uncommitted changes); None for a complete record."""
+    missing = [label for keys, label in ((("command_line", "argv"), "command line"), (("device_name",), "device name"))
+               if not any(record.get(k) for k in keys)]                  # argv: the older records' command line
     revs = record.get("git_revision") or []
     revs = [str(r) for r in (revs if isinstance(revs, list) else [revs])]     # a merged artifact: one per part
     known = bool(revs) and "unknown" not in revs

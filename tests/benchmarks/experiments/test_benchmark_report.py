@@ -94,9 +94,11 @@ def test_commands_made_relative_and_incomplete_records_marked():
     assert tables.relative_command("cl-graft run --out /path/x") == ("cl-graft run --out /path/x", False)
     assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "abc"}) is None
     assert tables.record_note({"git_revision": "0aa345cf65"}) == ("run record incomplete: no command line or device "
-                                                                   "recorded; revision 0aa345c")
+                                                                   "name recorded; revision 0aa345c")
     assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "unknown"}) == \
         "run record incomplete: revision unknown"
+    assert tables.record_note({"argv": ["cl-graft", "x"], "device": "cpu", "git_revision": "abc1234567"}) == \
+        "run record incomplete: no device name recorded; revision abc1234"             # the older form of a record
     assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "abc1234567+dirty"}) == \
         "run record incomplete: revision abc1234+dirty (uncommitted changes)"
 
@@ -115,7 +117,7 @@ def test_incomplete_artifacts_finds_the_marked_records_a_page_names(tmp_path):
     write_json(tmp_path / "d.json", {"config": {"git_revision": ["abc"]}, "runs": [whole, whole]})   # parts: whole
     marked = incomplete_artifacts(["a_*/", "b.json", "c.json", "d.json", "missing/"], tmp_path)
     assert marked == {"a_2/": "run record incomplete: revision abc1234+dirty (uncommitted changes)",
-                      "b.json": "run record incomplete: no device recorded; revision fd50936"}
+                      "b.json": "run record incomplete: no device name recorded; revision fd50936"}
 
 
 def _measured() -> dict:
@@ -246,3 +248,12 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     assert not (tmp_path / "results" / "seed0" / "graft").exists()                    # light files only
     assert list((tmp_path / "results" / "seed1" / "figures").glob("*.png"))
 
+
+
+def test_the_reliability_page_marks_a_record_made_from_uncommitted_changes():
+    from cl_graft.benchmarks.experiments.reliability_probe import page_text
+
+    record = {"command_line": "probe", "git_revision": "abc123456789", "device_name": "cpu"}
+    assert "`probe` at abc123456789 on cpu:" in page_text([], 0, record)
+    dirty = page_text([], 0, {**record, "git_revision": "abc123456789+dirty"})
+    assert "at abc123456789 (run record incomplete: revision abc1234+dirty (uncommitted changes)) on cpu" in dirty
