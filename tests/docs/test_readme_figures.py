@@ -400,3 +400,7 @@ def test_every_number_of_the_measured_figures_is_quoted():
     assert len(numbers) > 80
     assert not loose, ("numbers in README's measured passages that no quote of this test recomputes from its "
                        "artifact:\n" + "\n".join(loose))
+
+
+def test_the_readme_stays_within_200_lines():
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
