@@ -51,6 +51,7 @@ from .report_tables import (
     relative_command,
     sweep_lines,
 )
+from .run_records import incomplete_artifacts
 from .script_out import adopt, claimed, out_options, settings_of, work_folder, write_page
 
 RESULTS = Path("benchmarks/results")
@@ -82,7 +83,7 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("retrain_ab/retrain.md", ("graft's automatic size with and without `--retrain 0.25` on five digit streams "
                                "trained from scratch, paired by seed"), ("`retrain_ab/runs/`",)),
     ("task_inference.md", "serving without task labels: routing rules",
-     ("`continual_quick/task_inference_*`",)),
+     ("`continual_quick/task_inference_*`", "`feature_forms/`")),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
      ("`multitask_quick8/`", "`multitask_quick4/`")),
     ("surgical.md", "surgical fine-tuning, calibration, OOD, WiSE",
@@ -253,10 +254,13 @@ def more_results_lines(pages=MORE_RESULTS) -> list[str]:
     lines = ["## More results (hand-written pages)", "",
              ("Each page names the artifacts its figures come from and the commands that made them. \"Run record "
               "incomplete\""),                                 # two source lines, one Markdown paragraph
-             "marks artifacts whose record lacks the git revision, the command line or the device.", "",
+             ("marks artifacts whose record lacks the command line, the device or a clean git revision (unknown, or "
+              "`+dirty`: made from uncommitted changes, which no commit reproduces)."), "",
              "| page | what | artifacts |", "|---|---|---|"]
     for page, what, artifacts in pages:
-        cells = [f"[`{page}`]({RESULTS.as_posix()}/{page})", what, ", ".join(artifacts)]
+        marked = incomplete_artifacts([a.split("`")[1] for a in artifacts if "`" in a], RESULTS)
+        cells = [f"[`{page}`]({RESULTS.as_posix()}/{page})", what, ", ".join(artifacts)
+                 + "".join(f"; `{rel}`: {note}" for rel, note in marked.items())]
         lines.append("| " + " | ".join(c.replace("|", "\\|") if i else c for i, c in enumerate(cells)) + " |")
     return lines
 

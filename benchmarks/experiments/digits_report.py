@@ -25,6 +25,9 @@ ALPHA = 0.05
 SEES = {"task": "task label given", "class": "no task label"}
 """What a strategy's test rows carry in each scenario (a table's column)."""
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
+CEILINGS = ("cumulative",)
+"""Strategies that keep every training row: the ceiling a table is read against, not a peer (they stay in the
+Holm family, which only makes the peers' intervals wider)."""
 
 
 def _t_quantile(q: float, df: int) -> float:
@@ -80,6 +83,17 @@ def holm_intervals(diffs: dict[str, Sequence[float]], *, alpha: float = ALPHA) -
         s.update(p_holm=adjusted, level=level, low=low, high=high,
                  ahead=(1 if s["mean"] > 0 else -1) if rejecting else 0)
     return stats
+
+
+def bonferroni_verdict(d: dict, m: int, *, alpha: float = ALPHA) -> int:
+    """The verdict (1, −1, 0) of one comparison of a :func:`holm_intervals` result under Bonferroni over ``m``
+    comparisons: its t-interval at ``alpha / m`` (simultaneous with the other ``m − 1``), or the exact sign test
+    at that level where every pair differs by the same amount."""
+    if d["sd"] == 0:
+        rejects = d["mean"] != 0 and _two_sided_p(d["mean"], 0.0, d["n"]) <= alpha / m
+        return (1 if d["mean"] > 0 else -1) if rejects else 0
+    half = _t_quantile(1 - alpha / (2 * m), d["n"] - 1) * d["sd"] / math.sqrt(d["n"])
+    return 1 if d["mean"] - half > 0 else -1 if d["mean"] + half < 0 else 0
 
 
 def _read(folder: Path) -> dict:
@@ -202,7 +216,7 @@ def _option(command_line: str, name: str) -> str | None:
 
 def table_lines(s: dict) -> list[str]:
     """One benchmark's Markdown section: what ran, the table, the sanity flags and graft's sizes."""
-    m, seeds, k = len(s["graft_minus"]), s["seeds"], len(s["graft_minus_sizes"])
+    seeds = s["seeds"]
     rec = s["records"][0]
     revisions = sorted({str(r["git_revision"])[:12] for r in s["records"]})
     lines = [_title(s), "", (f"{len(s['tasks'])} tasks; seeds {', '.join(map(str, seeds))}; preset "
@@ -222,11 +236,7 @@ def table_lines(s: dict) -> list[str]:
         label = f"{name}!" if row["sanity"] else name
         lines.append(f"| {label} | {sees} | {_setting(row['chosen'])} | {_pm(row)} | {_pm(row['forgetting'])} | "
                      f"{human_bytes(row['bytes'])} | {_pm(row['seconds'], 1.0, '.0f')} | " + " | ".join(diff) + " |")
-    ahead = sum(d["ahead"] == 1 for d in s["graft_minus"].values())
-    behind = sum(d["ahead"] == -1 for d in s["graft_minus"].values())
-    lines += ["", (f"Graft ahead on {ahead} of {m}, behind on {behind}, not separable on {m - ahead - behind} "
-                   f"(Holm, family-wise 95% over the {m} peers of this table, {len(seeds)} seeds paired)"
-                   + (f"; the {k} `graft[variant]` rows are a family of their own (Holm over {k})." if k else "."))]
+    lines += ["", verdict_line(s)]
     flags = [f"! {name} probably misconfigured on seeds {', '.join(map(str, sd))}: {text}"
              for name, row in s["rows"].items() for text, sd in row["sanity"].items()]
     lines += ["", *flags] if flags else []
@@ -244,6 +254,24 @@ def table_lines(s: dict) -> list[str]:
     return lines
 
 
+def verdict_line(s: dict) -> str:
+    """How many peers graft is ahead of, behind and not separable from (Holm), the ceiling apart, and the verdicts
+    that Bonferroni's simultaneous intervals would change."""
+    minus, m, k = s["graft_minus"], len(s["graft_minus"]), len(s["graft_minus_sizes"])
+    peers = [d["ahead"] for n, d in minus.items() if n not in CEILINGS]
+    ahead, behind = peers.count(1), peers.count(-1)
+    ceilings = "".join(f"; {n} (the ceiling, not a peer): {VERDICT[d['ahead']]}" for n, d in minus.items()
+                       if n in CEILINGS)
+    changed = [f"{n} ({VERDICT[d['ahead']]} → {VERDICT[b]})" for n, d in minus.items()
+               if (b := bonferroni_verdict(d, m)) != d["ahead"]]
+    return (f"Graft ahead of {ahead} of the {len(peers)} peers, behind {behind}, not separable from "
+            f"{len(peers) - ahead - behind}{ceilings} (Holm, family-wise 95% over the table's {m} comparisons, "
+            f"{len(s['seeds'])} seeds paired)"
+            + (f"; the {k} `graft[variant]` rows are a family of their own (Holm over {k})" if k else "")
+            + ". Under Bonferroni's simultaneous intervals (each at 0.05/" + str(m) + "): "
+            + (", ".join(changed) if changed else "the same verdicts") + ".")
+
+
 def render(summaries: list[dict]) -> str:
     """The page: one section per benchmark (:func:`table_lines`) under a header that says how to read them."""
     lines = ["# Digits benchmarks through `cl-graft run`", "",
@@ -254,7 +282,12 @@ def render(summaries: list[dict]) -> str:
              "weights and what its method keeps, graft's regions, heads and feature statistics beside the starting "
              "model; replay-matched holds as many bytes of memory rows as graft keeps in the same run), wall seconds (2 shared CPU cores: noisy). \"graft − it\": graft's average "
              "minus the strategy's, paired by seed, with its t-interval at Holm's step-down level (shown after "
-             "\"at\"; one family per table for the peers, another for the `graft[variant]` rows); \"graft ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\". "
+             "\"at\"; one family per table for the peers, another for the `graft[variant]` rows); \"graft "
+             "ahead\"/\"behind\" only where that interval excludes 0, else \"not separable\" "
+             "(the interval holds 0: no difference shown either way, however wide it is). Each interval is the "
+             "one Holm's step tests at; they are not simultaneous confidence intervals (the verdicts are "
+             "family-wise 95%, the intervals' coverage is not); the line under each table names the verdicts "
+             "Bonferroni's simultaneous intervals would change. "
              "With 3 seeds the t quantiles are large (2 degrees of freedom): small gaps are not separable; a gap "
              "that is the same on every seed is decided by the exact sign test (it needs 6 seeds at 0.05). "
              "`!` marks a strategy the sanity checks flag (line under its table). `graft[variant]` rows: graft alone "

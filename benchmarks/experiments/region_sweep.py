@@ -48,7 +48,7 @@ from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.learned import learn_region
 from cl_graft.regions.methods import find_region
 from cl_graft.training.evaluate import evaluate
-from cl_graft.training.models import build_classifier
+from cl_graft.training.models import build_classifier, resolve_device
 
 from .script_out import claimed, out_options, settings_of, write_page
 
@@ -226,16 +226,21 @@ def merge(parts: Sequence[dict]) -> dict:
 @click.option("--base-fractions", default="1,0.5", show_default=True)
 @click.option("--steps", type=int, default=12, show_default=True)
 @click.option("--n-batches", type=int, default=2, show_default=True)
+@click.option("--batch-size", type=int, default=16, show_default=True, help="rows per batch (a step averages "
+              "--n-batches of them)")
+@click.option("--normalize", type=click.Choice(["budget", "max", "none"]), default="budget", show_default=True,
+              help="the mask step's scaling (LocalizeConfig.normalize; none: the paper's raw step, lr about 1e7)")
 @click.option("--select-rows", type=int, default=64, show_default=True)
 @click.option("--eval-every", type=int, default=4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="where the models run: cpu, cuda, auto, ...")
 @click.option("--split-seed", type=int, default=13, show_default=True)
 @click.option("--merge", "merge_paths", type=click.Path(exists=True, path_type=Path), multiple=True,
               help="only merge these per-task results (earlier --out folders or their region_sweep.json; repeat "
                    "the option)")
 @out_options(page=True)
-def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches, select_rows, eval_every,
-         seed, split_seed, merge_paths, out, overwrite, page) -> None:
+def main(data_dir, finetuned, sparsities, lrs, base_fractions, steps, n_batches, batch_size, normalize, select_rows,
+         eval_every, seed, device, split_seed, merge_paths, out, overwrite, page) -> None:
     params = click.get_current_context().params
     if merge_paths:
         merged = merge([read_json(p / RESULT if p.is_dir() else p) for p in merge_paths])
@@ -263,8 +268,8 @@ def _sweep(run_dir: OutDir, params: dict) -> None:
     grid = [{"lr": lr, "base_fraction": bf} for lr, bf in
             itertools.product([float(x) for x in lrs.split(",")],
                               [float(x) for x in base_fractions.split(",")])]
-    base = LocalizeConfig(steps=steps, batch_size=16, n_batches=n_batches, select_rows=select_rows,
-                          eval_every=eval_every, seed=seed)
+    base = LocalizeConfig(steps=steps, batch_size=batch_size, n_batches=n_batches, normalize=normalize,
+                          select_rows=select_rows, eval_every=eval_every, seed=seed)
     preset = get_preset("quick", seed=seed)
     result: dict = {"config": run_record(command="benchmarks.region_sweep", **settings_of(params)),
                     "localize_base": base.to_json(), "grid": grid, "split_seed": split_seed,
@@ -275,10 +280,11 @@ def _sweep(run_dir: OutDir, params: dict) -> None:
         saved = read_json(Path(folder) / "config.json")
         if (saved.get("task"), saved.get("preset"), saved.get("seed")) != (task, "quick", seed):
             raise UserError(f"{folder}: not a quick-preset fine-tune of {task} with seed {seed}")
-        ft = load_classifier(folder)
+        ft = load_classifier(folder, device=resolve_device(device))
         splits = load_rows(task, data_dir, preset, seed=seed)
         torch.manual_seed(seed)                       # θ_pre as cl_graft.cli.common.pre_and_finetuned builds it
-        pre = build_classifier(ft.source, head=ft.head_kind, pooling=ft.pooling, max_length=preset.max_length)
+        pre = build_classifier(ft.source, head=ft.head_kind, pooling=ft.pooling, max_length=preset.max_length,
+                               device=resolve_device(device))
         pre.add_task(splits.spec, seed=seed)
         dev_select, dev_choose = split_dev(splits.dev, split_seed)
         ft_test, _ = _test(ft, splits.test, task)

@@ -35,6 +35,7 @@ from cl_graft.provenance import run_record
 from .probe_harness import FT, LOC, RUN, USER_FILES, Case, cli, snapshot
 from .reliability_round2 import RoundTwo
 from .reliability_round3 import RoundThree
+from .run_records import record_note
 from .script_out import claimed, out_options, work_folder, write_page
 
 
@@ -302,8 +303,10 @@ def run_cases(data_dir: Path, only: str, scratch: Path) -> tuple[list[dict], int
 def page_text(rows: list[dict], failed: int, record: dict) -> str:
     """The Markdown page: one row per case."""
     minutes = sum(row["seconds"] for row in rows) / 60
+    note = record_note(record)
     lines = [f"# Reliability probe ({len(rows)} cases, {failed} failed, {minutes:.0f} minutes)", "",
-             (f"`{record['command_line']}` at {record['git_revision'][:12]} on {record['device_name']}: every `cl-graft` command as a "
+             (f"`{record['command_line']}` at {record['git_revision'][:12]}{f' ({note})' if note else ''} on "
+              f"{record['device_name']}: every `cl-graft` command as a "
               "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL; "
               "full disk = `ulimit -f 20000` (files up to 20 MB)."), "",
              "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]

@@ -27,7 +27,8 @@ from cl_graft.strategies.comparison.progress import human_bytes
 from cl_graft.files import read_json
 from cl_graft.task import SCENARIOS
 
-from .digits_report import SEES
+from .digits_report import CEILINGS, SEES, bonferroni_verdict
+from .run_records import record_note
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 
@@ -61,19 +62,6 @@ def relative_command(command: str) -> tuple[str, bool]:
 
     out = " ".join(rel(t) if t not in (";", "&&") else t for t in tokens)
     return out, out != command
-
-
-def record_note(record: dict) -> str | None:
-    """"run record incomplete: ..." when ``record`` lacks the command line, the device or the git revision."""
-    missing = [label for key, label in (("command_line", "command line"), ("device_name", "device"))
-               if not record.get(key)]
-    rev = record.get("git_revision")
-    known = bool(rev) and rev != "unknown"
-    if not missing and known:
-        return None
-    parts = [f"no {' or '.join(missing)} recorded"] if missing else []
-    parts.append(f"revision {str(rev)[:7]}" if known else "revision unknown")
-    return "run record incomplete: " + "; ".join(parts)
 
 
 def continual_summary(folders: Sequence[Path], *, root: Path, reference: str = "graft") -> dict:
@@ -169,7 +157,7 @@ def continual_lines(summary: dict) -> list[str]:
                                                    _corrected_verdict(d, row["bonferroni"])]
         lines.append(f"| {name} | {_setting(row)} | " + " | ".join(_pct(v) for v in row["final_mean"]) +
                      f" | {_pct(row['mean'])} ± {_pct(row['std'])} | {_pct(row['forgetting_mean'])} | "
-                     f"{row['bytes'] / 1e6:.1f} MB | " + " | ".join(diff) + " |")
+                     f"{human_bytes(row['bytes'])} | " + " | ".join(diff) + " |")
     if m:
         lines += ["", (f"The intervals are per comparison; {_count(m)} comparisons share the {_count(len(seeds))} "
                        "seeds, so the Bonferroni column widens each to a family-wise 95% level (t quantile at 1 − "
@@ -272,9 +260,6 @@ def distributed_lines(dist: dict) -> list[str]:
     return lines
 
 
-CEILINGS = ("cumulative",)
-"""Rows that bound a digits table from above rather than compete (cumulative keeps every training row): never
-the best peer."""
 DEFAULT_VERDICT = {1: "default ahead", -1: "default behind", 0: "not separable"}
 
 
@@ -307,7 +292,9 @@ def digits_benchmark(b: dict) -> dict:
     return {"name": f"{b['stream']}, {b['model']}", "scenario": b["scenario"], "tasks": len(b["tasks"]),
             "seeds": b["seeds"], "graft": _digits_row(rows["graft"]) if "graft" in rows else None,
             "best": None if best is None else {"name": best, **_digits_row(rows[best]), "minus": minus.get(best)},
-            "verdicts": [d["ahead"] for d in minus.values()],
+            "verdicts": [d["ahead"] for n, d in minus.items() if n not in CEILINGS],
+            "ceilings": {n: d["ahead"] for n, d in minus.items() if n in CEILINGS},
+            "bonferroni_changes": [n for n, d in minus.items() if bonferroni_verdict(d, len(minus)) != d["ahead"]],
             "variants": {n: {"mean": rows[n]["mean"], "minus": d} for n, d in b["graft_minus_sizes"].items()
                          if n != own and n in rows},
             "records": sorted({(_revision(r.get("git_revision")), str(r.get("device_name"))) for r in b["records"]}),
@@ -332,9 +319,15 @@ def _holm(d: dict | None) -> str:
     return "–" if d is None else f"{100 * d['mean']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
 
 
-def _verdict_counts(verdicts: list[int]) -> str:
+def _verdict_counts(b: dict) -> str:
+    """Graft's Holm verdicts against the peers (the ceiling apart) and the peers whose verdict Bonferroni's
+    simultaneous intervals would change."""
+    verdicts = b["verdicts"]
     ahead, behind, m = verdicts.count(1), verdicts.count(-1), len(verdicts)
-    return f"ahead on {ahead}, behind on {behind}, not separable on {m - ahead - behind} of {m}"
+    ceilings = "".join(f"; {n} (ceiling): {VERDICT[v]}" for n, v in b["ceilings"].items())
+    changed = b["bonferroni_changes"]
+    return (f"ahead on {ahead}, behind on {behind}, not separable on {m - ahead - behind} of {m} peers{ceilings}"
+            + (f"; Bonferroni would change {', '.join(changed)}" if changed else ""))
 
 
 def _variant_cell(variants: dict) -> str:
@@ -354,7 +347,10 @@ def digits_lines(summary: dict) -> list[str]:
               "scenario's other strategies (each tuned on dev rows with the same grid budget), cumulative (it keeps "
               "every training row) being the ceiling, not a peer. \"graft − best peer\": paired by seed, points, "
               "with the t-interval at Holm's step-down level over the table's peers (the level, every peer and "
-              "its setting in the page); verdicts only where it excludes 0. \"graft − its variants\": graft alone "
+              "its setting in the page); verdicts only where it excludes 0 (\"not separable\": it holds 0, however "
+              "wide). These per-step intervals are not simultaneous confidence intervals (the verdicts are "
+              "family-wise 95%); where Bonferroni's simultaneous intervals would give another verdict the row says "
+              "so. \"graft − its variants\": graft alone "
               "at a fixed size (`graft[0.01]`: 1% of the graftable elements), at `auto`, or `open` (the automatic "
               "size planned without the stream length), paired the same way, a Holm family of their own. `!`: "
               "the sanity checks flag the row. Artifact: `" + summary["artifact"] + "` (invocations: "
@@ -375,6 +371,6 @@ def _digits_table_row(b: dict) -> str:
              "–" if g is None else _accuracy(g) + size, "–" if g is None else human_bytes(g["bytes"]),
              "–" if best is None else _accuracy(best, best["name"]),
              "–" if best is None else human_bytes(best["bytes"]),
-             _holm(d), "–" if not d else VERDICT[d["ahead"]], _verdict_counts(b["verdicts"]),
+             _holm(d), "–" if not d else VERDICT[d["ahead"]], _verdict_counts(b),
              _variant_cell(b["variants"])]
     return "| " + " | ".join(cells) + " |"

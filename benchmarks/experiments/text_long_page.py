@@ -110,8 +110,37 @@ def page_text(runs: list[dict]) -> str:
                f"{100 * max(shares):.2f}%; free share after the last task {_pct(sizing[-1]['free'])}%."),
               "- Graft minus each other strategy on the average (points; one seed, so a difference, not a verdict): "
               + ", ".join(f"{p} {100 * (graft['summary']['average'] - strategies[p]['summary']['average']):+.1f}"
-                          for p in ["single", *peers]) + "."]
+                          for p in ["single", *peers]) + ".",
+              *memory_lines(strategies),
+              *promise_lines(tasks, graft, single)]
     return "\n".join(lines) + "\n"
+
+
+def memory_lines(strategies: dict) -> list[str]:
+    """One line per strategy with a replay memory: its rows and bytes against graft's stored bytes. A memory sized
+    to graft's bytes (``replay-matched``) that holds fewer is capped: the stream had no more training rows."""
+    graft = strategies["graft"]["bytes"]
+    out = []
+    for name, res in strategies.items():
+        info = res.get("info", {})
+        if "memory_bytes" not in info:
+            continue
+        capped = info["memory_bytes"] < 0.99 * graft
+        out.append(f"- {name}: its memory holds {info['memory_rows']:,} rows, {info['memory_bytes']:,} B "
+                   f"({info['memory_bytes'] / MB:.2f} MB); "
+                   + (f"fewer bytes than graft's {graft / MB:.1f} MB, so it holds every training row of the stream "
+                      "(capped at the stream's rows, not matched)" if capped else
+                      f"matched to graft's {graft / MB:.2f} MB")
+                   + f"; the rest of its {res['bytes'] / MB:.1f} MB is its trained model.")
+    return out
+
+
+def promise_lines(tasks: list[str], graft: dict, single: dict) -> list[str]:
+    """The size search's promise read on test rows (:func:`.text_size_page.promise_text`)."""
+    from .text_size_page import promise_text
+
+    sizing, final, alone = graft["info"]["sizing"], graft["summary"]["final"], single["summary"]["final"]
+    return [f"- {promise_text([(t, sizing[i], final[i], alone[i]) for i, t in enumerate(tasks)])}"]
 
 
 @click.command()

@@ -26,6 +26,7 @@ from pathlib import Path
 import click
 from cl_graft.strategies.comparison.metrics import paired_interval
 
+from .run_records import record_note
 from .script_out import MB, claimed, load_results, out_options, write_page
 
 
@@ -38,11 +39,21 @@ def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
         r = s.get("retrain")
         retrained = f"{100 * r['rung_share']:.2f} ({'kept' if r['kept'] else 'not kept'})" if r else "–"
         rows.append(f"| {task} | {100 * s['share']:.2f} | {retrained} | {100 * s['cap_share']:.1f} | "
-                    f"{'yes' if s.get('below_cap') else 'no'} | {100 * s['loss']:+.1f} ({100 * s['bound']:.1f}) | "
+                    f"{'yes' if s.get('below_cap') else 'no'} | {100 * s['loss']:+.1f} ({100 * s['bound']:.1f})"
+                    f"{' met False' if s.get('met') is False else ''} | "
                     f"{s.get('temperature', float('nan')):.2f} | {100 * s['free']:.1f} | {s['search_seconds']:.0f} | "
                     f"{b.get('total', float('nan')) / MB:.2f} | {100 * final[i]:.1f} | "
                     f"{100 * single['summary']['final'][i]:.1f} |")
     return rows
+
+
+def _single_source(record: dict | None) -> str:
+    """Where single came from when another run holds it: its command and revision, marked when incomplete."""
+    if record is None:
+        return ""
+    note = record_note(record)
+    return (f" Single from `{record.get('command_line')}` (git {record.get('git_revision')}"
+            + (f"; {note}" if note else "") + ").")
 
 
 def int32_bytes(graft: dict) -> int | None:
@@ -95,8 +106,34 @@ def _retrain_note(runs: list[dict]) -> str:
             "the dev rows (\"size %\" is what the task kept)")
 
 
-def page_text(runs: list[dict], singles: list[dict]) -> str:
-    """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``."""
+def promise_text(cases: list[tuple[str, dict, float, float]]) -> str:
+    """The size search's promise read on test rows, over task runs ``(label, sizing record, graft's final test
+    accuracy, single's)``: how often graft ended within the tolerance of single-task fine-tuning and, where the
+    records hold it (``trained_test``), of the task's own trained model (what the search vouches for on dev rows);
+    and the tasks accepted with ``met`` False (their dev loss above the tolerance, vouched by a bound alone)."""
+    tol = cases[0][1].get("tolerance", 0.02)
+    below = [f"{label} {100 * (g - s):+.1f}" for label, _, g, s in cases if g < s - tol - 1e-9]
+    text = (f"On test rows: graft ended within {100 * tol:g} points (the size search's tolerance) of single-task "
+            f"fine-tuning on {len(cases) - len(below)} of {len(cases)} task runs"
+            + (f" (more than {100 * tol:g} below on {', '.join(below)})" if below else "") + "; ")
+    trained = [(label, r["trained_test"], g) for label, r, g, _ in cases if r.get("trained_test") is not None]
+    if trained:
+        held = sum(g >= t - tol - 1e-9 for _, t, g in trained)
+        text += (f"within {100 * tol:g} points of the task's own trained model (`sizing.trained_test`, what the "
+                 f"search vouches for) on {held} of {len(trained)}")
+    else:
+        text += ("the task's own trained model's test accuracy (`sizing.trained_test`, what the search vouches "
+                 "for) is not in these runs' records (recorded by `cl-graft run` from a later revision on)")
+    unmet = [f"{label} (dev loss {100 * r['loss']:+.1f}, "
+             + ("below its cap: vouched by the label-free bound alone)" if r.get("below_cap") else
+                "at its cap: no smaller rung vouched for)") for label, r, _, _ in cases if r.get("met") is False]
+    return text + (f". Kept with `met` False (dev loss above the tolerance; each raised a `CapacityWarning`): "
+                   f"{', '.join(unmet)}." if unmet else ". No task was kept with `met` False.")
+
+
+def page_text(runs: list[dict], singles: list[dict], single_records: list[dict | None] | None = None) -> str:
+    """The Markdown page of ``runs`` (results.json of graft runs, one per seed) and their ``singles``
+    (``single_records``: the run records of singles read from other runs, None where a run holds its own)."""
     tasks = runs[0]["tasks"]
     lines = ["# Text stream with the default (automatic) region size, quick preset", "",
              ("Sizes are chosen per task on its dev rows (never test rows): the smallest rung that the dev rows "
@@ -105,14 +142,14 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
              "trained accuracy with 95% confidence (`cl_graft.strategies.graft.sizing`)" + _retrain_note(runs)
              + ". Made by `benchmarks/experiments/text_size_page.py` from the runs below."), ""]
     shares, graft_avg, single_avg = [], [], []
-    for run, single in zip(runs, singles):
+    for run, single, other in zip(runs, singles, single_records or [None] * len(runs)):
         rec, graft = run["run"], run["strategies"]["graft"]
         shares += [s["share"] for s in graft["info"]["sizing"]]
         graft_avg.append(graft["summary"]["average"])
         single_avg.append(single["summary"]["average"])
         lines += [f"## Seed {rec['seed']}", "",
                   (f"Command: `{rec['command_line']}` (git {rec['git_revision']}; {rec['device_name']}, torch "
-                  f"{rec['torch']})."), "",
+                  f"{rec['torch']})." + _single_source(other)), "",
                   ("| task | size % | vouched % (retrained region) | cap % | below cap | dev loss, points (95% bound) "
                    "| T | free after % | search s | bytes added MB | final graft | single |"),
                   "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -137,6 +174,12 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
         pi = paired_interval([100 * g for g in graft_avg], [100 * s for s in single_avg])
         lines[-1] += (f" graft − single, paired by seed: {pi['mean']:+.1f} points, 95% t-interval "
                       f"[{pi['low']:+.1f}, {pi['high']:+.1f}].")
+    cases = [(f"seed {run['run']['seed']} {task}", record, final, alone)
+             for run, single in zip(runs, singles)
+             for task, record, final, alone in zip(tasks, run["strategies"]["graft"]["info"]["sizing"],
+                                                    run["strategies"]["graft"]["summary"]["final"],
+                                                    single["summary"]["final"])]
+    lines += ["", promise_text(cases)]
     return "\n".join(lines) + "\n"
 
 
@@ -149,10 +192,11 @@ def page_text(runs: list[dict], singles: list[dict]) -> str:
 def main(runs: str, single: str | None, out: Path, overwrite: bool, page: Path | None) -> None:
     loaded = [load_results(p) for p in runs.split(",")]             # bad input is refused before --out is claimed
     others = [load_results(p) for p in single.split(",")] if single else []
-    by_seed = {o["run"]["seed"]: o["strategies"]["single"] for o in others}
-    singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]] for r in loaded]
+    by_seed = {o["run"]["seed"]: o for o in others}
+    singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]]["strategies"]["single"] for r in loaded]
+    records = [None if "single" in r["strategies"] else by_seed[r["run"]["seed"]]["run"] for r in loaded]
     with claimed("text_size_page", click.get_current_context().params) as run_dir:
-        write_page(page_text(loaded, singles), run_dir, "text.md", page)
+        write_page(page_text(loaded, singles, records), run_dir, "text.md", page)
     click.echo(f"wrote {out / 'text.md'}" + (f" and {page}" if page else ""))
 
 

@@ -190,11 +190,21 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
                                 on_result=on_result)
         console.phase("writing results and figures")
         bands = chance_bands(the_stream.benchmark.test_stream)
+        record = {**record, "strategy_settings": _settings_run(own, results)}         # what ran, tuning applied
         write_results(run_dir.path, results, record=finish_record(record), scenario=scenario, bands=bands)
         console.close()
         console.echo(f"\n{scenario_line(scenario)}\n" + summary_table(results, bands=bands)
                      + f"\n\nresults -> {run_dir.path}")
         run_dir.finish(record)
+
+
+def _settings_run(own: dict, results: dict) -> dict:
+    """Each strategy's settings as it ran (JSON): its own, with the point that tuning or ``--settings-from`` chose
+    (``info["tuning"]["chosen"]``) applied."""
+    from ..strategies.comparison.settings import apply_point
+
+    return {n: (apply_point(s, results[n].info["tuning"]["chosen"]) if results[n].info.get("tuning") else s).to_json()
+            for n, s in own.items()}
 
 
 run = run_command()

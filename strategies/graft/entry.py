@@ -83,10 +83,14 @@ def _finder(ctx: BuildContext):
 
 def _stream_mode(ctx: BuildContext):
     from .strategy import GraftStrategy
+    from .trained_test import TrainedTestScore
 
-    return GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
-                         reconstruct=ctx.settings.reconstruct, task_inference=class_scenario_rule(ctx, "features"),
-                         valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.resumed)
+    strategy = GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
+                             reconstruct=ctx.settings.reconstruct,
+                             task_inference=class_scenario_rule(ctx, "features"),
+                             valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.resumed)
+    TrainedTestScore.attach(strategy, ctx.stream.benchmark.test_stream)      # sizing["trained_test"], read later
+    return strategy
 
 
 def _paper_mode(ctx: BuildContext):

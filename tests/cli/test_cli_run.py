@@ -98,6 +98,20 @@ def test_region_size_is_one_option_auto_or_a_share(env, tmp_path):
     assert results["run"]["strategy_settings"]["graft"]["size"]["tolerance"] == 0.5
 
 
+def test_the_trained_models_test_accuracy_is_recorded_per_task(env, tmp_path):
+    """sizing["trained_test"]: each task's model as trained, before its region is grafted, on the task's test
+    rows. At a fixed size the first task trains every element from θ_pre exactly as naive does, so its record is
+    naive's accuracy on that task right after training it; the grafted model's final accuracy is another number."""
+    done = cli(env, "--stream", "alpha,beta", "--strategies", "graft,naive", "--region-size", "0.05",
+               "--out", str(tmp_path / "r"))
+    assert done.exit_code == 0, done.output
+    strategies = json.loads((tmp_path / "r" / "results.json").read_text())["strategies"]
+    sizing = strategies["graft"]["info"]["sizing"]
+    assert [r["task"] for r in sizing] == ["alpha", "beta"]
+    assert all(0.0 <= r["trained_test"] <= 1.0 and r["trained_test_seconds"] >= 0 for r in sizing)
+    assert sizing[0]["trained_test"] == pytest.approx(strategies["naive"]["matrix"][0][0])
+
+
 def test_eval_cap_sizes_every_tasks_test_rows(env, tmp_path):
     """--eval-cap N scores N seeded test rows per task (recorded; every accuracy a multiple of 1/N), the cost
     knob of a long text stream; a digits stream refuses it."""
@@ -150,6 +164,8 @@ def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, m
     assert result.exit_code == 0, result.output
     resumed = json.loads((out / "results.json").read_text())["strategies"]["graft"]
     assert resumed["matrix"] == full["matrix"] and resumed["bytes"] == full["bytes"]
+    kept = [r["trained_test"] for r in resumed["info"]["sizing"]]             # saved with the first task's skills
+    assert kept == [r["trained_test"] for r in full["info"]["sizing"]] and None not in kept
 
 
 @pytest.mark.parametrize("how", ["entropy", "features"])

@@ -94,9 +94,30 @@ def test_commands_made_relative_and_incomplete_records_marked():
     assert tables.relative_command("cl-graft run --out /path/x") == ("cl-graft run --out /path/x", False)
     assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "abc"}) is None
     assert tables.record_note({"git_revision": "0aa345cf65"}) == ("run record incomplete: no command line or device "
-                                                                   "recorded; revision 0aa345c")
+                                                                   "name recorded; revision 0aa345c")
     assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "unknown"}) == \
         "run record incomplete: revision unknown"
+    assert tables.record_note({"argv": ["cl-graft", "x"], "device": "cpu", "git_revision": "abc1234567"}) == \
+        "run record incomplete: no device name recorded; revision abc1234"             # the older form of a record
+    assert tables.record_note({"command_line": "x", "device_name": "cpu", "git_revision": "abc1234567+dirty"}) == \
+        "run record incomplete: revision abc1234+dirty (uncommitted changes)"
+
+
+def test_incomplete_artifacts_finds_the_marked_records_a_page_names(tmp_path):
+    from cl_graft.benchmarks.experiments.run_records import incomplete_artifacts
+
+    whole = {"command_line": "x", "device_name": "cpu", "git_revision": "abc1234"}
+    for folder in ("a_1", "a_2"):
+        (tmp_path / folder).mkdir()
+    write_json(tmp_path / "a_1" / "results.json", {"run": whole})
+    write_json(tmp_path / "a_2" / "results.json", {"run": {**whole, "git_revision": "abc1234+dirty"}})
+    write_json(tmp_path / "a_2" / "config.json", {**whole, "git_revision": "abc1234+dirty"})
+    write_json(tmp_path / "b.json", {"config": {"git_revision": ["fd50936f"], "command_line": "y"}})
+    write_json(tmp_path / "c.json", {"numbers": [1, 2]})                       # no record: nothing to mark
+    write_json(tmp_path / "d.json", {"config": {"git_revision": ["abc"]}, "runs": [whole, whole]})   # parts: whole
+    marked = incomplete_artifacts(["a_*/", "b.json", "c.json", "d.json", "missing/"], tmp_path)
+    assert marked == {"a_2/": "run record incomplete: revision abc1234+dirty (uncommitted changes)",
+                      "b.json": "run record incomplete: no device name recorded; revision fd50936"}
 
 
 def _measured() -> dict:
@@ -118,7 +139,8 @@ def test_render_names_the_committed_artifacts():
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
     assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
     assert text.endswith("| [`reliability.md`](benchmarks/results/reliability.md) | every command against bad input "
-                         "and interruption | `reliability.json` |\n")
+                         "and interruption | `reliability.json`; `reliability.json`: run record incomplete: revision "
+                         "a299ba1+dirty (uncommitted changes) |\n")                 # its committed record's mark
     assert "| learned region vs top-\\|Δ\\| at four sizes, calibration |" in text         # cells escaped
     for page, _, _ in report.MORE_RESULTS:                                      # every listed page is committed
         assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
@@ -182,11 +204,12 @@ def test_the_digits_section_reads_digits_json(tmp_path, monkeypatch):
     assert "Artifact: `benchmarks/results/digits/digits.json` (invocations: git abc1234+dirty on Test CPU); page: " \
            "[`benchmarks/results/digits/digits.md`](benchmarks/results/digits/digits.md)." in section
     rows = {line.split(" | ")[0]: line for line in section.splitlines() if line.startswith("| ")}
-    # graft − replay: 5, 6, 3 points (Holm's third step, level 0.05); − cumulative: −9, −7, −7 (level 0.025)
+    # graft − replay: 5, 6, 3 points (Holm's third step, level 0.05; Bonferroni's 0.05/3 keeps 0); − cumulative: −9,
+    # −7, −7 (level 0.025), counted apart from the peers
     assert rows["| split-digits, mlp (2 tasks, 3 seeds)"] == (
         "| split-digits, mlp (2 tasks, 3 seeds) | class-incremental (no task label) | 91.0 ± 1.0 (size auto) | "
-        "4.9 KB | replay 86.3 ± 1.5 | 5.9 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 1, not "
-        "separable on 0 of 3 | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
+        "4.9 KB | replay 86.3 ± 1.5 | 5.9 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 0, not "
+        "separable on 0 of 2 peers; cumulative (ceiling): graft behind; Bonferroni would change replay | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
         "[-3.8, +4.5] not separable |")
     row = rows["| permuted-digits:2, mtmlp (2 tasks, 3 seeds)"]
     assert "| task-incremental (task label given) | 91.0 ± 1.0 (size 0.1) |" in row
@@ -225,3 +248,12 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
     assert not (tmp_path / "results" / "seed0" / "graft").exists()                    # light files only
     assert list((tmp_path / "results" / "seed1" / "figures").glob("*.png"))
 
+
+
+def test_the_reliability_page_marks_a_record_made_from_uncommitted_changes():
+    from cl_graft.benchmarks.experiments.reliability_probe import page_text
+
+    record = {"command_line": "probe", "git_revision": "abc123456789", "device_name": "cpu"}
+    assert "`probe` at abc123456789 on cpu:" in page_text([], 0, record)
+    dirty = page_text([], 0, {**record, "git_revision": "abc123456789+dirty"})
+    assert "at abc123456789 (run record incomplete: revision abc1234+dirty (uncommitted changes)) on cpu" in dirty

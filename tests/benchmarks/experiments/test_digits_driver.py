@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, holm_intervals, render
+from cl_graft.benchmarks.experiments.digits_report import (benchmark_summary, bonferroni_verdict, holm_intervals,
+                                                            render, verdict_line)
 from click.testing import CliRunner
 
 pytest.importorskip("avalanche")
@@ -38,6 +39,22 @@ def test_holm_stops_at_the_first_comparison_it_keeps():
     out = holm_intervals({"a": [1.0, 1.01, 0.99], "b": [0.1, 0.3, -0.05], "c": [0.1, 0.35, -0.06]})
     assert out["a"]["ahead"] == 1 and out["b"]["ahead"] == 0 and out["c"]["ahead"] == 0
     assert out["c"]["level"] == out["b"]["level"] == pytest.approx(0.025)
+
+
+def test_bonferroni_names_the_holm_verdicts_its_simultaneous_intervals_would_change():
+    """Holm's later steps test at wider levels than Bonferroni's α/m: a comparison Holm rejects at its last step
+    can be kept by Bonferroni, and the line under the table says so; the ceiling is counted apart from the peers."""
+    diffs = {"a": [0.50, 0.51, 0.52, 0.50, 0.49], "b": [0.30, 0.31, 0.29, 0.30, 0.32],
+             "c": [0.10, 0.12, 0.11, 0.10, 0.13], "cumulative": [0.2, 0.21, 0.19, 0.2, 0.22]}
+    out = holm_intervals(diffs)
+    assert out["c"]["ahead"] == 1 and bonferroni_verdict(out["c"], 4) == 1
+    weak = holm_intervals({"x": [1.0, 1.01, 0.99, 1.0, 1.02], "y": [0.01, 0.05, 0.005, 0.06, 0.03]})
+    assert weak["y"]["ahead"] == 1 and bonferroni_verdict(weak["y"], 2) == 0
+    line = verdict_line({"graft_minus": weak, "graft_minus_sizes": {}, "seeds": [0, 1, 2, 3, 4]})
+    assert "y (graft ahead → not separable)" in line and "of the 2 peers" in line
+    line = verdict_line({"graft_minus": out, "graft_minus_sizes": {}, "seeds": [0, 1, 2, 3, 4]})
+    assert "ahead of 3 of the 3 peers" in line and "cumulative (the ceiling, not a peer): graft ahead" in line
+    assert line.endswith("the same verdicts.")
 
 
 def _results(seed: int, graft: float, naive: float, *, scenario: str = "class") -> dict:

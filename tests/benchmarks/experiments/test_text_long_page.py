@@ -47,6 +47,11 @@ def test_page_merges_invocations_and_checks_the_stream():
     assert "single -4.3, replay-matched +1.0, naive +4.3" in text and "lose up to 2.0 points" in text
     assert "| naive | 66.7 | 10.0 | -10.0 | 3.0 | 100 |" in text
     assert "| single | 75.3 | – | – | 3.0 | 100 |" in text                 # single forgets nothing: no figure
+    assert "of single-task fine-tuning on 2 of 3 task runs (more than 2 below on sst2 -10.0)" in text
+    assert "replay-matched" in text and "its memory holds" not in text        # no memory record: no line
+    runs[0]["strategies"]["replay-matched"]["info"].update(memory_rows=300, memory_bytes=2 ** 20)
+    assert ("- replay-matched: its memory holds 300 rows, 1,048,576 B (1.00 MB); fewer bytes than graft's 3.0 MB, so "
+            "it holds every training row of the stream (capped at the stream's rows, not matched)") in page_text(runs)
 
 
 def test_runs_of_other_settings_or_twice_the_same_strategy_are_refused():

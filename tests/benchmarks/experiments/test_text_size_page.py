@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from cl_graft.benchmarks.experiments.text_size_page import main, page_text
+from cl_graft.benchmarks.experiments.text_size_page import main, page_text, promise_text
 from click.testing import CliRunner
 
 TASKS = ["qnli", "sst2"]
@@ -37,6 +37,25 @@ def test_page_reports_sizes_bytes_and_graft_against_single():
         for record in run["strategies"]["graft"]["info"]["sizing"]:
             record["tolerance"] = 0.04
     assert "loses at most 4 points" in page_text(runs, [r["strategies"]["single"] for r in runs])
+
+
+def test_the_promise_is_read_on_test_rows_and_unmet_acceptances_are_flagged():
+    run = _run(0, [0.8, 0.9], [0.83, 0.8])                       # qnli ends 3 points below single: beyond 2
+    sizing = run["strategies"]["graft"]["info"]["sizing"]
+    sizing[0].update(met=False, loss=0.023)
+    text = page_text([run], [run["strategies"]["single"]])
+    assert "| qnli | 1.00 | – | 20.0 | yes | +2.3 (1.9) met False |" in text
+    assert ("within 2 points (the size search's tolerance) of single-task fine-tuning on 1 of 2 task runs (more "
+            "than 2 below on seed 0 qnli -3.0)") in text
+    assert "is not in these runs' records" in text
+    assert "Kept with `met` False (dev loss above the tolerance" in text
+    assert "seed 0 qnli (dev loss +2.3, below its cap: vouched by the label-free bound alone)" in text
+    sizing[0]["trained_test"], sizing[1]["trained_test"] = 0.83, 0.95       # sst2: 5 points below its trained model
+    cases = [("qnli", sizing[0], 0.8, 0.83), ("sst2", sizing[1], 0.9, 0.8)]
+    assert "of the task's own trained model (`sizing.trained_test`, what the search vouches for) on 0 of 2" in \
+        promise_text(cases)
+    sizing[0]["trained_test"] = 0.81
+    assert "on 1 of 2" in promise_text(cases) and "No task was kept" not in promise_text(cases)
 
 
 def test_page_says_where_grafts_time_went():

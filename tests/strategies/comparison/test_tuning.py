@@ -128,6 +128,10 @@ def test_settings_from_reuses_a_tuned_choice_without_tuning_again(env, tmp_path,
     info = saved["strategies"]["ewc"]["info"]["tuning"]
     assert info == {"chosen": chosen, "from": f"{tuned} (seed 0)"} and "settings chosen on dev by" in result.output
     assert saved["run"]["settings_from"]["ewc"]["chosen"] == chosen
+    ran = saved["run"]["strategy_settings"]["ewc"]                      # the record says what ran, not the default
+    assert ran["ewc_lambda"] == chosen["ewc_lambda"]
+    tuned_run = json.loads((tuned / "results.json").read_text())["run"]["strategy_settings"]["ewc"]
+    assert tuned_run["ewc_lambda"] == chosen["ewc_lambda"]
 
 
 @pytest.mark.parametrize("make, extra, message", [

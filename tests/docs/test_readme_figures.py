@@ -1,0 +1,406 @@
+"""Every figure README.md quotes equals what its committed artifact says.
+
+:data:`QUOTES` maps each quoted passage to a function that rebuilds it from the committed JSON under
+``benchmarks/results`` (recomputed here: means, intervals, counts and verdicts, not read from the pages), so a slip
+in the README, an edit of the passage without its artifact, or a new artifact without the README fails. Whitespace
+and line breaks are ignored; ``-`` and ``−`` are the same sign. :func:`test_every_number_of_the_measured_figures_is_quoted`
+checks the other way: every number of the README's measured passages (the quick-start's output and "What we
+measured") lies inside one of the quotes, so a figure added to the README needs its line here.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable
+
+import pytest
+from scipy import stats
+
+from helpers import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+KB = 1024
+MB = 1024 * 1024                                   # the one unit of every page: powers of 1024
+WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+@functools.cache
+def art(rel: str) -> dict:
+    """A committed JSON artifact, by its path under benchmarks/results."""
+    return json.loads((RESULTS / rel).read_text(encoding="utf-8"))
+
+
+def flat(text: str) -> str:
+    return " ".join(text.replace("−", "-").split())
+
+
+def pct(share: float, digits: int = 1) -> str:
+    return f"{100 * share:.{digits}f}"
+
+
+def span(values, fmt=lambda v: f"{v:g}", sep="–") -> str:
+    """``low–high`` of ``values`` formatted (one value when they are equal)."""
+    low, high = fmt(min(values)), fmt(max(values))
+    return low if low == high else f"{low}{sep}{high}"
+
+
+def interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and 95% t-interval of ``values``."""
+    mean = statistics.mean(values)
+    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def signed(x: float) -> str:
+    return f"{x:+.1f}"
+
+
+# ----- the text stream (text_size/text_quick, continual_quick) ------------------------------------------------
+
+def _text_runs(variant: str = "text_quick") -> list[tuple[dict, dict]]:
+    """(graft run, single) per seed of a text_size variant; single from its own run, else text_quick/single."""
+    out = []
+    for seed in range(3):
+        run = art(f"text_size/{variant}/seed{seed}/results.json")
+        single = run["strategies"].get("single") or art(f"text_size/text_quick/single/seed{seed}.json")[
+            "strategies"]["single"]
+        out.append((run, single))
+    return out
+
+
+def cli_table() -> str:
+    """Quick-start 1's summary lines: seed 0 of text_quick."""
+    run = art("text_size/text_quick/seed0/results.json")
+    naive = run["strategies"]["naive"]["seconds"]
+    rows = []
+    for name in ("graft", "naive"):
+        res = run["strategies"][name]
+        s = res["summary"]
+        rows.append(" ".join([name, *(pct(v) for v in s["final"]), pct(s["average"]), pct(s["forgetting"]),
+                              pct(s["bwt"]), f"{res['bytes'] / MB:.1f} MB", f"{res['seconds']:.0f}",
+                              f"{res['info']['cpu_seconds']:.0f}", f"{res['seconds'] / naive:.2f}"]))
+    return "\n".join(rows)
+
+
+def _text_numbers(variant: str = "text_quick") -> dict:
+    runs = _text_runs(variant)
+    shares = [s["share"] for run, _ in runs for s in run["strategies"]["graft"]["info"]["sizing"]]
+    graft = [run["strategies"]["graft"]["summary"]["average"] for run, _ in runs]
+    single = [s["summary"]["average"] for _, s in runs]
+    within = [(g, a) for run, s in runs for g, a in zip(run["strategies"]["graft"]["summary"]["final"],
+                                                        s["summary"]["final"])]
+    return {"seeds": len({run["run"]["seed"] for run, _ in runs}), "preset": runs[0][0]["run"]["preset"],
+            "sizes": span([round(100 * x) for x in shares]), "median": f"{round(100 * statistics.median(shares), 1):g}",
+            "kept": pct(statistics.mean(g / s for g, s in zip(graft, single))),
+            "mb": span([run["strategies"]["graft"]["bytes"] / MB for run, _ in runs], lambda v: f"{v:.1f}"),
+            "wall": span([run["strategies"]["graft"]["seconds"] / run["strategies"]["naive"]["seconds"]
+                          for run, _ in runs if "naive" in run["strategies"]], lambda v: f"{v:.2f}"),
+            "diff": interval([100 * (g - s) for g, s in zip(graft, single)]),
+            "within": f"{sum(g >= a - 0.02 - 1e-9 for g, a in within)} of {len(within)}",
+            "forgetting": span([run["strategies"]["graft"]["summary"]["forgetting"] for run, _ in runs],
+                               lambda v: f"{100 * v:g}")}
+
+
+def text_quick_sentence() -> str:
+    n = _text_numbers()
+    fixed = art("continual_quick/task_inference_features_quick/results.json")["strategies"]["graft"]
+    density = span([round(100 * d, 3) for d in fixed["info"]["region_density"]])
+    now = art("text_size/text_quick/seed0/results.json")["strategies"]["graft"]["summary"]["average"]
+    return (f"Over {n['seeds']} seeds ([`text.md`](benchmarks/results/text_size/text_quick/text.md)) the default size "
+            f"was {n['sizes']}% per task (median {n['median']}%): {n['kept']}% of single-task "
+            f"fine-tuning, {n['mb']} MB, {n['wall']}× naive's wall time; a fixed {density}% scored "
+            f"{pct(fixed['summary']['average'])} on seed 0 ([its run](benchmarks/results/continual_quick/"
+            f"task_inference_features_quick/); {pct(now)} now)")
+
+
+def text_default_size() -> str:
+    n = _text_numbers()
+    mean, low, high = n["diff"]
+    return (f"Text ({n['preset']} preset, {n['seeds']} seeds, [`text.md`](benchmarks/results/text_size/text_quick/"
+            f"text.md)): {n['sizes']}% per task (median {n['median']}%), {n['mb']} MB, {n['kept']}% of single-task "
+            "fine-tuning "
+            f"({signed(mean)} points [{signed(low)}, {signed(high)}]; within 2 points of it on {n['within']} task "
+            f"runs), forgetting {n['forgetting']};")
+
+
+def text_long() -> str:
+    graft = art("text_long/graft/results.json")["strategies"]["graft"]
+    naive = art("text_long/peers/results.json")["strategies"]["naive"]
+    shares = [s["share"] for s in graft["info"]["sizing"]]
+    return (f"{len(shares)} tasks, one seed ([`text_long.md`](benchmarks/results/text_long/text_long.md)): median "
+            f"{round(100 * statistics.median(shares), 1):g}%, graft {pct(graft['summary']['average'])}, naive "
+            f"{pct(naive['summary']['average'])}.")
+
+
+def text_retrain() -> str:
+    n = _text_numbers("text_retrain")
+    return f"text: median {n['median']}%, {n['kept']}% of single"
+
+
+# ----- localization and the sweep -------------------------------------------------------------------------------
+
+def _kept(task: str, size: str) -> float:
+    rows = {r["name"]: r["accuracy"] for r in art("localization.json")["quality"][task]["rows"]}
+    return rows[f"graft-{size}"] / rows["FT"]
+
+
+def localization() -> str:
+    one = [round(100 * _kept(t, "0.01")) for t in ("sst2", "agnews", "qnli")]
+    tenth = {t: round(100 * _kept(t, "0.001")) for t in ("sst2", "agnews", "qnli")}
+    assert tenth["sst2"] == tenth["agnews"]
+    quality = art("localization.json")["quality"]
+    gaps = [abs({r["name"]: r["accuracy"] for r in q["rows"]}[f"graft-{s}"]
+                - {r["name"]: r["accuracy"] for r in q["rows"]}[f"topk-{s}"])
+            for q in quality.values() for s in ("0.0001", "0.0005", "0.001", "0.01")]
+    cells = [c for task in art("region_sweep.json")["cells"].values() for c in task.values()]
+    beats = sum(c["diff_test"] > 2 * c["se_paired"] for c in cells)
+    loses = sum(c["diff_test"] < -2 * c["se_paired"] for c in cells)
+    assert beats == loses == 1                                     # "one each way"
+    return (f"1% of the transformer keeps {span(one)}% of the fine-tuned accuracy on sst2, agnews, qnli, 0.1% keeps "
+            f"{tenth['sst2']}% on sst2 and agnews, {tenth['qnli']}% on qnli "
+            "([`localization.md`](benchmarks/results/localization.md)); top-|Δ| is within 1.5 points in "
+            f"{sum(g <= 0.015 for g in gaps)} of {len(gaps)} cells at {art('localization.json')['config']['steps']} "
+            "mask steps (far below the paper's power: not a test of its Figure 2); with dev-chosen settings the "
+            f"learned region is more than 2 paired SE from it in {beats + loses} of {len(cells)} cells, one each way")
+
+
+# ----- the continual text comparison (continual_tuned) --------------------------------------------------------
+
+NAMES = {"naive": "naive", "ewc": "EWC", "lwf": "LwF", "replay": "Replay", "packnet": "PackNet"}
+
+
+def continual() -> str:
+    runs = [art(f"continual_tuned/seed{s}/results.json") for s in range(5)]
+    avg = {n: [r["strategies"][n]["summary"]["average"] for r in runs] for n in runs[0]["strategies"]}
+    m = len(avg) - 1
+    t_bonf = stats.t.ppf(1 - 0.05 / (2 * m), len(runs) - 1)
+    ahead, per_comparison, neither = [], [], []
+    for name in NAMES:
+        d = [100 * (g - o) for g, o in zip(avg["graft"], avg[name])]
+        mean, low, _ = interval(d)
+        (ahead if mean - t_bonf * statistics.stdev(d) / math.sqrt(len(d)) > 0 else
+         per_comparison if low > 0 else neither).append(NAMES[name])
+    k = runs[0]["run"]["k"]
+    assert all(r["strategies"]["graft"]["summary"]["forgetting"] == 0 for r in runs)
+    return (f"settings chosen on dev rows for all, {WORDS[len(runs)]} seeds, {k} rows per class): graft "
+            f"{pct(statistics.mean(avg['graft']))}% average, forgetting 0, against "
+            f"{span([statistics.mean(avg[n]) for n in NAMES], lambda v: pct(v))}% for naive, EWC, LwF, Replay and "
+            f"PackNet; ahead of {' and '.join(ahead)} with a Bonferroni correction over {WORDS[m]} comparisons, of "
+            f"{' and '.join(per_comparison)} only without, not of {' and '.join(neither)}")
+
+
+# ----- digits (digits/digits.json and its runs) ---------------------------------------------------------------
+
+def bench(stream: str, model: str, scenario: str) -> dict:
+    return next(b for b in art("digits/digits.json")["benchmarks"]
+                if (b["stream"], b["model"], b["scenario"]) == (stream, model, scenario))
+
+
+def _mean(b: dict, name: str) -> str:
+    return pct(b["rows"][name]["mean"])
+
+
+def _bytes(n: float) -> str:
+    return f"{n / MB:.1f} MB" if n >= MB else f"{n / KB:.0f} KB"
+
+
+def _verdicts(b: dict) -> dict[str, list[str]]:
+    """Peers (the ceiling apart) by Holm verdict; recomputed from each comparison's p-value."""
+    minus = b["graft_minus"]
+    order = sorted(minus, key=lambda n: minus[n]["p"])
+    rejected, out = set(), {1: [], -1: [], 0: []}
+    for k, name in enumerate(order):
+        if minus[name]["p"] > 0.05 / (len(order) - k):
+            break
+        rejected.add(name)
+    for name, d in minus.items():
+        if name != "cumulative":
+            out[(1 if d["mean"] > 0 else -1) if name in rejected else 0].append(name)
+    return out
+
+
+def _bonferroni(d: dict, m: int) -> bool:
+    """Whether Bonferroni over ``m`` separates the comparison ``d`` from 0."""
+    return abs(d["mean"]) - stats.t.ppf(1 - 0.05 / (2 * m), d["n"] - 1) * d["sd"] / math.sqrt(d["n"]) > 0
+
+
+def _memory_matched(folder: str) -> bool:
+    """replay-matched's memory holds graft's bytes (within 1%) on every seed of a digits benchmark."""
+    for seed in range(5):
+        s = art(f"digits/runs/{folder}/seed{seed}/results.json")["strategies"]
+        if abs(s["replay-matched"]["info"]["memory_bytes"] - s["graft"]["bytes"]) > 0.01 * s["graft"]["bytes"]:
+            return False
+    return True
+
+
+def digits_task() -> str:
+    p20, mt = (bench("permuted-digits:20", m, "task") for m in ("mlp", "mtmlp"))
+    p50 = bench("permuted-digits:50", "mlp", "task")
+    v20, v50, vmt = _verdicts(p20), _verdicts(p50), _verdicts(mt)
+    assert v20[1] == ["naive", "si", "gem"] and p20["graft_minus"]["cumulative"]["ahead"] == 1
+    assert {"lwf", "replay-matched"} <= set(v20[0]) and _memory_matched("permuted-digits-20-mlp-task")
+    assert v50[-1] == ["replay-matched"] and sorted(v50[0]) == ["lwf", "packnet"]
+    assert _memory_matched("permuted-digits-50-mlp-task")
+    holm_only = [n for n in vmt[1] if not _bonferroni(mt["graft_minus"][n], len(mt["graft_minus"]))]
+    assert holm_only == ["lwf"]
+    split = [bench("split-digits", m, "task") for m in ("mtmlp", "cnn")]
+    assert all(not _verdicts(b)[1] and not _verdicts(b)[-1] for b in split)
+    widest = max((d for b in split for d in b["graft_minus"].values()), key=lambda d: d["high"] - d["low"])
+    peers = lambda b: len([n for n in b["graft_minus"] if n != "cumulative"])          # noqa: E731
+    return (f"20 permuted tasks graft {_mean(p20, 'graft')}% ({_bytes(p20['rows']['graft']['bytes'])}), ahead of "
+            "naive, SI, GEM (and the cumulative ceiling), not separable from LwF "
+            f"{_mean(p20, 'lwf')}, replay-matched {_mean(p20, 'replay-matched')} (a memory of graft's bytes; "
+            f"{_bytes(p20['rows']['replay-matched']['bytes'])} with its model) and {len(v20[0]) - 2} more; 50 tasks "
+            f"{_mean(p50, 'graft')}% ({_bytes(p50['rows']['graft']['bytes'])}), ahead of {len(v50[1])} of "
+            f"{peers(p50)} peers, behind replay-matched {_mean(p50, 'replay-matched')} "
+            f"({_bytes(p50['rows']['replay-matched']['bytes'])} with its model), not separable from LwF "
+            f"{_mean(p50, 'lwf')} and PackNet {_mean(p50, 'packnet')}; on MTSimpleMLP {_mean(mt, 'graft')}%, ahead of "
+            f"{len(vmt[1])} of {peers(mt)} (LwF by Holm, not Bonferroni); split digits (MTSimpleMLP, CNN) "
+            f"{span([b['rows']['graft']['mean'] for b in split], pct)}%, not separable from any peer (intervals as "
+            f"wide as [{signed(100 * widest['low'])}, {signed(100 * widest['high'])}]).")
+
+
+def digits_class() -> str:
+    split, perm = bench("split-digits", "mlp", "class"), bench("permuted-digits:20", "mlp", "class")
+    vs, vp = _verdicts(split), _verdicts(perm)
+    assert not vs[0] and not vs[-1] and split["graft_minus"]["cumulative"]["ahead"] == 1
+    best = [max(vs[1], key=lambda n: split["rows"][n]["mean"]), "replay-matched"]      # the best, the byte-matched
+    m = len(perm["graft_minus"])
+    behind = sorted(vp[-1], key=lambda n: -perm["rows"][n]["mean"])
+    holm_only = [n for n in behind if not _bonferroni(perm["graft_minus"][n], m)]
+    assert behind[0] == "gem" and holm_only == behind[1:]
+    name = {"der": "DER", "gem": "GEM", "replay-matched": "replay-matched"}
+    return (f"split digits {_mean(split, 'graft')}% (forgetting {pct(split['rows']['graft']['forgetting']['mean'])}), "
+            f"ahead of all {len(vs[1])} peers and the ceiling ("
+            + ", ".join(f"{name[n]} {_mean(split, n)}" for n in best)
+            + f"); 20 permuted tasks on one head {_mean(perm, 'graft')}%, behind GEM {_mean(perm, 'gem')}, and by "
+            "Holm (not Bonferroni) " + ", ".join(f"{name[n]} {_mean(perm, n)}" for n in holm_only) + ".")
+
+
+def plan_open() -> str:
+    benches = art("digits/digits.json")["benchmarks"]
+    differ = [b for b in benches if b["graft_minus_sizes"]["graft[open]"]["ahead"] != 0]
+    assert len(differ) == 1
+    return ("`--plan open` (no stream length) is not separable from the default but there "
+            f"({_mean(differ[0], 'graft[open]')}%).")
+
+
+def below_cap() -> str:
+    task20 = [n for m in ("mlp", "mtmlp") for n in bench("permuted-digits:20", m, "task")["rows"]["graft"]["sizes"][
+        "below_cap"]]
+    p50 = bench("permuted-digits:50", "mlp", "task")
+    cls = bench("permuted-digits:20", "mlp", "class")["rows"]["graft"]["sizes"]
+    for b in (bench("permuted-digits:20", "mlp", "task"), p50):                  # the best fixed size: not separable
+        fixed = {n: d for n, d in b["graft_minus_sizes"].items() if n[6:-1].replace(".", "").isdigit()}
+        assert fixed[max(fixed, key=lambda n: b["rows"][n]["mean"])]["ahead"] == 0
+    return (f"the search chose below the task's cap in {span(task20)} of 20 tasks (permuted-20, task labels) and "
+            f"{span(p50['rows']['graft']['sizes']['below_cap'])} of 50 (50 tasks) per seed, not separable from the "
+            f"best fixed size; without labels (permuted-20) in {span(cls['below_cap'])} of 20 "
+            f"({cls['below_target']} of {cls['task_runs']} missed the target).")
+
+
+def digits_header() -> str:
+    seeds = {len(b["seeds"]) for b in art("digits/digits.json")["benchmarks"]}
+    assert len(seeds) == 1
+    return f"Holm-corrected paired intervals, {seeds.pop()} seeds;"
+
+
+# ----- retraining and the small-regions probe -------------------------------------------------------------------
+
+def retrain_digits() -> str:
+    groups: dict[str, dict[float, dict[int, float]]] = {}
+    for path in sorted((RESULTS / "retrain_ab" / "runs").glob("*/results.json")):
+        run = art(path.relative_to(RESULTS).as_posix())
+        rec = run["run"]
+        key = f"{rec['stream']}/{rec['model']}/{rec['scenario']}"
+        r = float(rec["strategy_settings"]["graft"]["size"].get("retrain", 0.0))
+        groups.setdefault(key, {}).setdefault(r, {})[rec["seed"]] = run["strategies"]["graft"]["summary"]["average"]
+    lost = []
+    for by_r in groups.values():
+        d = [100 * (by_r[0.25][s] - by_r[0.0][s]) for s in sorted(by_r[0.0])]
+        mean, low, high = interval(d)
+        if high < 0:
+            lost.append(-mean)
+    return f"it lost {span(lost, lambda v: f'{v:.1f}')} points on {len(lost)} of {len(groups)} digit streams"
+
+
+def small_regions() -> str:
+    def kept(share: float) -> list[float]:
+        per_seed = []
+        for seed in range(3):
+            tasks = art(f"small_regions/seed{seed}/small_regions.json")["tasks"]
+            per_seed.append(statistics.mean(
+                next(c["accuracy"] for c in v["cells"] if c["region"] == "topk" and c["share"] == share) / v["full"]
+                for v in tasks.values()))
+        return per_seed
+
+    mean, low, high = interval(kept(0.01))
+    n_tasks = len(art("small_regions/seed0/small_regions.json")["tasks"])
+    return (f"a 1% top-|Δ| graft keeps {pct(mean)}% of its trained model ([{pct(low)}, {pct(high)}] over seeds) and "
+            f"5% keeps {pct(statistics.mean(kept(0.05)))}% ({n_tasks} tasks, 3 seeds,")
+
+
+QUOTES: dict[str, Callable[[], str]] = {
+    "quick-start 1's summary table (text_quick seed 0)": cli_table,
+    "quick-start 1's three-seed sentence (text_quick, continual_quick)": text_quick_sentence,
+    "localization and the region sweep": localization,
+    "continual text comparison (continual_tuned)": continual,
+    "digits header": digits_header,
+    "digits, task labels": digits_task,
+    "digits, no task label": digits_class,
+    "digits, the open plan": plan_open,
+    "default region size on digits": below_cap,
+    "default region size on text": text_default_size,
+    "the long text stream": text_long,
+    "retraining on digits (retrain_ab)": retrain_digits,
+    "retraining on text (text_retrain)": text_retrain,
+    "small regions probe": small_regions,
+}
+
+
+@pytest.mark.parametrize("name", list(QUOTES))
+def test_the_readme_quotes_its_artifact(name):
+    quote = flat(QUOTES[name]())
+    if quote not in flat(README.read_text(encoding="utf-8")):
+        pytest.fail(f"README.md should say, as its artifact does:\n{quote}", pytrace=False)
+
+
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
+NOT_FIGURES = re.compile(r"\]\([^)]*\)|`[^`]+`")
+"""Link targets and inline code: paths, commands and settings, not figures."""
+
+
+def measured_spans(text: str) -> list[tuple[int, int]]:
+    """Where the measured passages lie in ``text`` (flattened README): quick-start 1's output table and its
+    three-seed sentence, and "What we measured"."""
+    table = text.index("strategy qnli agnews")
+    seeds = text.index("Over 3 seeds")
+    measured = text.index("## What we measured")
+    return [(table, text.index("```", table)), (seeds, text.index("Digit streams (offline", seeds)),
+            (measured, text.index("## Layout", measured))]
+
+
+def test_every_number_of_the_measured_figures_is_quoted():
+    text = flat(README.read_text(encoding="utf-8"))
+    quoted = []
+    for f in QUOTES.values():
+        start = text.find(flat(f()))
+        if start >= 0:                                        # a missing quote fails its own test above
+            quoted.append((start, start + len(flat(f()))))
+    table, *prose = measured_spans(text)
+    skipped = [m.span() for a, b in prose for m in NOT_FIGURES.finditer(text, a, b)]
+    inside = lambda i, spans: any(a <= i < b for a, b in spans)            # noqa: E731
+    numbers = [m for a, b in (table, *prose) for m in NUMBER.finditer(text, a, b) if not inside(m.start(), skipped)]
+    loose = [f"{m.group()} in '…{text[max(0, m.start() - 40):m.end() + 10]}…'" for m in numbers
+             if not inside(m.start(), quoted)]
+    assert len(numbers) > 80
+    assert not loose, ("numbers in README's measured passages that no quote of this test recomputes from its "
+                       "artifact:\n" + "\n".join(loose))
+
+
+def test_the_readme_stays_within_200_lines():
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
