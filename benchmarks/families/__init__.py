@@ -6,7 +6,8 @@ serves, and :attr:`StreamFamily.setup`, which turns a :class:`StreamRequest` (th
 into a :class:`StreamSetup`: the run record's stream fields (data identity included), the model every strategy
 starts from and a function making the stream (and the tuning stream of ``--tune``). Nothing else lists a family:
 the CLI looks a spec up with :func:`find_family` and names none. A family kept outside this package (a user's
-module, a test's toy) joins with :func:`register`.
+own package) joins through the entry-point group :data:`ENTRY_POINTS` (``[project.entry-points."cl_graft.streams"]
+toy = "toy_family"`` in its ``pyproject.toml``, naming a module that defines ``FAMILY``).
 
 A stream, whatever its family, offers what the harness reads (:class:`ContinualStream`): its ``name``, task names
 in order (``tasks``), its ``scenario``, the Avalanche ``benchmark`` (``train_stream``, ``test_stream``, and
@@ -131,25 +132,31 @@ class StreamFamily:
                             f"{scenario}")
 
 
-_REGISTERED: dict[str, StreamFamily] = {}
-
-
-def register(family: StreamFamily) -> StreamFamily:
-    """Adds a family kept outside this package (a later one with the same name replaces it); returns it."""
-    _REGISTERED[family.name] = family
-    return family
+ENTRY_POINTS = "cl_graft.streams"
+"""The entry-point group of stream families kept in other packages (each names a module defining ``FAMILY``)."""
 
 
 def families() -> dict[str, StreamFamily]:
-    """Name → family: every module of this package that defines ``FAMILY``, then the registered ones, in
-    descending priority."""
+    """Name → family: every module of this package that defines ``FAMILY``, then those of the
+    :data:`ENTRY_POINTS` group, in descending priority.
+
+    Raises:
+        UserError: an entry point that cannot be imported or names no module with a ``FAMILY``.
+    """
+    from importlib.metadata import entry_points
+
+    modules = [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
     found = {}
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
-            if isinstance(family, StreamFamily):
-                found[family.name] = family
-    found.update(_REGISTERED)
+    for name in modules + [point.value for point in entry_points(group=ENTRY_POINTS)]:
+        try:
+            family = getattr(importlib.import_module(name), "FAMILY", None)
+        except ImportError as e:
+            raise UserError(f"stream family module {name!r} (entry point group {ENTRY_POINTS}) cannot be imported: "
+                            f"{e}") from None
+        if isinstance(family, StreamFamily):
+            found[family.name] = family
+        elif name not in modules:
+            raise UserError(f"stream family module {name!r} (entry point group {ENTRY_POINTS}) defines no FAMILY")
     return dict(sorted(found.items(), key=lambda kv: -kv[1].priority))
 
 

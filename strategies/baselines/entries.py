@@ -8,7 +8,7 @@ is Avalanche's ``JointTraining`` on the whole stream; ``single`` a model per tas
 from __future__ import annotations
 
 from ..comparison.entry import StrategyEntry
-from . import build, cumulative, frozen, kept, ncm
+from . import build, cumulative, kept, linear_probe, ncm
 from .settings import (
     GRIDS,
     AGEMSettings,
@@ -86,7 +86,7 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   "class, --model mlp, new classes per experience)",
                   stores=MODEL + ", replay_mem rows (a share held out), the bias layer and the previous model",
                   build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"], scenarios=CLASS),
-    frozen.ENTRY,
+    linear_probe.ENTRY,
     ncm.ENTRY,
 )
-"""Every baseline entry of this package, in ``--help`` order (``frozen`` and ``ncm`` each a module of its own)."""
+"""Every baseline entry of this package, in ``--help`` order (``linear-probe`` and ``ncm`` each a module of its own)."""

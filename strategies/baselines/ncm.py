@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..comparison.entry import BuildContext, StrategyEntry
-from .frozen import head_bytes, text_classifier
+from .linear_probe import head_bytes, text_classifier
 
 
 def build(ctx: BuildContext):

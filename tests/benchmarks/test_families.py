@@ -1,5 +1,5 @@
 """Streams as entries: one module per family, found by the CLI; a toy family in a temporary module runs end to
-end; split text streams in both scenarios; the two pre-trained-encoder baselines (frozen, ncm)."""
+end; split text streams in both scenarios; the two pre-trained-encoder baselines (linear-probe, ncm)."""
 from __future__ import annotations
 
 import importlib
@@ -57,7 +57,7 @@ def test_class_order_is_seeded_or_given_and_groups_are_even():
 @pytest.mark.parametrize("scenario", ["class", "task"])
 def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
     out = tmp_path / scenario
-    res = cli(env, "--stream", "split-intents:3", "--scenario", scenario, "--strategies", "graft,naive,ncm,frozen",
+    res = cli(env, "--stream", "split-intents:3", "--scenario", scenario, "--strategies", "graft,naive,ncm,linear-probe",
               "--class-order", "5,4,3,2,1,0", "--out", str(out))
     assert res.exit_code == 0, res.output
     data = json.loads((out / "results.json").read_text())
@@ -73,10 +73,10 @@ def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
         assert graft["info"]["task_aware"] == "none (single head)"
     ncm = data["strategies"]["ncm"]
     assert ncm["summary"]["average"] > 0.8, ncm["matrix"]               # the words mark the classes
-    assert ncm["bytes"] == data["strategies"]["frozen"]["bytes"] > 0
+    assert ncm["bytes"] == data["strategies"]["linear-probe"]["bytes"] > 0
 
 
-def test_frozen_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
+def test_linear_probe_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
     from cl_graft.benchmarks.families import StreamRequest
     from cl_graft.strategies.comparison.config import continual_setup
     from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
@@ -88,7 +88,7 @@ def test_frozen_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
         data_dir=str(env / "data")))
     stream, _ = setup.make()
     before = {n: p.detach().clone() for n, p in setup.base.named_parameters()}
-    for name in ("frozen", "ncm"):
+    for name in ("linear-probe", "ncm"):
         model, _ = fresh_model(setup.base, stream, 0)
         strategy = _build(STRATEGIES[name], model, cfg, strategy_settings(name, data, seed=0), 3, stream=stream,
                           report=None)
@@ -113,8 +113,8 @@ def test_bad_split_specs_are_one_line(env, tmp_path):
 
 
 TOY = '''
-    """A toy stream family: N experiences of the alpha task, each its own head."""
-    from cl_graft.benchmarks.families import StreamFamily, register
+    """A toy stream family: N experiences of the intents task, each its own head."""
+    from cl_graft.benchmarks.families import StreamFamily
     from cl_graft.benchmarks.families.text import text_setup
 
 
@@ -128,22 +128,26 @@ TOY = '''
         return text_setup(request, splits, data_tasks=["intents"], record={"stream": request.spec})
 
 
-    FAMILY = register(StreamFamily(name="echo", grammar="echo:N, one task N times", setup=setup,
-                                   claims=lambda spec: spec.startswith("echo:"), scenarios=("task",), priority=50))
+    FAMILY = StreamFamily(name="echo", grammar="echo:N, one task N times", setup=setup,
+                          claims=lambda spec: spec.startswith("echo:"), scenarios=("task",), priority=50)
 '''
 
 
 def test_a_new_family_is_one_module(env, tmp_path, monkeypatch):
+    """A package of the user's (here a folder on the path with its metadata) declares the entry point."""
     (tmp_path / "toy_family.py").write_text(textwrap.dedent(TOY))
+    meta = tmp_path / "toy_family-0.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-family\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[cl_graft.streams]\necho = toy_family\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("toy_family")
     try:
-        assert find_family("echo:2") is module.FAMILY
+        assert find_family("echo:2") is importlib.import_module("toy_family").FAMILY
         res = cli(env, "--stream", "echo:2", "--strategies", "naive", "--out", str(tmp_path / "run"))
         assert res.exit_code == 0, res.output
         assert json.loads((tmp_path / "run" / "results.json").read_text())["tasks"] == ["echo0", "echo1"]
+        (meta / "entry_points.txt").write_text("[cl_graft.streams]\necho = no_such_module\n")
+        with pytest.raises(UserError, match="no_such_module.*cannot be imported"):
+            find_family("echo:2")
     finally:
-        from cl_graft.benchmarks import families as package
-
-        package._REGISTERED.pop("echo", None)
         sys.modules.pop("toy_family", None)

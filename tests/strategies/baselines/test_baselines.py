@@ -30,7 +30,8 @@ def _run(tmp_path: Path, *args: str) -> dict:
 
 def test_every_entry_is_named_as_avalanche_names_it():
     assert [e.name for e in ENTRIES] == ["naive", "ewc", "lwf", "replay", "replay-matched", "joint", "single", "si",
-                                         "gem", "agem", "cumulative", "er-ace", "der", "icarl", "bic"]
+                                         "gem", "agem", "cumulative", "er-ace", "der", "icarl", "bic", "linear-probe",
+                                         "ncm"]
     assert all(e.stores for e in ENTRIES)
 
 
@@ -135,15 +136,19 @@ def test_bic_bias_stage_runs_where_avalanches_fails(tmp_path):
         int(c) for c in stream[1].classes_in_this_experience)
 
 
-def test_gem_refuses_text_rows_of_different_lengths():
-    """GEM concatenates an experience's memory rows into one tensor (Avalanche's ``update_memory``)."""
+def test_baselines_that_need_tensor_rows_refuse_text_streams():
+    """GEM concatenates an experience's memory rows into one tensor (Avalanche's ``update_memory``); ER-ACE and DER
+    draw their memory through a loader of their own; BiC splits the experience's dataset."""
     from types import SimpleNamespace
 
-    from cl_graft.strategies.baselines.build import gem
+    from cl_graft.strategies.baselines.build import bic, gem
 
     from cl_graft.errors import UserError
 
-    experience = SimpleNamespace(dataset=[{"input_ids": [1, 2, 3]}, {"input_ids": [4]}])
-    ctx = SimpleNamespace(stream=SimpleNamespace(benchmark=SimpleNamespace(train_stream=[experience])))
-    with pytest.raises(UserError, match="not on text rows of different lengths"):
-        gem(ctx)
+    ctx = SimpleNamespace(stream=SimpleNamespace(splits=("a text task's rows",)))
+    for build, name in ((gem, "gem"), (bic, "bic")):
+        with pytest.raises(UserError, match=f"^{name} .*: it runs on digits streams, not on text streams$"):
+            build(ctx)
+    for name in ("er-ace", "der"):
+        with pytest.raises(UserError, match="loader of its own"):
+            next(e for e in ENTRIES if e.name == name).build(ctx)

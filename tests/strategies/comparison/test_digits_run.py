@@ -65,7 +65,7 @@ def test_tune_chooses_on_train_rows(tmp_path):
     (["--stream", "split-digits", "--scenario", "class", "--model", "mtmlp"], "use --model mlp"),
     (["--stream", "split-digits", "--scenario", "class", "--task-inference", "entropy"], "drop --task-inference"),
     (["--stream", "split-digits", "--model", "minilm"], "mlp, mtmlp, cnn"),
-    (["--stream", "split-digits", "--k", "8"], "apply to text streams"),
+    (["--stream", "split-digits", "--k", "8"], "--k does not apply to digits streams"),
     (["--stream", "permuted-digits:2", "--strategies", "replay-matched"], "put graft before it"),
     (["--stream", "permuted-digits:x"], "permuted-digits:N"),
 ])

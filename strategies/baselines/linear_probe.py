@@ -1,4 +1,5 @@
-"""``frozen``: the pre-trained encoder left as it is, a classifier trained on each experience's classes.
+"""``linear-probe``: the pre-trained encoder left as it is (frozen), a classifier trained on each experience's
+classes.
 
 A simple baseline reported strong for class-incremental learning on pre-trained encoders (Zheng et al. 2024,
 "Learn or Recall?", SEQ*): only the head trains; in each experience the loss covers that experience's classes
@@ -24,7 +25,7 @@ def text_classifier(ctx: BuildContext, name: str):
 
 
 def head_bytes(strategy, model) -> tuple[int, dict]:
-    """Bytes of the classifier's heads (what ``frozen`` and ``ncm`` keep beyond the encoder)."""
+    """Bytes of the classifier's heads (what ``linear-probe`` and ``ncm`` keep beyond the encoder)."""
     clf = model.clf
     names = set(clf.head_parameter_names())
     size = sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
@@ -34,7 +35,7 @@ def head_bytes(strategy, model) -> tuple[int, dict]:
 def build(ctx: BuildContext):
     from avalanche.training import Naive
 
-    clf = text_classifier(ctx, "frozen")
+    clf = text_classifier(ctx, "linear-probe")
     heads = set(clf.head_parameter_names())
     for n, p in clf.named_parameters():
         p.requires_grad_(n in heads)
@@ -52,6 +53,6 @@ def build(ctx: BuildContext):
     return FrozenEncoder(**ctx.template, plugins=ctx.plugins)
 
 
-ENTRY = StrategyEntry(name="frozen", help="the pre-trained encoder frozen, a classifier trained on each "
+ENTRY = StrategyEntry(name="linear-probe", help="the pre-trained encoder frozen, a classifier trained on each "
                       "experience's classes (text streams)", stores="the trained heads", build=build,
                       kept_bytes=head_bytes)
