@@ -144,7 +144,7 @@ def parse_digits_stream(text: str) -> int | None:
     text = text.strip()
     if text == "split-digits":
         return 5
-    if not text.startswith("permuted-digits"):
+    if text != "permuted-digits" and not text.startswith("permuted-digits:"):
         return None
     _, _, count = text.partition(":")
     if not count.isdigit() or not 1 <= int(count) <= MAX_PERMUTED:

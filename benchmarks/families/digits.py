@@ -20,7 +20,8 @@ def _setup(request: StreamRequest) -> StreamSetup:
 
 
 def _claims(spec: str) -> bool:
-    return spec == "split-digits" or spec.startswith("permuted-digits")
+    """``split-digits`` and ``permuted-digits…`` (a misspelt count is refused by the setup, in one line)."""
+    return "," not in spec and (spec == "split-digits" or spec.startswith("permuted-digits"))
 
 
 FAMILY = StreamFamily(name="digits", grammar="a digits stream (sklearn's load_digits, offline): split-digits "

@@ -6,7 +6,9 @@ nothing (the split family, ``split-TASK:N``, makes class-incremental streams of 
 """
 from __future__ import annotations
 
-from . import StreamFamily, StreamRequest, StreamSetup
+from cl_graft.errors import UserError
+
+from . import StreamFamily, StreamRequest, StreamSetup, find_family
 from .text import text_setup
 
 
@@ -15,6 +17,11 @@ def _setup(request: StreamRequest) -> StreamSetup:
     from ..data import load_rows
 
     request.refuse(("class_order",), "task-list")
+    for item in request.spec.split(","):
+        family = find_family(item.strip()) if item.strip() else FAMILY
+        if family is not FAMILY:
+            raise UserError(f"--stream {request.spec!r}: {item.strip()!r} is a {family.name} stream of its own, not a "
+                            f"task of a list; give it alone")
     tasks = parse_stream(request.spec, request.data_dir)
     splits = [load_rows(t, request.data_dir, request.data, seed=request.seed) for t in tasks]
     return text_setup(request, splits, data_tasks=tasks)

@@ -107,7 +107,9 @@ def test_bad_split_specs_are_one_line(env, tmp_path):
                           (["--stream", "intents", "--scenario", "class"], "--scenario task"),
                           (["--stream", "split-digits", "--k", "3"], "--k, --data-dir do not apply to digits"),
                           (["--stream", "split-intents:2", "--strategies", "der", "--scenario", "class"],
-                           "runs on digits streams")):
+                           "runs on digits streams"),
+                          (["--stream", "permuted-digitsX:3", "--model", "mlp"], "is not a digits stream"),
+                          (["--stream", "split-digits,split-digits", "--model", "mlp"], "stream of its own")):
         res = cli(env, *args, "--out", str(tmp_path / "x"))
         assert res.exit_code == 2 and message in res.output, (args, res.output)
 
