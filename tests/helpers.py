@@ -65,6 +65,11 @@ def shared_data_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+MINILM_FINETUNE = ["finetune", "--task", "sst2", "--preset", "smoke", "--steps", "6"]
+"""The real MiniLM's one fine-tuning in the suite (conftest's ``minilm_sst2``): `cl-graft finetune` of the real
+sst2 (add ``--data-dir`` and ``--out``)."""
+
+
 def _bpe():
     from tokenizers import ByteLevelBPETokenizer
 
