@@ -133,3 +133,26 @@ def minilm_sst2(tmp_path_factory):
     out = tmp_path_factory.mktemp("minilm") / "sst2"
     result = CliRunner().invoke(main, [*MINILM_FINETUNE, "--data-dir", str(data), "--out", str(out)], env={})
     return out, data, result
+
+
+FRESH_IMPORTS = ("cl_graft.benchmarks", "cl_graft.strategies", "cl_graft.benchmarks.streams")
+"""What :func:`fresh_imports` imports, one after another, in a new interpreter."""
+
+
+@pytest.fixture(scope="session")
+def fresh_imports() -> dict[str, list[str]]:
+    """Which heavy libraries (``avalanche`` and its submodules, ``datasets``) a new interpreter has loaded after
+    importing each of :data:`FRESH_IMPORTS` in turn (each entry: everything imported up to and including that
+    module; ``cl_graft.benchmarks`` imports ``cl_graft`` first): one process for every "importing X stays light"
+    test."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import importlib, json, sys\nseen = {}\n"
+            f"for name in {FRESH_IMPORTS!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    seen[name] = sorted(m for m in sys.modules if m.split('.')[0] in ('avalanche', 'datasets'))\n"
+            "print(json.dumps(seen))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
