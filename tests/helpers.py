@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -61,6 +63,11 @@ def shared_data_dir() -> Path | None:
     env = os.environ.get("CL_GRAFT_DATA")
     path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
     return path if path.is_dir() else None
+
+
+MINILM_FINETUNE = ["finetune", "--task", "sst2", "--preset", "smoke", "--steps", "6"]
+"""The real MiniLM's one fine-tuning in the suite (conftest's ``minilm_sst2``): `cl-graft finetune` of the real
+sst2 (add ``--data-dir`` and ``--out``)."""
 
 
 def _bpe():
@@ -220,6 +227,36 @@ def cli(env, *args):
     line off a terminal, one result line per task, the summary table)."""
     return CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--data-dir", str(env / "data"),
                                      "--preset", "smoke", *args])
+
+
+class InProcessCli:
+    """Stands in for the ``subprocess`` module of an experiment script that starts ``python -m cl_graft.cli ARGS``
+    as its own process: :meth:`run` runs the same command in this process (``cl_graft.cli.main``, which records
+    ``cl-graft ARGS`` as the command line, as the process would), so a test pays no new interpreter and no second
+    import of torch, transformers and Avalanche per invocation. ``commands`` keeps each command's ``ARGS``.
+
+    Only that command is accepted; anything else fails the test. The command's output goes to ``stdout`` when it
+    is a file (a script's log), like the process's; its exit status is the returned ``returncode`` (with
+    ``check=True`` a failure raises ``CalledProcessError``, as ``subprocess.run`` does).
+    """
+
+    CalledProcessError = subprocess.CalledProcessError
+    STDOUT = subprocess.STDOUT
+
+    def __init__(self) -> None:
+        self.commands: list[list[str]] = []
+
+    def run(self, cmd: list[str], *, check: bool = False, stdout=None, **_ignored) -> subprocess.CompletedProcess:
+        head = [sys.executable, "-m", "cl_graft.cli"]
+        assert list(cmd[:3]) == head, f"not a cl-graft command: {cmd[:3]}"
+        args = [str(a) for a in cmd[3:]]
+        self.commands.append(args)
+        result = CliRunner().invoke(main, args)
+        if hasattr(stdout, "write"):
+            stdout.write(result.output)
+        if check and result.exit_code:
+            raise subprocess.CalledProcessError(result.exit_code, cmd, output=result.output)
+        return subprocess.CompletedProcess(cmd, result.exit_code, stdout=result.output)
 
 
 # ----------------------------------------------------------------------------- the two-task conflicting stream

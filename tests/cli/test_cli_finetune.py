@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from cl_graft.cli import main
 
-from helpers import shared_data_dir
+from helpers import MINILM_FINETUNE
 
 
 def _run(args, env=None):
@@ -74,13 +74,8 @@ def test_console_script_exit_code(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_minilm_finetune_on_real_sst2(tmp_path):
-    data = shared_data_dir()
-    if data is None:
-        pytest.skip("real data folder not found (set CL_GRAFT_DATA)")
-    out = tmp_path / "sst2"
-    args = ["finetune", "--task", "sst2", "--preset", "smoke", "--steps", "6", "--out", str(out)]
-    res = _run([*args, "--data-dir", str(data)])
+def test_real_minilm_finetune_on_real_sst2(minilm_sst2):
+    out, data, res = minilm_sst2                                 # conftest: `cl-graft finetune`, 6 steps
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["test"]["n"] == 200 and 0.0 <= metrics["test"]["ece"] <= 1.0
@@ -89,11 +84,10 @@ def test_real_minilm_finetune_on_real_sst2(tmp_path):
     assert config["seed"] == 0 and config["torch"] and config["finetune"]["steps"] == 6
     assert config["device"] == ("cuda" if torch.cuda.is_available() else "cpu")          # --device auto
     before = (out / "metrics.json").read_bytes()
-    res = _run([*args, "--data-dir", str(data)])                 # a second run must not overwrite
+    res = _run([*MINILM_FINETUNE, "--data-dir", str(data), "--out", str(out)])   # a second run must not overwrite
     assert res.exit_code == 2 and "already holds" in res.output
     assert (out / "metrics.json").read_bytes() == before
 
 
-def test_import_cl_graft_does_not_import_avalanche():
-    code = "import sys, cl_graft, cl_graft.benchmarks; assert 'avalanche' not in sys.modules; print('ok')"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False).stdout.strip() == "ok"
+def test_import_cl_graft_does_not_import_avalanche(fresh_imports):
+    assert "avalanche" not in fresh_imports["cl_graft.benchmarks"]   # cl_graft and its benchmarks (conftest)

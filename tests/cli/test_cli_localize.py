@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 from cl_graft.cli import main
 from cl_graft.regions.region import MASKS_NAME, Region
 
-from helpers import save_tiny_model, shared_data_dir, write_sentiment_task
+from helpers import save_tiny_model, write_sentiment_task
 
 FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16"]
 
@@ -143,13 +143,12 @@ def test_existing_results_are_not_overwritten(setup):
 
 
 @pytest.mark.slow
-def test_real_minilm_smoke_on_real_sst2(tmp_path):
-    data = shared_data_dir()
-    if data is None:
-        pytest.skip("real data folder not found (set CL_GRAFT_DATA)")
-    res = _run(["--task", "sst2", "--data-dir", str(data), "--preset", "smoke", "--sparsity", "1e-4",
-                "--methods", "graft,topk", "--steps", "2", "--n-batches", "1", "--select-rows", "32",
-                "--out", str(tmp_path / "o")])
+def test_real_minilm_smoke_on_real_sst2(minilm_sst2, tmp_path):
+    finetuned, data, made = minilm_sst2                          # conftest: the real MiniLM fine-tuned on sst2
+    assert made.exit_code == 0, made.output
+    res = _run(["--task", "sst2", "--data-dir", str(data), "--finetuned", str(finetuned), "--preset", "smoke",
+                "--sparsity", "1e-4", "--methods", "graft,topk", "--steps", "2", "--n-batches", "1",
+                "--select-rows", "32", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "o" / "results.json").read_text())["rows"]
     assert [r["size"] for r in rows] == [None, rows[1]["size"], 1064] and rows[1]["size"] <= 1064

@@ -78,15 +78,33 @@ def test_finetune_and_localize_on_2_processes_match_one_process(env):
     assert not list((env / "scratch").glob("cl-graft-rank*"))              # rank 1's scratch copy is gone
 
 
+def torchrun_of_one(env, args: list[str], out) -> None:
+    """``torchrun --nproc_per_node 1 -m cl_graft.cli args`` run in this process: torchrun's environment for one
+    rank (a free local port), so the command joins a one-process gloo group as it would under torchrun and leaves
+    it when done; no new interpreter."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torchrun_env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TMPDIR": str(env / "scratch")}
+    with pytest.MonkeyPatch.context() as mp_env:
+        for name, value in torchrun_env.items():
+            mp_env.setenv(name, value)
+        done = CliRunner().invoke(main, _args(env, args, out))
+    assert done.exit_code == 0, done.output
+    assert not dist.is_initialized()                                       # the command left the group
+
+
 @pytest.fixture(scope="module")
 def streams(env) -> dict:
     """The same 2-task stream (graft, naive) on 1 and on 2 torchrun processes: {n: {strategy: result}}."""
-    results = {}
-    for n in (1, 2):
-        done = torchrun(env, n, STREAM, env / f"stream{n}")
-        assert done.returncode == 0, done.stderr[-3000:]
-        results[n] = {s: json.loads((env / f"stream{n}" / s / "result.json").read_text()) for s in ("graft", "naive")}
-    return results
+    torchrun_of_one(env, STREAM, env / "stream1")
+    done = torchrun(env, 2, STREAM, env / "stream2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {n: {s: json.loads((env / f"stream{n}" / s / "result.json").read_text()) for s in ("graft", "naive")}
+            for n in (1, 2)}
 
 
 def _flat(result: dict) -> list[float]:
@@ -136,10 +154,15 @@ def test_bad_input_under_torchrun_stops_every_rank_with_one_line(env):
     assert not (env / "bad").exists()
 
 
-def test_strategies_whose_plugins_are_not_distributed_are_refused(env):
-    done = torchrun(env, 2, [*STREAM[:4], "ewc", *STREAM[5:]], env / "ewc")
-    assert done.returncode != 0
-    assert "error: strategy 'ewc' cannot run under torchrun: Avalanche's EWCPlugin" in done.stderr
+def test_strategies_whose_plugins_are_not_distributed_are_refused(env, monkeypatch):
+    """The run as rank 0 of 2 sees it (world size 2; how an error under torchrun stops every rank with one line
+    is the test above's): EWC's plugin does not declare ``supports_distributed``, so the run refuses it before
+    training and writes nothing."""
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    done = CliRunner().invoke(main, _args(env, [*STREAM[:4], "ewc", *STREAM[5:]], env / "ewc"))
+    assert done.exit_code == 2, done.output
+    assert "error: strategy 'ewc' cannot run under torchrun: Avalanche's EWCPlugin" in done.output
+    assert not (env / "ewc" / "results.json").exists()
 
 
 def test_distributed_flag_without_torchrun_is_one_line_exit_2(tmp_path):

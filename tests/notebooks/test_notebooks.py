@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import time
@@ -34,18 +35,42 @@ def results(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture
-def kernel_env(tmp_path, monkeypatch, results):
-    spec = tmp_path / "jupyter" / "kernels" / KERNEL
+def _kernelspec(root: Path) -> Path:
+    """A JUPYTER_PATH folder under ``root`` whose kernel ``KERNEL`` runs this very interpreter."""
+    spec = root / "jupyter" / "kernels" / KERNEL
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "cl-graft test", "language": "python"}))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    return root / "jupyter"
+
+
+@pytest.fixture
+def kernel_env(tmp_path, monkeypatch, results):
+    monkeypatch.setenv("JUPYTER_PATH", str(_kernelspec(tmp_path)))
     monkeypatch.setenv("CL_GRAFT_RESULTS", str(results))
     monkeypatch.setenv("CL_GRAFT_FIGURES", str(tmp_path / "figures"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """One kernel (started in notebooks/) for the executions of 01 and 02: :func:`_execute` empties its
+    namespace (``%reset -f``) and hands it the test's ``CL_GRAFT_*`` variables before each notebook, so each runs as
+    in a new kernel but for the modules already imported (a kernel start and the imports, seconds, paid once). The
+    Avalanche notebook's timed run keeps a new kernel of its own."""
+    from jupyter_client.manager import KernelManager
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", str(_kernelspec(tmp_path_factory.mktemp("kernel"))))
+        mp.setenv("MPLBACKEND", "Agg")
+        km = KernelManager(kernel_name=KERNEL)
+        km.start_kernel(cwd=str(NOTEBOOKS))
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
 
 
 def _code_cells(name: str) -> list[str]:
@@ -73,17 +98,28 @@ def test_notebook_is_committed_executed_without_machine_paths(name):
     assert "FIGURES" in setup and 'RESULTS / "figures"' not in setup, f"{name} would draw over the results' figures"
 
 
-def _execute(name: str) -> list[dict]:
-    """Runs a notebook in the test kernel from notebooks/ (its working directory); returns its code outputs."""
+def _execute(name: str, kernel=None) -> list[dict]:
+    """Runs a notebook from notebooks/ (its working directory) in a new test kernel, or in the shared ``kernel``
+    after emptying its namespace and setting its ``CL_GRAFT_RESULTS`` / ``CL_GRAFT_FIGURES`` as this process's
+    (unset when unset here); returns its code outputs."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     where = {"metadata": {"path": str(NOTEBOOKS)}}
-    NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources=where).execute()
+    if kernel is None:
+        NotebookClient(nb, timeout=180, kernel_name=KERNEL, resources=where).execute()
+    else:
+        env = {k: os.environ.get(k) for k in ("CL_GRAFT_RESULTS", "CL_GRAFT_FIGURES")}
+        setup = "%reset -f\nimport os as _os\n" + "".join(
+            f"_os.environ[{k!r}] = {v!r}\n" if v is not None else f"_os.environ.pop({k!r}, None)\n"
+            for k, v in env.items()) + "del _os\n"
+        nb.cells.insert(0, nbformat.v4.new_code_cell(setup))
+        NotebookClient(nb, timeout=180, km=kernel, resources=where).execute()
+        nb.cells.pop(0)
     return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_executes(name, kernel_env, results):
-    outputs = _execute(name)
+def test_notebook_executes(name, kernel_env, kernel, results):
+    outputs = _execute(name, kernel)
     text = "".join(o.get("text", "") for o in outputs)
     images = sum("image/png" in o.get("data", {}) for o in outputs)
     assert "most similar regions" in text and "toypair" in text
@@ -129,9 +165,9 @@ def test_every_path_a_notebook_names_is_committed_or_an_ignored_output(name):
             assert tracked or ignored, f"{name} names {rel}: neither committed nor an ignored output folder"
 
 
-def test_quickstart_notebook_runs_on_the_committed_4_task_map_by_default(kernel_env, monkeypatch):
+def test_quickstart_notebook_runs_on_the_committed_4_task_map_by_default(kernel_env, kernel, monkeypatch):
     monkeypatch.delenv("CL_GRAFT_RESULTS")
-    outputs = _execute("01_quickstart.ipynb")
+    outputs = _execute("01_quickstart.ipynb", kernel)
     text = "".join(o.get("text", "") for o in outputs)
     assert "snli: 21537 of 10646784 graftable elements" in text and "share of the region by layer" in text
     assert "sst2~cr 0.157" in text                                        # the committed map's top IoU pair
@@ -139,9 +175,9 @@ def test_quickstart_notebook_runs_on_the_committed_4_task_map_by_default(kernel_
     assert (kernel_env / "figures" / "accuracy.png").is_file()
 
 
-def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, monkeypatch):
+def test_overlap_notebook_reads_the_committed_8_task_map_by_default(kernel_env, kernel, monkeypatch):
     monkeypatch.delenv("CL_GRAFT_RESULTS")
-    text = "".join(o.get("text", "") for o in _execute("02_region_overlap.ipynb"))
+    text = "".join(o.get("text", "") for o in _execute("02_region_overlap.ipynb", kernel))
     assert "sst2 ~ cr" in text and "agnews" in text                     # the measured top IoU pair
     assert (kernel_env / "figures" / "iou.png").is_file()              # figures go to CL_GRAFT_FIGURES
 

@@ -224,11 +224,13 @@ def test_the_digits_section_reads_digits_json(tmp_path, monkeypatch):
     assert "region_size" not in text and "avalanche_digits" not in text
 
 
-def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
+def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path, monkeypatch):
     from cl_graft.benchmarks.experiments import continual_seeds
 
-    from helpers import save_tiny_model, sentiment_rows, write_task
+    from helpers import InProcessCli, save_tiny_model, sentiment_rows, write_task
 
+    started = InProcessCli()                                     # `python -m cl_graft.cli`, in this process
+    monkeypatch.setattr(continual_seeds, "subprocess", started)
     save_tiny_model(tmp_path / "model")
     for name, flip in (("alpha", False), ("beta", True)):
         write_task(tmp_path / "data" / name, ["negative", "positive"],
@@ -237,6 +239,7 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path):
                                     "--stream", "alpha,beta", "--strategies", "graft,ewc", "--seeds", "0,1",
                                     "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path / "results")],
                                    standalone_mode=False)
+    assert len(started.commands) == 2                                               # one run per seed
     runs = [read_json(tmp_path / "results" / f"seed{s}" / "results.json") for s in (0, 1)]
     files = read_json(tmp_path / "results" / "config.json")["files"]          # the script's run record lists ...
     assert {"summary.json", "seed1/results.json", "work/seed1/results.json", "work/seed1.log"} <= set(files)

@@ -85,15 +85,22 @@ def test_the_report_names_scenario_bytes_flags_and_artifacts(tmp_path):
 
 
 def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, monkeypatch):
+    from cl_graft.benchmarks.experiments import digits
     from cl_graft.benchmarks.experiments.digits import main
 
+    from helpers import InProcessCli
+
     monkeypatch.chdir(tmp_path)
+    started = InProcessCli()                                     # `python -m cl_graft.cli`, in this process
+    monkeypatch.setattr(digits, "subprocess", started)
     out = tmp_path / "digits"
     args = ["--out", str(out), "--benchmarks", "permuted-digits:2/mlp/task", "--seeds", "0,1",
             "--task-peers", "graft,naive", "--tune-budget", "1", "--graft-variants", "open",
             "--run-option=--preset=smoke", "--run-option=--steps=1"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
+    assert [a[:2] + a[a.index("--seed"):a.index("--seed") + 2] for a in started.commands] == \
+        [["run", "--stream", "--seed", s] for s in ("0", "0", "1", "1")]          # main and open, per seed
     run0 = json.loads((out / "runs/permuted-digits-2-mlp-task/seed0/results.json").read_text())
     run1 = json.loads((out / "runs/permuted-digits-2-mlp-task/seed1/results.json").read_text())
     assert run0["run"]["command_line"].startswith("cl-graft run --stream permuted-digits:2 --model mlp")

@@ -162,13 +162,14 @@ def test_export_task_writes_one_head_and_loads_in_one_call(blob_bm, blob_run, tm
 
 
 CHECKPOINT = SETUP + textwrap.dedent("""
+    import shutil
     import sys
     from avalanche.checkpointing import maybe_load_checkpoint, save_checkpoint
     from avalanche.training.plugins import EvaluationPlugin
     from safetensors.torch import save_file
     from cl_graft.strategies import GraftStrategy
 
-    mode, stop = sys.argv[1], int(sys.argv[2])
+    mode, kept = sys.argv[1], int(sys.argv[2])
     blob_bm = benchmark()
     model = mlp()
     strategy = GraftStrategy(model=model, optimizer=optimizer(model), evaluator=EvaluationPlugin(loggers=[]),
@@ -179,24 +180,27 @@ CHECKPOINT = SETUP + textwrap.dedent("""
         strategy.train(exp)
         strategy.eval(blob_bm.test_stream)
         save_checkpoint(strategy, "checkpoint.pkl", exclude=["optimizer"])   # Avalanche cannot pickle it
-        if i == stop:
-            sys.exit(0)                                          # killed after experience i
+        if i == kept:                                            # what a process killed after experience i leaves
+            shutil.copyfile("checkpoint.pkl", f"checkpoint_after_{i}.pkl")
     state = {n: p.detach().contiguous() for n, p in strategy.model.named_parameters()}
     metrics = strategy.evaluator.get_all_metrics()
     acc = {k: torch.tensor(v[1]) for k, v in metrics.items() if k.startswith("Top1_Acc_Exp")}
-    save_file({**state, **{f"metric/{k}": v for k, v in acc.items()}}, f"{mode}.safetensors")
+    save_file({**state, **{f"metric/{k}": v for k, v in acc.items()}, "start": torch.tensor(start)},
+              f"{mode}.safetensors")
 """)
 
 
 def test_avalanche_checkpoint_kill_and_resume_is_bit_identical(tmp_path):
+    """The uninterrupted run keeps a copy of its checkpoint after experience 0 (the file a process killed then
+    leaves behind); a new process resumes from that copy alone and must end bit-identical."""
     (tmp_path / "resumed").mkdir()
     (tmp_path / "whole").mkdir()
-    _python(CHECKPOINT, "resumed", 0, cwd=tmp_path / "resumed")             # killed after experience 0
-    assert (tmp_path / "resumed" / "checkpoint.pkl").is_file()
+    _python(CHECKPOINT, "whole", 0, cwd=tmp_path / "whole")
+    (tmp_path / "whole" / "checkpoint_after_0.pkl").rename(tmp_path / "resumed" / "checkpoint.pkl")
     _python(CHECKPOINT, "resumed", -1, cwd=tmp_path / "resumed")            # a new process resumes
-    _python(CHECKPOINT, "whole", -1, cwd=tmp_path / "whole")
     resumed = load_file(str(tmp_path / "resumed" / "resumed.safetensors"))
     whole = load_file(str(tmp_path / "whole" / "whole.safetensors"))
+    assert int(resumed.pop("start")) == 1 and int(whole.pop("start")) == 0      # it did resume
     assert sorted(resumed) == sorted(whole)
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)
 
