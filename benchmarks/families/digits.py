@@ -2,12 +2,16 @@
 ``load_digits`` (offline), with a model trained from scratch (``--model mlp|mtmlp|cnn``)."""
 from __future__ import annotations
 
+from cl_graft.errors import UserError
+
 from . import StreamFamily, StreamRequest, StreamSetup
 
 
 def _setup(request: StreamRequest) -> StreamSetup:
-    from ..digits import DigitsStream, digits_model
+    from ..digits import DigitsStream, digits_model, parse_digits_stream
 
+    if parse_digits_stream(request.spec) is None:                     # a misspelt name, before its options
+        raise UserError(f"{request.spec!r} is not a digits stream (split-digits, permuted-digits:N)")
     request.refuse(("k", "eval_cap", "head", "fresh_head", "data_dir", "class_order"), "digits")
     base = digits_model(request.model, request.seed).to(request.device)
     the_stream = DigitsStream.make(request.spec, request.model, seed=request.seed, scenario=request.scenario)
