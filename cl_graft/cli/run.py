@@ -63,8 +63,8 @@ def run_command() -> click.Command:
                   + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
     @click.option("--scenario", type=click.Choice(list(SCENARIOS)), default="task", show_default=True,
                   help="task: every strategy gets the task label at test (a single-head model runs as its multi-head "
-                  "copy, the same for every strategy; a split text stream gets a head per experience); class (digits and "
-                  "split text streams): none does, one head answers every class seen so far "
+                  "copy, the same for every strategy; a split text stream gets a head per experience); class "
+                  "(digits and split text streams): none does, one head answers every class seen so far "
                   f"({', '.join(ROUTING)} route each row to one of their tasks).")
     @click.option("--class-order", default=None, help="Split text streams: the task's label indices in the order "
                   "they arrive, comma-separated (default: a permutation seeded by --seed, recorded in results.json).")
@@ -150,6 +150,9 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         raise UserError("--scenario class already withholds task labels (strategies that can route do); "
                         "drop --task-inference")
     names = parse_strategies(strategies)
+    if task_inference and not set(names) & set(ROUTING):
+        raise UserError(f"--task-inference scores strategies that route rows without task labels "
+                        f"({', '.join(ROUTING)}); none of --strategies {','.join(names)} does")
     given = _given_settings(options, names)
     if tune and settings_from:
         raise UserError("--tune and --settings-from exclude each other: tune here, or reuse an earlier choice")

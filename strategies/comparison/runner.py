@@ -341,8 +341,14 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
         report = Report(console, label, lines=False) if console is not None else None
         return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
 
-    for name in strategies:                                    # refused before any strategy trains
-        STRATEGIES[name].check_scenario(stream.scenario)
+    refused = []                                               # before any strategy trains, every one at once
+    for name in strategies:
+        try:
+            STRATEGIES[name].check_scenario(stream.scenario)
+        except UserError as e:
+            refused.append(str(e))
+    if refused:
+        raise UserError("; ".join(refused))
     results: dict[str, StrategyResult] = {}
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE

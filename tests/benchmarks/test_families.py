@@ -57,8 +57,8 @@ def test_class_order_is_seeded_or_given_and_groups_are_even():
 @pytest.mark.parametrize("scenario", ["class", "task"])
 def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
     out = tmp_path / scenario
-    res = cli(env, "--stream", "split-intents:3", "--scenario", scenario, "--strategies", "graft,naive,ncm,linear-probe",
-              "--class-order", "5,4,3,2,1,0", "--out", str(out))
+    res = cli(env, "--stream", "split-intents:3", "--scenario", scenario, "--strategies",
+              "graft,naive,ncm,linear-probe", "--class-order", "5,4,3,2,1,0", "--out", str(out))
     assert res.exit_code == 0, res.output
     data = json.loads((out / "results.json").read_text())
     config = json.loads((out / "config.json").read_text())
@@ -109,7 +109,14 @@ def test_bad_split_specs_are_one_line(env, tmp_path):
                           (["--stream", "split-intents:2", "--strategies", "der", "--scenario", "class"],
                            "runs on digits streams"),
                           (["--stream", "permuted-digitsX:3", "--model", "mlp"], "is not a digits stream"),
-                          (["--stream", "split-digits,split-digits", "--model", "mlp"], "stream of its own")):
+                          (["--stream", "split-digits,split-digits", "--model", "mlp"], "stream of its own"),
+                          (["--stream", "split-intents:2", "--strategies", "naive", "--task-inference", "entropy"],
+                           "none of --strategies naive does"),
+                          (["--stream", "split-intents:2", "--strategies", "er-ace,single,der", "--scenario", "class"],
+                           "single is a task-incremental method"),
+                          (["--stream", "split-intents:2", "--strategies", "er-ace,der,naive"],
+                           "er-ace is a class-incremental method: it runs with --scenario class, not in the "
+                           "task-incremental scenario; der is")):
         res = cli(env, *args, "--out", str(tmp_path / "x"))
         assert res.exit_code == 2 and message in res.output, (args, res.output)
 
