@@ -328,7 +328,8 @@ def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategi
     an earlier tuning chose instead, recorded the same way. A strategy reads the results of the strategies its
     entry's ``peers`` names (they run before it). With ``resume``, finished strategies are read back and those
     whose entry has a ``state`` continue from their last committed experience (``out/<name>/state``); other
-    unfinished strategies start over. ``on_result`` is called with each result as it is ready. With ``console``,
+    unfinished strategies start over. Each result's ``info["settings"]`` holds the settings that ran (after tuning
+    or an earlier choice). ``on_result`` is called with each result as it is ready. With ``console``,
     a live progress line and a result line per task (:mod:`.progress`; the tuning runs move the line and print
     nothing).
     """
@@ -358,6 +359,7 @@ def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategi
                                          peers=results)
             if tuning:
                 results[name].info["tuning"] = tuning
+            results[name].info["settings"] = settings.to_json()          # what ran (after tuning)
             write_json(path, results[name].to_json())
         if on_result is not None:
             on_result(results[name])

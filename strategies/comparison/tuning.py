@@ -11,16 +11,17 @@ rows only (half of each task's dev rows select checkpoints/regions, the other ha
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from cl_graft.errors import UserError
 from cl_graft.files import read_json
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 from cl_graft.task import TaskRows
 
-from .registry import STRATEGIES
-from .settings import Settings, apply_point
+from .registry import STRATEGIES, registry_options
+from .settings import Settings, apply_point, has_setting
 
 TUNE_BUDGET = 3
 """Grid points each strategy tries by default."""
@@ -113,3 +114,29 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
             raise UserError(f"{path}: {name!r} chose {point}, which is not a point of its grid")
         out[name] = {"chosen": dict(point), "from": f"{Path(run_dir)} (seed {seed})"}
     return out
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether keys ``a`` and ``b`` change the same setting (equal, or one a nested field of the other)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def refuse_fixed_choices(given: Mapping[str, Any], names: Sequence[str], *, tune_budget: int | None,
+                         chosen: Mapping[str, dict] | None) -> None:
+    """Refuses a setting given on the command line that ``--tune`` (``tune_budget`` grid points) or
+    ``--settings-from`` (``chosen``, :func:`chosen_settings`) would choose for one of the strategies ``names``:
+    the run would silently replace it, and its record would name a value that never ran.
+
+    Raises:
+        UserError: one line naming both options and the strategy.
+    """
+    option = {o.key: o.name.replace("_", "-") for o in registry_options()}
+    for name in names:
+        cls = STRATEGIES[name].settings
+        points = list(STRATEGIES[name].grid[:tune_budget]) if tune_budget else \
+            [chosen[name]["chosen"]] if chosen and name in chosen else []
+        fixed = [k for k in given if k in option and has_setting(cls, k)] if points else []
+        for key in fixed:
+            if any(_overlap(key, k) for p in points for k in cls.implied(p)):
+                how = "--tune" if tune_budget else "--settings-from"
+                raise UserError(f"--{option[key]} sets what {how} chooses for {name}; give one of them, not both")
