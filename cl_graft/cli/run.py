@@ -175,7 +175,7 @@ def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget,
         write_results,
     )
     from ..strategies.comparison.runner import run_continual
-    from ..strategies.comparison.tuning import chosen_settings
+    from ..strategies.comparison.tuning import chosen_settings, refuse_fixed_choices
     from ..training.models import resolve_device
 
     console = Console.from_flags(quiet=quiet, verbose=verbose)
@@ -195,6 +195,7 @@ def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget,
         raise UserError("--tune-budget is the number of grid points --tune tries; add --tune or drop it")
     tune_budget = tune_budget or TUNE_BUDGET
     chosen = chosen_settings(settings_from, names) if settings_from else None
+    refuse_fixed_choices(given, names, tune_budget=tune_budget if tune else None, chosen=chosen)
     if digits and eval_cap is not None:
         raise UserError("--eval-cap sizes a text stream's test rows; a digits stream scores all of its own")
     data, cfg = continual_setup(preset, seed=seed, steps=steps, k=None if digits else k, eval_cap=eval_cap)
@@ -229,6 +230,7 @@ def _run(*, stream, scenario, strategies, steps, k, eval_cap, tune, tune_budget,
                                 console=console,
                                 on_result=on_result)
         console.phase("writing results and figures")
+        record["strategy_settings"] = {n: r.info.get("settings", own[n].to_json()) for n, r in results.items()}
         bands = chance_bands(the_stream.benchmark.test_stream)
         write_results(run_dir.path, results, record=finish_record(record), scenario=scenario, bands=bands)
         console.close()
