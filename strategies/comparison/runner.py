@@ -32,6 +32,7 @@ from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import TaskAdapter
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
+from .committed import PROGRESS_FILE, read_progress, write_progress
 from .config import ContinualConfig
 from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
@@ -46,12 +47,9 @@ if TYPE_CHECKING:
     from cl_graft.benchmarks.streams import Stream
 
 RESULT_FILE = "result.json"
-PROGRESS_FILE = "progress.json"
 STATE_DIR = "state"
 RESULT_SCHEMA = Obj({"name": str, "tasks": ListOf(str), "matrix": ListOf(ListOf(float)), "seconds": float,
                      "bytes": int, "info": dict})
-PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "settings": dict, "rows": ListOf(ListOf(float)),
-                       "seconds": float, "state": dict})
 
 
 @dataclass
@@ -291,21 +289,16 @@ def _save_progress(state_dir: Path, record: dict, tasks: list[str], cfg: Continu
                    rows: list, seconds: float) -> None:
     """Commits the experiences of ``rows``: written after the strategy's state (``record``: what its save
     returned), so a progress file never names more than the state holds."""
-    write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "settings": settings.to_json(),
-                                           "rows": rows, "seconds": round(seconds, 1), "state": record})
+    write_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json(), rows=rows,
+                   seconds=seconds, state=record)
 
 
 def _resume(state_dir: Path, entry: StrategyEntry, model: torch.nn.Module, tasks: list[str], cfg: ContinualConfig,
             settings: Settings) -> tuple[list[list[float]], float, SavedState]:
-    """Accuracy rows, seconds and the saved state (loaded into ``model``) of an interrupted stream."""
-    path = state_dir / PROGRESS_FILE
-    progress = read_checked(path, PROGRESS_SCHEMA)
-    if (progress["tasks"], progress["config"], progress["settings"]) != (tasks, cfg.to_json(), settings.to_json()):
-        raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
+    """Accuracy rows, seconds and the saved state (loaded into ``model``) of an interrupted stream
+    (:func:`.committed.read_progress` checks the progress file)."""
+    progress = read_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json())
     rows = [list(r) for r in progress["rows"]]
-    if not rows or len(rows) > len(tasks):
-        raise UserError(f"{path}: field 'rows' holds {len(rows)} rows, not an interrupted stream of "
-                        f"{len(tasks)} tasks")
     saved = entry.state.load_(state_dir, model, committed=len(rows), record=progress["state"])
     if saved.experiences not in (len(rows), len(rows) + 1):
         raise UserError(f"{state_dir}: the saved state holds {saved.experiences} experiences, its progress file "
