@@ -50,6 +50,23 @@ def region_plugin(strategy):
     return next(p for p in strategy.plugins if isinstance(p, GraftPlugin))
 
 
+SECONDS = ("localize_seconds", "feature_seconds")
+"""The per-task seconds a :class:`~.plugin.GraftPlugin` measures; each task's are kept in its ``task_meta``."""
+
+
+def task_seconds(plugin) -> dict[str, list[float]]:
+    """Each learned task's seconds of region search and of feature statistics, in task order, the earlier
+    sessions' of a resumed run included: the plugin measures this session's tasks (the last ones), and they are
+    noted IN PLACE in the owner map's ``task_meta`` (saved with it) for a later session."""
+    owners = plugin.owners
+    for what in SECONDS:
+        measured = getattr(plugin, what)
+        for task, seconds in zip(owners.tasks[len(owners.tasks) - len(measured):], measured):
+            owners.task_meta.setdefault(task, {})[what] = seconds
+    return {what: [owners.task_meta[t][what] for t in owners.tasks if what in owners.task_meta.get(t, {})]
+            for what in SECONDS}
+
+
 def drop_torn_task_(skills: Path) -> None:
     """Removes what a save torn before ``skills.json`` left in ``skills`` of the next task (its ``task-KK``
     folder, its feature statistics; see the module docstring); nothing when there is none.
@@ -94,7 +111,9 @@ class OwnerMapState:
     """Saves and loads the owner map of the strategy's :class:`~.plugin.GraftPlugin` (graft's and PackNet's)."""
 
     def save(self, strategy, directory: Path) -> dict:
-        owners = region_plugin(strategy).owners
+        plugin = region_plugin(strategy)
+        owners = plugin.owners
+        task_seconds(plugin)                                      # kept in skills.json for a resumed run
         owners.save(directory / SKILLS_DIR)
         return {"tasks": list(owners.tasks), "pre_fingerprint": owners.pre_fingerprint}
 
@@ -107,9 +126,17 @@ class OwnerMapState:
         clf = getattr(model, "clf", model)
         owners = load_skills(skills, clf)
         done = len(owners.tasks)
-        if done not in (committed, committed + 1) or owners.tasks[:committed] != record["tasks"] or \
-                owners.pre_fingerprint != record["pre_fingerprint"]:
-            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' ({owners.tasks}) does not match the progress "
-                            f"file, which commits {record['tasks']}")
+        if len(record["tasks"]) != committed:
+            raise UserError(f"{directory}: the progress file's field 'state.tasks' names {len(record['tasks'])} "
+                            f"tasks, its field 'rows' commits {committed}")
+        if done not in (committed, committed + 1):
+            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' holds {done} tasks, the progress file "
+                            f"commits {committed}")
+        if owners.tasks[:committed] != record["tasks"]:
+            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' begins {owners.tasks[:committed]}, "
+                            f"the progress file's field 'state.tasks' is {record['tasks']}")
+        if owners.pre_fingerprint != record["pre_fingerprint"]:
+            raise UserError(f"{skills / MAP_CONFIG}: field 'pre_fingerprint' differs from the progress "
+                            f"file's field 'state.pre_fingerprint': the state is of another model")
         owners.apply_(clf)
         return SavedState(owners, done)

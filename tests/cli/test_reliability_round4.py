@@ -53,3 +53,80 @@ def test_tuned_settings_are_recorded_and_an_explicit_setting_is_not_overridden(t
     assert again.exit_code == 0, again.output
     ran = json.loads((tmp_path / "again/config.json").read_text())["strategy_settings"]
     assert ran == config["strategy_settings"]
+
+
+# ----- 2, 7: a resumed run is checked like a saved one, and keeps the earlier session's records -------------------
+GRAFT3 = ["--stream", "permuted-digits:3", "--strategies", "graft", "--steps", "5"]
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """A graft run of three tasks stopped (KeyboardInterrupt) in the third task's training: two rows committed."""
+    from cl_graft.strategies.comparison import runner
+
+    out = tmp_path_factory.mktemp("r4") / "interrupted"
+    train = runner._train
+
+    def stopped(strategy, experience, seed):
+        if experience.current_experience == 2:
+            raise KeyboardInterrupt
+        train(strategy, experience, seed)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(runner, "_train", stopped)
+        result = _invoke(*GRAFT3, "--out", out)
+    assert result.exit_code != 0 and not (out / "results.json").exists()
+    assert len(json.loads((out / "graft/state/progress.json").read_text())["rows"]) == 2
+    return out
+
+
+def _copy(folder: Path, to: Path, edit=None) -> Path:
+    import shutil
+
+    shutil.copytree(folder, to)
+    if edit is not None:
+        path = to / "graft/state/progress.json"
+        path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    return to
+
+
+def _row(i, j, value):
+    def edit(progress):
+        progress["rows"][i][j] = value
+        return progress
+    return edit
+
+
+@pytest.mark.parametrize("edit, field", [
+    (_row(0, 0, 5.0), "'rows[0][0]' must be a number of at least 0, at most 1, got 5.0"),
+    (_row(1, 1, -1), "'rows[1][1]' must be a number of at least 0"),
+    (lambda p: {**p, "rows": [p["rows"][0][:2], p["rows"][1]]}, "'rows[0]' holds 2 accuracies, the stream has 3"),
+    (lambda p: {**p, "rows": p["rows"] * 2}, "'rows' holds 4 rows"),
+    (lambda p: {**p, "settings": {**p["settings"], "method": "topk"}}, "'settings.method' is \"topk\", this run's "),
+    (lambda p: {**p, "tasks": ["perm0", "perm9", "perm2"]}, "'tasks[1]' is \"perm9\", this run's is \"perm1\""),
+    (_row(0, 0, 0.5), "'sha256' does not match the file's content"),              # valid, but not what ran
+    (lambda p: {**p, "state": {**p["state"], "pre_fingerprint": "0" * 64}}, "'sha256' does not match"),
+    (lambda p: {k: v for k, v in p.items() if k != "sha256"}, "field 'sha256' is missing"),
+])
+def test_an_edited_progress_file_is_refused_naming_the_field(interrupted, tmp_path, edit, field):
+    out = _copy(interrupted, tmp_path / "edited", edit)
+    before = (out / "graft/state/progress.json").read_text()
+    _one_line_error(_invoke(*GRAFT3, "--out", out, "--resume"), "progress.json", field)
+    assert (out / "graft/state/progress.json").read_text() == before and not (out / "results.json").exists()
+
+
+def test_a_resumed_run_keeps_the_earlier_sessions_seconds(interrupted, tmp_path):
+    out = _copy(interrupted, tmp_path / "resumed")
+    skills = json.loads((out / "graft/state/skills/skills.json").read_text())
+    earlier = {what: [skills["task_meta"][t][what] for t in skills["tasks"]]
+               for what in ("localize_seconds", "feature_seconds")}
+    result = _invoke(*GRAFT3, "--out", out, "--resume")
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "results.json").read_text())
+    info = saved["strategies"]["graft"]["info"]
+    for what, values in earlier.items():
+        assert len(info[what]) == len(saved["tasks"]) == 3 and info[what][:2] == values, what
+    full = _invoke(*GRAFT3, "--out", tmp_path / "full")
+    assert full.exit_code == 0, full.output
+    assert json.loads((tmp_path / "full/results.json").read_text())["strategies"]["graft"]["matrix"] == \
+        saved["strategies"]["graft"]["matrix"]
