@@ -66,9 +66,14 @@ def _inside(path: Path, names: list[str]) -> None:
         raise UserError(f"{path}: lists {bad[0]!r}, a file outside the folder; this is not a record cl-graft wrote")
 
 
-def _refuse_links(out: Path) -> None:
+def refuse_links(out: Path, *, named: str | None = None) -> None:
     """Refuses a symbolic link under ``out`` to a folder, or to anything outside ``out``: a command would write
-    or delete through it, outside the folder or under a second name."""
+    or delete through it, outside the folder or under a second name. ``named``: how the error names the folder
+    (default ``--out <out>``; the Python API's savers name the folder itself).
+
+    Raises:
+        UserError: one line naming the link and its target.
+    """
     root = out.resolve()
     for folder, dirs, files in os.walk(out):
         for name in dirs + files:
@@ -78,9 +83,9 @@ def _refuse_links(out: Path) -> None:
             target = path.resolve()
             if target.is_dir() or (target != root and root not in target.parents):
                 where = "a folder" if target.is_dir() else "a file outside it"
-                raise UserError(f"--out {out}: {path.relative_to(out).as_posix()} is a symbolic link to {where} "
-                                f"({target}); cl-graft writes nothing through links, remove it or choose another "
-                                f"folder")
+                raise UserError(f"{named or f'--out {out}'}: {path.relative_to(out).as_posix()} is a symbolic link "
+                                f"to {where} ({target}); cl-graft writes nothing through links, remove it or choose "
+                                f"another folder")
 
 
 def _refuse_nested_in_busy(out: Path) -> None:
@@ -248,7 +253,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
 def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resume: bool, keep_on_error: bool,
                   record_name: str, created: bool) -> OutDir:
     """:func:`claim_out_dir` once the folder exists and is locked."""
-    _refuse_links(out)
+    refuse_links(out)
     owner_path = out / OWNER_FILE
     owner = read_json(owner_path) if owner_path.is_file() else None
     mine = isinstance(owner, dict) and owner.get("command") == command
