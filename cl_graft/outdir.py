@@ -118,6 +118,15 @@ def _remove(folder: Path, names: set[str]) -> None:
             d.rmdir()
 
 
+def _remove_empty_temporaries(folder: Path) -> None:
+    """Deletes the empty temporary folders under ``folder`` (an atomic write killed before it wrote a byte)."""
+    for root, dirs, _ in os.walk(folder, topdown=False):
+        for name in dirs:
+            path = Path(root) / name
+            if is_temporary(name) and not path.is_symlink() and not any(path.iterdir()):
+                path.rmdir()
+
+
 def settings_sha256(settings: dict) -> str:
     """A hash of everything that changes a run's numbers (what ``--resume`` compares)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
@@ -267,6 +276,7 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
         kept = set(owner.get("kept", []))
         stale = {f for f in present - kept if _temporary(f)}
         _remove(out, stale)
+        _remove_empty_temporaries(out)
         return OutDir(out, kept=kept, created=False, keep_on_error=keep_on_error, record_name=record_name,
                       earlier=present - kept - stale)
     if mine:
@@ -282,6 +292,7 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
             raise UserError(f"--out {out} already holds {state} of cl-graft {command}; choose a new folder or pass "
                             f"--overwrite")
         _remove(out, earlier)
+        _remove_empty_temporaries(out)
         present -= earlier
     elif present or owner_path.exists():
         what = f"the output of cl-graft {owner.get('command')}" if isinstance(owner, dict) else \
