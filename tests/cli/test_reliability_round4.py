@@ -115,8 +115,18 @@ def test_an_edited_progress_file_is_refused_naming_the_field(interrupted, tmp_pa
     assert (out / "graft/state/progress.json").read_text() == before and not (out / "results.json").exists()
 
 
-def test_a_resumed_run_keeps_the_earlier_sessions_seconds(interrupted, tmp_path):
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The same graft run, not interrupted."""
+    out = tmp_path_factory.mktemp("r4") / "finished"
+    result = _invoke(*GRAFT3, "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_resumed_run_keeps_the_earlier_sessions_seconds(interrupted, finished, tmp_path):
     out = _copy(interrupted, tmp_path / "resumed")
+    (out / "figures/.final.png.k1ll3d.tmp").mkdir(parents=True)          # an atomic write killed before a byte
     skills = json.loads((out / "graft/state/skills/skills.json").read_text())
     earlier = {what: [skills["task_meta"][t][what] for t in skills["tasks"]]
                for what in ("localize_seconds", "feature_seconds")}
@@ -126,7 +136,46 @@ def test_a_resumed_run_keeps_the_earlier_sessions_seconds(interrupted, tmp_path)
     info = saved["strategies"]["graft"]["info"]
     for what, values in earlier.items():
         assert len(info[what]) == len(saved["tasks"]) == 3 and info[what][:2] == values, what
-    full = _invoke(*GRAFT3, "--out", tmp_path / "full")
-    assert full.exit_code == 0, full.output
-    assert json.loads((tmp_path / "full/results.json").read_text())["strategies"]["graft"]["matrix"] == \
+    assert not list(out.rglob("*.tmp"))                                   # (9) no empty temporary folder left
+    assert json.loads((finished / "results.json").read_text())["strategies"]["graft"]["matrix"] == \
         saved["strategies"]["graft"]["matrix"]
+
+
+# ----- 6: export of a digits run says what export supports ---------------------------------------------------------
+@pytest.mark.parametrize("run", ["finished", "interrupted"])
+def test_export_of_a_digits_run_says_what_export_supports(run, request, tmp_path):
+    skills = request.getfixturevalue(run) / "graft/state/skills"
+    result = CliRunner().invoke(main, ["export", "--skills", str(skills), "--task", "perm0",
+                                       "--out", str(tmp_path / "exp")])
+    _one_line_error(result, "digits stream permuted-digits:3", "export writes a task of a text-stream run",
+                    "cl_graft.strategies.export_task")
+    assert not (tmp_path / "exp").exists()
+
+
+# ----- 9: smaller ---------------------------------------------------------------------------------------------------
+def test_a_staged_folder_gives_its_files_the_mode_of_their_siblings(tmp_path):
+    import os
+    import stat
+
+    from cl_graft.written import staged_folder
+
+    old = os.umask(0o022)
+    try:
+        with staged_folder(tmp_path / "export", within=tmp_path) as tmp:        # as save_pretrained writes
+            (tmp / "model.safetensors").write_bytes(b"x")
+            os.chmod(tmp / "model.safetensors", 0o600)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "export/model.safetensors").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("args, wanted", [
+    (["--expected-tasks", "0"], "--expected-tasks must be an integer >= 1"),
+    (["--region-size", "0.1", "--tolerance", "0.01"], "setting --tolerance does not apply to --region-size 0.1"),
+    (["--plan", "open", "--expected-tasks", "3"], "leave --expected-tasks unset"),
+])
+def test_setting_errors_name_the_options(tmp_path, args, wanted):
+    line = _one_line_error(_invoke("--stream", "split-digits", "--strategies", "graft", *args,
+                                   "--out", tmp_path / "o"), wanted)
+    assert "expected_tasks" not in line and "size.tolerance" not in line
+    assert not (tmp_path / "o").exists()

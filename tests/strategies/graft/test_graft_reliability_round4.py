@@ -50,3 +50,15 @@ def test_3_save_refuses_a_stray_file_in_a_task_folder_and_a_file_as_folder(saves
     with pytest.raises(UserError, match="cannot write there"):
         load(saves["one"]).save(a_file / "sub")
     assert a_file.read_text() == "x"
+
+
+# ----- 9. a NaN test input is refused, not a silent "Loss nan" --------------------------------------------------------
+def test_9_a_nan_test_input_is_refused_naming_the_experience():
+    strategy = strategy_for(mlp())
+    strategy.train(stream().train_stream[0])
+    with pytest.raises(UserError, match=r"^evaluation, experience 1 \(task labels \[1\]\): row \d+ of a test "
+                                        r"mini-batch holds NaN"):
+        strategy.eval(stream(nan=True).train_stream)             # classes 2, 3 (experience 1) are NaN
+    results = strategy.eval(stream().test_stream)
+    assert all(v == v for k, v in results.items() if k.startswith("Top1_Acc"))       # finite inputs: no NaN
+    assert torch.isfinite(torch.tensor([v for k, v in results.items() if k.startswith("Loss")])).all()
