@@ -179,3 +179,30 @@ def test_setting_errors_name_the_options(tmp_path, args, wanted):
                                    "--out", tmp_path / "o"), wanted)
     assert "expected_tasks" not in line and "size.tolerance" not in line
     assert not (tmp_path / "o").exists()
+
+
+def test_the_folder_lock_is_the_filelock_packages(tmp_path):
+    import os
+    import tomllib
+
+    from filelock import lock_descriptor
+
+    import cl_graft.folder_lock as folder_lock
+    from cl_graft.errors import UserError
+    from cl_graft.folder_lock import LOCK_FILE, FolderLock
+
+    assert not {"fcntl", "msvcrt"} & set(vars(folder_lock))                 # no hand-written OS locking
+    deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.startswith("filelock") for d in deps)
+    lock = FolderLock(tmp_path, "first").acquire()
+    fd = os.open(tmp_path / LOCK_FILE, os.O_RDWR)
+    try:
+        assert not lock_descriptor(fd, blocking=False)                      # the same primitive: held
+        with pytest.raises(UserError, match=r"is in use by pid \d+ \(`first`"):
+            FolderLock(tmp_path, "second").acquire()
+        assert FolderLock(tmp_path, "").busy().startswith("pid")
+    finally:
+        os.close(fd)
+        lock.release()
+    assert not (tmp_path / LOCK_FILE).exists() and FolderLock(tmp_path, "").busy() is None
+    FolderLock(tmp_path, "third").acquire().release()
