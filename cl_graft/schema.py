@@ -81,7 +81,9 @@ def _problem(value: Any, spec: Any, where: str) -> tuple[str, str] | None:
     if isinstance(spec, Nullable):
         return None if value is None else _problem(value, spec.inner, where)
     if isinstance(spec, Between):
-        if not _is(value, float) or not spec.low <= value <= spec.high:
+        if not _is(value, float):
+            return where, f"must be a number, got {_shown(value)}"
+        if not spec.low <= value <= spec.high:
             upper = "" if spec.high == math.inf else f", at most {spec.high:g}"
             return where, f"must be a number of at least {spec.low:g}{upper}, got {_shown(value)}"
         return None
