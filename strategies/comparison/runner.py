@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -148,14 +149,23 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
 
 
 class Clock:
-    """Wall seconds spent in training and in evaluation calls (what a run's ``info`` records beside its total)."""
+    """Wall seconds spent in training and in evaluation calls (what a run's ``info`` records beside its total).
+    ``names``: the stream's task names, for a model that knows its tasks by label only (warnings name them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: list[str] | None = None) -> None:
         self.seconds = {"train_seconds": 0.0, "eval_seconds": 0.0}
+        self.names = names
 
     def train(self, strategy, experience, seed: int) -> None:
         t0 = time.perf_counter()
-        _train(strategy, experience, seed)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                _train(strategy, experience, seed)
+            finally:
+                for w in caught:                                 # shown, each task named as the stream names it
+                    warnings.warn_explicit(_named(w.message, self.names), w.category, w.filename, w.lineno,
+                                           source=w.source)
         self.seconds["train_seconds"] += time.perf_counter() - t0
 
     def eval(self, strategy, stream) -> dict:
@@ -180,6 +190,19 @@ def _train(strategy, experience, seed: int) -> None:
     for w in caught:
         if not issubclass(w.category, DeprecationWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _named(message: Warning | str, names: list[str] | None) -> Warning | str:
+    """``message`` with each ``task '<label>'`` of a label of ``names`` written ``task '<name>'``."""
+    if names is None:
+        return message
+
+    def name(m: re.Match) -> str:
+        label = int(m.group(1))
+        return f"task {names[label]!r}" if label < len(names) else m.group(0)
+
+    text = re.sub(r"\btask '(\d+)'", name, str(message))
+    return type(message)(text) if isinstance(message, Warning) else text
 
 
 def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream, cfg: ContinualConfig,
@@ -210,7 +233,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: Stream | DigitsStream
     Raises:
         UserError: a peer the entry reads is not in ``peers``, or saved state that does not belong to this run.
     """
-    t0, c0, clock = time.perf_counter(), time.process_time(), Clock()
+    t0, c0 = time.perf_counter(), time.process_time()
+    clock = Clock(None if isinstance(base, TextClassifier) else list(stream.tasks))
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
     missing = [p for p in entry.peers if p not in (peers or {})]

@@ -206,3 +206,13 @@ def test_the_folder_lock_is_the_filelock_packages(tmp_path):
         lock.release()
     assert not (tmp_path / LOCK_FILE).exists() and FolderLock(tmp_path, "").busy() is None
     FolderLock(tmp_path, "third").acquire().release()
+
+
+def test_warnings_name_a_digits_task_by_its_name(tmp_path):
+    result = _invoke("--stream", "split-digits", "--strategies", "graft", "--steps", "5", "--out", tmp_path / "w")
+    assert result.exit_code == 0, result.output
+    tasks = json.loads((tmp_path / "w/results.json").read_text())["tasks"]
+    warned = [line for line in result.output.splitlines() if line.startswith("warning: task ")]
+    assert warned, result.output                                     # 5 steps: tasks not surely above chance
+    for line in warned:
+        assert line.split("'")[1] in tasks, line                     # 'digits14', not the label '0'
