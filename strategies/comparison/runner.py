@@ -28,7 +28,6 @@ from cl_graft import distributed
 from cl_graft.console import Console
 from cl_graft.errors import UserError
 from cl_graft.files import write_json
-from cl_graft.schema import ListOf, Obj, read_checked
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import TaskAdapter
@@ -39,6 +38,7 @@ from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
 from .progress import Report
 from .registry import STRATEGIES
+from .results_file import read_result
 from .scenario import OWN_HEADS, scenario_model
 from .settings import Settings, apply_point
 from .tuning import TUNE_BUDGET, tune
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 RESULT_FILE = "result.json"
 STATE_DIR = "state"
-RESULT_SCHEMA = Obj({"name": str, "tasks": ListOf(str), "matrix": ListOf(ListOf(float)), "seconds": float,
-                     "bytes": int, "info": dict})
 
 
 @dataclass
@@ -158,14 +156,14 @@ class Clock:
 
     def train(self, strategy, experience, seed: int) -> None:
         t0 = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 _train(strategy, experience, seed)
-            finally:
-                for w in caught:                                 # shown, each task named as the stream names it
-                    warnings.warn_explicit(_named(w.message, self.names), w.category, w.filename, w.lineno,
-                                           source=w.source)
+        finally:
+            for w in caught:                                     # shown, each task named as the stream names it
+                warnings.warn_explicit(_named(w.message, self.names), w.category, w.filename, w.lineno,
+                                       source=w.source)
         self.seconds["train_seconds"] += time.perf_counter() - t0
 
     def eval(self, strategy, stream) -> dict:
@@ -361,7 +359,7 @@ def run_continual(base: torch.nn.Module, stream: Stream | DigitsStream, strategi
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE
         if resume and path.exists():
-            results[name] = StrategyResult.from_json(read_checked(path, RESULT_SCHEMA))
+            results[name] = StrategyResult.from_json(read_result(path))
         else:
             (out / name).mkdir(parents=True, exist_ok=True)
             tuning = {}
