@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from cl_graft.errors import UserError
-from cl_graft.files import read_json
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 from cl_graft.task import TaskRows
 
 from .registry import STRATEGIES, registry_options
+from .results_file import read_results
 from .settings import Settings, apply_point, has_setting
 
 TUNE_BUDGET = 3
@@ -99,9 +99,7 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
             that is not in the strategy's grid (the file is not a tuning record of this version).
     """
     path = Path(run_dir) / "results.json"
-    results = read_json(path)
-    if not isinstance(results, dict) or not isinstance(results.get("strategies"), dict):
-        raise UserError(f"{path}: not the results of a `cl-graft run`")
+    results = read_results(path)
     tuned = Obj({}, {"info": Obj({}, {"tuning": Nullable(Obj({}, {"chosen": Nullable(dict)}))})})
     check_json(path, results, Obj({"strategies": MapOf(tuned)}, {"run": Nullable(dict)}))
     seed = (results.get("run") or {}).get("seed")
