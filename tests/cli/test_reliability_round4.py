@@ -216,3 +216,51 @@ def test_warnings_name_a_digits_task_by_its_name(tmp_path):
     assert warned, result.output                                     # 5 steps: tasks not surely above chance
     for line in warned:
         assert line.split("'")[1] in tasks, line                     # 'digits14', not the label '0'
+
+
+# ----- 8: page scripts read results as cl-graft does: tampered values refused, legitimate runs not crashing -------
+def _script(module: str, *args):
+    import importlib
+
+    main_ = importlib.import_module(f"cl_graft.benchmarks.experiments.{module}").main
+    return CliRunner().invoke(main_, [str(a) for a in args])
+
+
+def _script_error(result, *needles: str) -> str:
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert result.exit_code == 2 and len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert all(n in lines[0] for n in needles), lines[0]
+    return lines[0]
+
+
+def _tampered(finished: Path, tmp_path: Path, change) -> Path:
+    results = json.loads((finished / "results.json").read_text())
+    change(results)
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(results))
+    return path
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda r: r["strategies"]["graft"]["summary"].update(average=7.5),
+     "'strategies.graft.summary.average' must be a number of at least 0, at most 1, got 7.5"),
+    (lambda r: r["strategies"]["graft"]["summary"].update(average=0.99), "'strategies.graft.summary' is not what"),
+    (lambda r: r["strategies"]["graft"]["matrix"][0].append(0.5), "'strategies.graft.matrix[0]' holds 4 accuracies"),
+    (lambda r: r["strategies"]["graft"].update(bytes=-1), "'strategies.graft.bytes' must be at least 0"),
+])
+@pytest.mark.parametrize("script", ["text_size_page", "retrain_page", "text_long_page"])
+def test_page_scripts_refuse_tampered_results_in_one_line(finished, tmp_path, change, field, script):
+    path = _tampered(finished, tmp_path, change)
+    _script_error(_script(script, "--runs", path, "--out", tmp_path / "page"), "tampered.json", field)
+    assert not (tmp_path / "page").exists()
+
+
+def test_page_scripts_run_on_legitimate_runs_or_say_what_they_need(finished, tmp_path):
+    _script_error(_script("text_size_page", "--runs", finished, "--out", tmp_path / "a"), "no single for seed 0")
+    text_run = _tampered(finished, tmp_path, lambda r: r["run"].pop("scenario"))  # a text run's record names none
+    result = _script("retrain_page", "--runs", text_run, "--out", tmp_path / "b")
+    assert result.exit_code == 0, result.output
+    assert "| permuted-digits:3 | mlp | task | 0 | 1 |" in (tmp_path / "b/retrain.md").read_text()
+    _script_error(_script("digits", "--seeds", "a,b", "--out", tmp_path / "c"), "--seeds is comma-separated")
+    _script_error(_script("digits", "--report-from", finished, "--out", tmp_path / "d"), "no runs/ folder")
+    assert not any((tmp_path / x).exists() for x in "acd")
