@@ -161,6 +161,24 @@ def check_sealed(path: str | os.PathLike, value: Mapping[str, Any]) -> Mapping[s
     return value
 
 
+def check_rows(path: str | os.PathLike, where: str, rows: list[list], width: int,
+               counts: range | tuple[int, ...]) -> None:
+    """Refuses rows (field ``where``: a list of accuracy rows over ``width`` tasks) whose count is not in ``counts``
+    or a row that is not ``width`` long.
+
+    Raises:
+        UserError: ``<path>: field 'rows[1]' holds 2 accuracies, the stream has 3 tasks`` (or the count named).
+    """
+    if len(rows) not in counts:
+        allowed = f"{counts.start} to {counts.stop - 1}" if isinstance(counts, range) else \
+            " or ".join(map(str, sorted(set(counts))))
+        raise UserError(f"{path}: field {where!r} holds {len(rows)} rows, not {allowed} for a stream of {width} tasks")
+    short = next((i for i, row in enumerate(rows) if len(row) != width), None)
+    if short is not None:
+        raise UserError(f"{path}: field '{where}[{short}]' holds {len(rows[short])} accuracies, the stream has "
+                        f"{width} tasks")
+
+
 def first_difference(saved: Any, wanted: Any, where: str) -> tuple[str, Any, Any] | None:
     """``(field, saved value, wanted value)`` of the first place where ``saved`` and ``wanted`` part (objects key
     by key, lists item by item), or None when they are equal."""

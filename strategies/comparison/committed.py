@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cl_graft.errors import UserError
 from cl_graft.files import write_json
-from cl_graft.schema import Between, ListOf, Obj, check_sealed, first_difference, read_checked, sealed
+from cl_graft.schema import Between, ListOf, Obj, check_rows, check_sealed, first_difference, read_checked, sealed
 
 PROGRESS_FILE = "progress.json"
 PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "settings": dict,
@@ -46,14 +46,7 @@ def read_progress(state_dir: Path, *, tasks: list[str], config: dict, settings: 
             where, was, now = differs
             raise UserError(f"{path}: field {where!r} is {_shown(was)}, this run's is {_shown(now)}: the saved "
                             f"state is from another stream or configuration; use a new --out")
-    rows = progress["rows"]
-    if not rows or len(rows) > len(tasks):
-        raise UserError(f"{path}: field 'rows' holds {len(rows)} rows, not an interrupted stream of "
-                        f"{len(tasks)} tasks")
-    short = next((i for i, row in enumerate(rows) if len(row) != len(tasks)), None)
-    if short is not None:
-        raise UserError(f"{path}: field 'rows[{short}]' holds {len(rows[short])} accuracies, the stream has "
-                        f"{len(tasks)} tasks")
+    check_rows(path, "rows", progress["rows"], len(tasks), range(1, len(tasks) + 1))
     return check_sealed(path, progress)                 # last: the checks above name the field a user changed
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from cl_graft.errors import UserError
-from cl_graft.schema import Between, ListOf, MapOf, Obj, read_checked
+from cl_graft.schema import Between, ListOf, MapOf, Obj, check_rows, read_checked
 
 from .metrics import summarize
 
@@ -35,13 +35,7 @@ def check_result(path: str | os.PathLike, result: dict, where: str = "") -> dict
     tasks, matrix = result["tasks"], result["matrix"]
     if result["bytes"] < 0:
         raise UserError(f"{path}: field '{where}bytes' must be at least 0, got {result['bytes']}")
-    if len(matrix) not in (1, len(tasks)):
-        raise UserError(f"{path}: field '{where}matrix' holds {len(matrix)} rows, not 1 or one per task "
-                        f"({len(tasks)})")
-    short = next((i for i, row in enumerate(matrix) if len(row) != len(tasks)), None)
-    if short is not None:
-        raise UserError(f"{path}: field '{where}matrix[{short}]' holds {len(matrix[short])} accuracies, the stream "
-                        f"has {len(tasks)} tasks")
+    check_rows(path, f"{where}matrix", matrix, len(tasks), (1, len(tasks)))       # a final row, or one per task
     if "summary" in result:
         got, wanted = result["summary"], summarize(matrix)
         close = [math.isclose(a, b, abs_tol=1e-9) for a, b in zip([got["average"], *got["final"]],
