@@ -245,7 +245,7 @@ class Probe:
 
 def first_error(stderr: str) -> str:
     for line in stderr.splitlines():
-        if line.startswith(("error:", "Traceback", "warning:", "Aborted!")):
+        if line.startswith(("error:", "Error:", "Traceback", "warning:", "Aborted!")):
             return line
     return ""
 
