@@ -30,7 +30,7 @@ from torch import nn
 from cl_graft.errors import UserError
 from cl_graft.files import read_safetensors, write_safetensors
 from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
-from cl_graft.schema import ListOf, Obj, check_json, read_checked
+from cl_graft.schema import ListOf, Nullable, Obj, check_json, read_checked
 from cl_graft.written import is_temporary
 
 from ..comparison.entry import SavedState
@@ -39,7 +39,8 @@ from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
 from .task_features import FEATURES_FILE
 
 SKILLS_DIR = "skills"
-RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str})
+RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str},
+                    {"localize_seconds": ListOf(Nullable(float)), "feature_seconds": ListOf(Nullable(float))})
 
 
 def region_plugin(strategy):
@@ -51,20 +52,16 @@ def region_plugin(strategy):
 
 
 SECONDS = ("localize_seconds", "feature_seconds")
-"""The per-task seconds a :class:`~.plugin.GraftPlugin` measures; each task's are kept in its ``task_meta``."""
+"""The per-task seconds a :class:`~.plugin.GraftPlugin` measures; the progress file's state record keeps them
+(timings are not part of the skills: ``skills.json`` stays the same from run to run)."""
 
 
-def task_seconds(plugin) -> dict[str, list[float]]:
+def task_seconds(plugin) -> dict[str, list]:
     """Each learned task's seconds of region search and of feature statistics, in task order, the earlier
-    sessions' of a resumed run included: the plugin measures this session's tasks (the last ones), and they are
-    noted IN PLACE in the owner map's ``task_meta`` (saved with it) for a later session."""
-    owners = plugin.owners
-    for what in SECONDS:
-        measured = getattr(plugin, what)
-        for task, seconds in zip(owners.tasks[len(owners.tasks) - len(measured):], measured):
-            owners.task_meta.setdefault(task, {})[what] = seconds
-    return {what: [owners.task_meta[t][what] for t in owners.tasks if what in owners.task_meta.get(t, {})]
-            for what in SECONDS}
+    sessions' of a resumed run included (the owner map's ``carried_seconds``, which :meth:`OwnerMapState.load_`
+    sets; None for a task whose seconds no session committed), then the plugin's own of this session."""
+    carried = plugin.owners.carried_seconds
+    return {what: [*carried.get(what, []), *getattr(plugin, what)] for what in SECONDS}
 
 
 def drop_torn_task_(skills: Path) -> None:
@@ -113,9 +110,8 @@ class OwnerMapState:
     def save(self, strategy, directory: Path) -> dict:
         plugin = region_plugin(strategy)
         owners = plugin.owners
-        task_seconds(plugin)                                      # kept in skills.json for a resumed run
         owners.save(directory / SKILLS_DIR)
-        return {"tasks": list(owners.tasks), "pre_fingerprint": owners.pre_fingerprint}
+        return {"tasks": list(owners.tasks), "pre_fingerprint": owners.pre_fingerprint, **task_seconds(plugin)}
 
     def load_(self, directory: Path, model: nn.Module, *, committed: int, record: dict) -> SavedState:
         """The saved owner map, applied to ``model`` (a :class:`~cl_graft.strategies.adapter.TaskAdapter`'s
@@ -138,5 +134,7 @@ class OwnerMapState:
         if owners.pre_fingerprint != record["pre_fingerprint"]:
             raise UserError(f"{skills / MAP_CONFIG}: field 'pre_fingerprint' differs from the progress "
                             f"file's field 'state.pre_fingerprint': the state is of another model")
+        owners.carried_seconds = {what: [*record.get(what, [])[:committed], *[None] * (done - committed)]
+                                  for what in SECONDS}            # a torn task's seconds were never committed
         owners.apply_(clf)
         return SavedState(owners, done)
