@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from .errors import UserError
-from .written import note, write_failed
+from .written import file_mode, note, write_failed
 
 
 def version(dist: str = "cl-graft") -> str:
@@ -29,12 +29,6 @@ def version(dist: str = "cl-graft") -> str:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "0+unknown"
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -53,7 +47,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     tmp = folder / path.name
     try:
         write(str(tmp))
-        os.chmod(tmp, 0o666 & ~_umask())                   # after: a writer may replace the file (safetensors does)
+        os.chmod(tmp, file_mode())                         # after: a writer may replace the file (safetensors does)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)

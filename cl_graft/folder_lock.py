@@ -1,5 +1,6 @@
-"""One writer per output folder: an OS lock on a lock file inside it, held while a command writes: ``flock`` on
-POSIX systems, ``msvcrt.locking`` on Windows (both dropped by the OS when the holder exits).
+"""One writer per output folder: an OS lock on a lock file inside it, held while a command writes, taken with the
+`filelock <https://py-filelock.readthedocs.io>`_ package's descriptor lock (``flock`` on POSIX systems,
+``LockFileEx`` on Windows; dropped by the OS when the holder exits).
 
 The lock file (:data:`LOCK_FILE`) names its holder (process id, command line, start time), so a second command
 on the same folder fails at once with one line saying who holds it. The operating system drops the lock when
@@ -13,30 +14,16 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from filelock import lock_descriptor, unlock_descriptor
+
 from .errors import UserError
 
 LOCK_FILE = ".cl-graft.lock"
 
-if os.name == "nt":                                     # pragma: no cover (Windows)
-    import msvcrt
 
-    def _try_lock(fd: int) -> bool:
-        """Takes an exclusive lock on the file open as ``fd`` without waiting; False when another holds it."""
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        """Takes an exclusive lock on the file open as ``fd`` without waiting; False when another holds it."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
+def _try_lock(fd: int) -> bool:
+    """Takes an exclusive lock on the file open as ``fd`` without waiting; False when another holds it."""
+    return lock_descriptor(fd, blocking=False)
 
 
 class FolderLock:
@@ -96,6 +83,8 @@ class FolderLock:
         if self._same_file(self._fd):
             with contextlib.suppress(FileNotFoundError, PermissionError):   # Windows: kept while open
                 self.path.unlink()
+        with contextlib.suppress(OSError):
+            unlock_descriptor(self._fd)
         os.close(self._fd)
         self._fd = None
 

@@ -66,9 +66,14 @@ def _inside(path: Path, names: list[str]) -> None:
         raise UserError(f"{path}: lists {bad[0]!r}, a file outside the folder; this is not a record cl-graft wrote")
 
 
-def _refuse_links(out: Path) -> None:
+def refuse_links(out: Path, *, named: str | None = None) -> None:
     """Refuses a symbolic link under ``out`` to a folder, or to anything outside ``out``: a command would write
-    or delete through it, outside the folder or under a second name."""
+    or delete through it, outside the folder or under a second name. ``named``: how the error names the folder
+    (default ``--out <out>``; the Python API's savers name the folder itself).
+
+    Raises:
+        UserError: one line naming the link and its target.
+    """
     root = out.resolve()
     for folder, dirs, files in os.walk(out):
         for name in dirs + files:
@@ -78,9 +83,9 @@ def _refuse_links(out: Path) -> None:
             target = path.resolve()
             if target.is_dir() or (target != root and root not in target.parents):
                 where = "a folder" if target.is_dir() else "a file outside it"
-                raise UserError(f"--out {out}: {path.relative_to(out).as_posix()} is a symbolic link to {where} "
-                                f"({target}); cl-graft writes nothing through links, remove it or choose another "
-                                f"folder")
+                raise UserError(f"{named or f'--out {out}'}: {path.relative_to(out).as_posix()} is a symbolic link "
+                                f"to {where} ({target}); cl-graft writes nothing through links, remove it or choose "
+                                f"another folder")
 
 
 def _refuse_nested_in_busy(out: Path) -> None:
@@ -111,6 +116,15 @@ def _remove(folder: Path, names: set[str]) -> None:
     for d in sorted((p for p in parents if folder in p.parents), key=lambda p: -len(p.parts)):
         if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
             d.rmdir()
+
+
+def _remove_empty_temporaries(folder: Path) -> None:
+    """Deletes the empty temporary folders under ``folder`` (an atomic write killed before it wrote a byte)."""
+    for root, dirs, _ in os.walk(folder, topdown=False):
+        for name in dirs:
+            path = Path(root) / name
+            if is_temporary(name) and not path.is_symlink() and not any(path.iterdir()):
+                path.rmdir()
 
 
 def settings_sha256(settings: dict) -> str:
@@ -248,7 +262,7 @@ def claim_out_dir(out: str | Path, command: str, *, settings: dict, overwrite: b
 def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resume: bool, keep_on_error: bool,
                   record_name: str, created: bool) -> OutDir:
     """:func:`claim_out_dir` once the folder exists and is locked."""
-    _refuse_links(out)
+    refuse_links(out)
     owner_path = out / OWNER_FILE
     owner = read_json(owner_path) if owner_path.is_file() else None
     mine = isinstance(owner, dict) and owner.get("command") == command
@@ -262,6 +276,7 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
         kept = set(owner.get("kept", []))
         stale = {f for f in present - kept if _temporary(f)}
         _remove(out, stale)
+        _remove_empty_temporaries(out)
         return OutDir(out, kept=kept, created=False, keep_on_error=keep_on_error, record_name=record_name,
                       earlier=present - kept - stale)
     if mine:
@@ -277,6 +292,7 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
             raise UserError(f"--out {out} already holds {state} of cl-graft {command}; choose a new folder or pass "
                             f"--overwrite")
         _remove(out, earlier)
+        _remove_empty_temporaries(out)
         present -= earlier
     elif present or owner_path.exists():
         what = f"the output of cl-graft {owner.get('command')}" if isinstance(owner, dict) else \

@@ -50,6 +50,13 @@ class Ledger:
         return {p.relative_to(self.folder).as_posix() for p in self.paths if p.is_file() or p.is_symlink()}
 
 
+def file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` gives a new file (0666 less the umask), not mkstemp's 0600."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def note(path: str | os.PathLike) -> None:
     """Records that cl-graft wrote ``path`` (in every ledger open in this context whose folder holds it)."""
     path = Path(path).absolute()
@@ -71,7 +78,8 @@ def write_failed(path: str | os.PathLike, error: BaseException) -> UserError:
 def staged_folder(final: Path, *, within: Path | None = None) -> Iterator[Path]:
     """A temporary folder (in ``within``, default beside ``final``) for a writer that writes several files itself
     (``save_pretrained``); when the block ends its files move into ``final`` (each an atomic rename, noted in the
-    ledgers); when it fails the temporary folder goes and nothing reaches ``final``."""
+    ledgers, with :func:`file_mode`'s mode, whatever mode the writer gave them); when it fails the temporary
+    folder goes and nothing reaches ``final``."""
     final = Path(final)
     within = final.parent if within is None else Path(within)
     within.mkdir(parents=True, exist_ok=True)
@@ -83,6 +91,7 @@ def staged_folder(final: Path, *, within: Path | None = None) -> Iterator[Path]:
                 src = Path(root) / name
                 dst = final / src.relative_to(tmp)
                 dst.parent.mkdir(parents=True, exist_ok=True)
+                os.chmod(src, file_mode())
                 os.replace(src, dst)
                 note(dst)
     finally:

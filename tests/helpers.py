@@ -431,3 +431,26 @@ def __getattr__(name: str):
         globals().update(_avalanche_plugins())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ----------------------------------------------------------------------------- results.json of `cl-graft run`
+
+def strategy_json(final: list[float], *, forgetting: float = 0.0, **fields) -> dict:
+    """One strategy of a ``cl-graft run`` results.json as the checked loader reads it
+    (``strategies/comparison/results_file.py``): a matrix whose last row is ``final`` (a single row when
+    ``forgetting`` is NaN, as a strategy fit per task; else one row per task, every earlier task ``forgetting``
+    higher before the last), its summary computed from it, and ``fields`` (``info``, ``bytes``, ``seconds``)."""
+    from cl_graft.strategies.comparison.metrics import summarize
+
+    t = len(final)
+    earlier = [min(1.0, a + forgetting) if j < t - 1 else a for j, a in enumerate(final)]
+    matrix = [list(final)] if forgetting != forgetting else [earlier] * (t - 1) + [list(final)]
+    entry = {"matrix": matrix, "bytes": 0, "seconds": 1.0, "info": {}, **fields}
+    return {**entry, "summary": {**summarize(matrix), "bytes": entry["bytes"], "seconds": entry["seconds"]}}
+
+
+def results_json(run: dict, tasks: list[str], strategies: dict[str, dict], **extra) -> dict:
+    """A ``cl-graft run`` results.json: the run record, the tasks and ``strategies`` (name → :func:`strategy_json`),
+    each named with the run's tasks; ``extra``: ``scenario``, ``chance``, ..."""
+    return {"run": run, "tasks": tasks, **extra,
+            "strategies": {n: {"name": n, "tasks": tasks, **s} for n, s in strategies.items()}}

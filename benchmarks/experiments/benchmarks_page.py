@@ -52,7 +52,7 @@ from .report_tables import (
     sweep_lines,
 )
 from .run_records import incomplete_artifacts
-from .script_out import adopt, claimed, out_options, settings_of, work_folder, write_page
+from .script_out import adopt, claimed, load_results, out_options, settings_of, work_folder, write_page
 
 RESULTS = Path("benchmarks/results")
 """The committed run artifacts, relative to the current directory (a checkout's root); the page names them so."""
@@ -159,7 +159,7 @@ def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
                preset, "--quiet", "--overwrite", "--out", str(folder), *(["--data-dir", data_dir] if data_dir else [])]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)
-        record = read_json(folder / "results.json")["run"]
+        record = load_results(folder)["run"]
         out[name] = {"wall_s": time.perf_counter() - t0, "peak_rss_mb": record.get("peak_rss_mb"),
                      "command": portable_command(shlex.join(cmd[2:]))}
     out["ratio"] = out["graft"]["wall_s"] / out["naive"]["wall_s"]

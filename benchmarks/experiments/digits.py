@@ -179,9 +179,14 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
 def main(benchmarks, seeds, class_peers, task_peers, graft_variants, tune_budget, settings_from, run_options,
          report_from, out, overwrite, resume) -> None:
     benches = [Benchmark.parse(b) for b in benchmarks.split(",")]
+    if not all(s.strip().isdigit() for s in seeds.split(",")):
+        raise ScriptError(f"--seeds is comma-separated whole numbers >= 0, e.g. 0,1,2; got {seeds!r}")
     seeds = [int(s) for s in seeds.split(",")]
     if len(seeds) < 2:
         raise ScriptError("--seeds needs at least two seeds (the intervals are over seeds)")
+    if report_from is not None and not (report_from / RUNS).is_dir():
+        raise ScriptError(f"--report-from {report_from}: no {RUNS}/ folder (the folder --out of an earlier run of "
+                          f"this script)")
     variants = [v for v in graft_variants.split(",") if v]
     params = click.get_current_context().params
     with claimed("digits", params) as run_dir:

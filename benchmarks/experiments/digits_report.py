@@ -10,7 +10,6 @@ region sizes (per task, how many the size search chose below their cap, how many
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -19,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from cl_graft.strategies.comparison.metrics import flag_text, sanity_flags
 from cl_graft.strategies.comparison.progress import human_bytes
+
+from .script_out import load_results
 
 REFERENCE = "graft"
 ALPHA = 0.05
@@ -97,7 +98,8 @@ def bonferroni_verdict(d: dict, m: int, *, alpha: float = ALPHA) -> int:
 
 
 def _read(folder: Path) -> dict:
-    return json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+    """The checked ``results.json`` in ``folder`` (:func:`.script_out.load_results`)."""
+    return load_results(folder)
 
 
 def _mean_sd(values: Sequence[float]) -> dict:

@@ -35,6 +35,7 @@ from cl_graft.provenance import run_record
 from .probe_harness import FT, LOC, RUN, USER_FILES, Case, cli, snapshot
 from .reliability_round2 import RoundTwo
 from .reliability_round3 import RoundThree
+from .reliability_round4 import RoundFour
 from .run_records import record_note
 from .script_out import claimed, out_options, work_folder, write_page
 
@@ -195,7 +196,7 @@ class Probe:
                                   [command, *args, *d, "--out", folder, *overwrite], check=self.user_kept(folder)))
         plot_folder = self.user_folder("user-plot")
         cases.append(Case("user's folder", ["plot", r / "mt", "--out", plot_folder], check=self.user_kept(plot_folder)))
-        return cases + RoundTwo(self).cases() + (RoundThree(self).cases() if third else [])
+        return cases + RoundTwo(self).cases() + (RoundThree(self).cases() + RoundFour(self).cases() if third else [])
 
     def broken_model(self, how: str) -> None:
         folder = self.root / f"ft-{how}"
@@ -245,7 +246,7 @@ class Probe:
 
 def first_error(stderr: str) -> str:
     for line in stderr.splitlines():
-        if line.startswith(("error:", "Traceback", "warning:", "Aborted!")):
+        if line.startswith(("error:", "Error:", "Traceback", "warning:", "Aborted!")):
             return line
     return ""
 
@@ -253,13 +254,13 @@ def first_error(stderr: str) -> str:
 @click.command(help=__doc__.splitlines()[0])
 @click.option("--data-dir", type=click.Path(path_type=Path), default=os.environ.get("CL_GRAFT_DATA"),
               show_default=True)
-@click.option("--round", "only", type=click.Choice(["all", "1-2", "3"]), default="all", show_default=True,
-              help="every case, the first two rounds' or the third round's alone")
+@click.option("--round", "only", type=click.Choice(["all", "1-2", "3", "4"]), default="all", show_default=True,
+              help="every case, the first two rounds', or the third or fourth round's alone")
 @out_options(page=True)
 def main(data_dir, only, out, overwrite, page) -> None:
     if data_dir is None or not (data_dir / "sst2").is_dir():
         raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
-    name = "reliability_round3" if only == "3" else "reliability"
+    name = f"reliability_round{only}" if only in ("3", "4") else "reliability"
     with claimed("reliability_probe", click.get_current_context().params) as run_dir:
         rows, failed = run_cases(data_dir, only, work_folder(run_dir))
         record = run_record(command="benchmarks.reliability_probe", device="cpu", round=only)
@@ -275,13 +276,15 @@ def run_cases(data_dir: Path, only: str, scratch: Path) -> tuple[list[dict], int
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="cl-graft-probe-", dir=scratch) as tmp:
         probe = Probe(Path(tmp), data_dir.resolve())
-        for case in RoundThree(probe).cases() if only == "3" else probe.cases(third=only == "all"):
+        alone = {"3": RoundThree, "4": RoundFour}.get(only)
+        for case in alone(probe).cases() if alone else probe.cases(third=only == "all"):
             case.setup()
             if hasattr(case.check, "before"):
                 case.check.before()
             t0 = time.perf_counter()
             code, err = cli(case.args, interrupt=case.interrupt, during=case.during, file_size=case.file_size,
                             script=case.script)
+            case.result["stderr"] = err
             kept = case.check()
             ok = code == case.want and "Traceback" not in err and not any(w in kept for w in
                                                                           ("CHANGED", "EXISTS", "LOST", "NO ", "DIFFER",
@@ -292,7 +295,7 @@ def run_cases(data_dir: Path, only: str, scratch: Path) -> tuple[list[dict], int
                 return str(text).replace(tmp, "$TMP").replace(str(probe.data), "$DATA")
 
             command = "python script" if case.script else " ".join(rel(a) for a in case.args[:1])
-            rows.append({"case": case.name, "command": command, "args": [rel(a) for a in case.args[1:]], "exit": code,
+            rows.append({"group": case.result.get("group", ""), "case": case.name, "command": command, "args": [rel(a) for a in case.args[1:]], "exit": code,
                          "want": case.want, "first_line": rel(first_error(err)), "kept": rel(kept),
                          "ok": ok, "seconds": round(time.perf_counter() - t0, 1)})
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
@@ -308,9 +311,16 @@ def page_text(rows: list[dict], failed: int, record: dict) -> str:
              (f"`{record['command_line']}` at {record['git_revision'][:12]}{f' ({note})' if note else ''} on "
               f"{record['device_name']}: every `cl-graft` command as a "
               "subprocess, real MiniLM, smoke preset. Exit 1 + `Aborted!` = stopped by SIGINT, -9 = killed by SIGKILL; "
-              "full disk = `ulimit -f 20000` (files up to 20 MB)."), "",
-             "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
+              "full disk = `ulimit -f 20000` (files up to 20 MB). Versions: python {python}, torch {torch}, "
+              "transformers {transformers}, avalanche {avalanche}.".format(**{k: record.get(k) for k in (
+                  "python", "torch", "transformers", "avalanche")})), "",
+             "Cases are grouped by what they protect where their round says so (round 4 on)."]
+    group = None
     for row in rows:
+        if group is None or row.get("group", "") != group:
+            group = row.get("group", "")
+            lines += ["", f"## {group}" if group else "## rounds 1-3", "",
+                      "| case | command | exit | first error line | kept |", "|---|---|---|---|---|"]
         cell = row["first_line"].replace("|", "\\|")
         lines.append(f"| {row['case']} | {row['command']} | {row['exit']} | {cell} | {row['kept']} |"
                      + ("" if row["ok"] else " **FAILED**"))

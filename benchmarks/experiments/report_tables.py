@@ -29,6 +29,7 @@ from cl_graft.task import SCENARIOS
 
 from .digits_report import CEILINGS, SEES, bonferroni_verdict
 from .run_records import record_note
+from .script_out import load_results
 
 VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 
@@ -72,7 +73,7 @@ def continual_summary(folders: Sequence[Path], *, root: Path, reference: str = "
         folders: one ``cl-graft run`` output per seed (``results.json``), the same stream and strategies.
         root: paths in the summary are relative to it.
     """
-    runs = [read_json(Path(f) / "results.json") for f in folders]
+    runs = [load_results(f) for f in folders]
     names = list(runs[0]["strategies"])
     if any(list(r["strategies"]) != names or r["tasks"] != runs[0]["tasks"] for r in runs):
         raise ValueError("the runs differ in strategies or stream")

@@ -23,10 +23,14 @@ from .script_out import MB, ScriptError, claimed, load_results, out_options, wri
 def variant(run: dict) -> tuple[tuple, float, int]:
     """``((stream, model, scenario), retrain share, seed)`` of one results.json."""
     rec = run["run"]
+    if "graft" not in run["strategies"] or "graft" not in rec.get("strategy_settings", {}):
+        raise ScriptError(f"{rec.get('command_line')}: holds no graft run")
     size = rec["strategy_settings"]["graft"]["size"]
     if not isinstance(size, dict):
         raise ScriptError(f"{rec['command_line']}: a fixed region size, not the automatic one")
-    return (rec["stream"], rec["model"], rec["scenario"]), float(size.get("retrain", 0.0)), int(rec["seed"])
+    scenario = run.get("scenario") or rec.get("scenario", "task")        # a text run's record names none
+    stream = rec["stream"] if isinstance(rec["stream"], str) else ",".join(rec["stream"])
+    return (stream, rec["model"], scenario), float(size.get("retrain", 0.0)), int(rec["seed"])
 
 
 def _summary(graft: dict) -> dict:

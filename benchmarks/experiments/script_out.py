@@ -15,7 +15,6 @@ Files are written with :mod:`cl_graft.files` (each noted as the run's); what ano
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,18 +44,19 @@ class ScriptError(click.ClickException):
 
 
 def load_results(spec: str | os.PathLike) -> dict:
-    """The ``results.json`` of a finished ``cl-graft run``: ``spec`` is its folder or the file itself.
+    """The ``results.json`` of a finished ``cl-graft run``: ``spec`` is its folder or the file itself, read and
+    checked as ``cl-graft`` reads it (:func:`cl_graft.strategies.comparison.results_file.read_results`: every
+    field's kind and range, rows as long as the stream, summaries that are their matrices').
 
     Raises:
-        ScriptError: no such file, or not JSON.
+        ScriptError: no such file, not JSON, or a field that fails those checks (one line naming it).
     """
-    path = Path(spec) / "results.json" if Path(spec).is_dir() else Path(spec)
-    if not path.is_file():
-        raise ScriptError(f"{path}: no results.json of a finished `cl-graft run`")
+    from cl_graft.strategies.comparison.results_file import read_results
+
     try:
-        return json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScriptError(f"{path}: not a results.json ({exc})") from None
+        return read_results(spec)
+    except UserError as e:
+        raise ScriptError(str(e)) from None
 
 
 def out_options(*, resume: bool = False, page: bool = False) -> Callable:

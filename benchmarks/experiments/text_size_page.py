@@ -27,7 +27,7 @@ import click
 from cl_graft.strategies.comparison.metrics import paired_interval
 
 from .run_records import record_note
-from .script_out import MB, claimed, load_results, out_options, write_page
+from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
 
 
 def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
@@ -183,6 +183,28 @@ def page_text(runs: list[dict], singles: list[dict], single_records: list[dict |
     return "\n".join(lines) + "\n"
 
 
+def _singles(runs: list[dict], others: list[dict]) -> list[dict]:
+    """Each run's ``single`` (its own, else that of ``others`` of its seed), checking that each run holds graft with
+    the automatic size.
+
+    Raises:
+        ScriptError: a run without graft, with a fixed region size, or without single for its seed.
+    """
+    by_seed = {o["run"].get("seed"): o["strategies"]["single"] for o in others if "single" in o["strategies"]}
+    out = []
+    for run in runs:
+        rec, held = run["run"], run["strategies"]
+        if "graft" not in held or any("cap_share" not in s for s in held["graft"]["info"].get("sizing", [{}])):
+            raise ScriptError(f"`{rec.get('command_line')}`: no graft with the automatic region size; the page "
+                              f"reports what that size chose")
+        single = held.get("single") or by_seed.get(rec.get("seed"))
+        if single is None:
+            raise ScriptError(f"`{rec.get('command_line')}`: no single for seed {rec.get('seed')}; run it with "
+                              f"--strategies graft,single or give --single")
+        out.append(single)
+    return out
+
+
 @click.command()
 @click.option("--runs", required=True, help="Comma-separated cl-graft run folders (or results.json files), one "
                                             "per seed.")
@@ -192,8 +214,8 @@ def page_text(runs: list[dict], singles: list[dict], single_records: list[dict |
 def main(runs: str, single: str | None, out: Path, overwrite: bool, page: Path | None) -> None:
     loaded = [load_results(p) for p in runs.split(",")]             # bad input is refused before --out is claimed
     others = [load_results(p) for p in single.split(",")] if single else []
+    singles = _singles(loaded, others)
     by_seed = {o["run"]["seed"]: o for o in others}
-    singles = [r["strategies"].get("single") or by_seed[r["run"]["seed"]]["strategies"]["single"] for r in loaded]
     records = [None if "single" in r["strategies"] else by_seed[r["run"]["seed"]]["run"] for r in loaded]
     with claimed("text_size_page", click.get_current_context().params) as run_dir:
         write_page(page_text(loaded, singles, records), run_dir, "text.md", page)

@@ -30,13 +30,27 @@ def _run_record(skills: Path) -> tuple[dict, Path, bool]:
         if (folder / RUN_CONFIG).is_file():
             record = read_json(folder / RUN_CONFIG)
             if isinstance(record, dict) and record.get("command") == "run":
+                _refuse_digits(skills, record)
                 return check_json(folder / RUN_CONFIG, record, schema), folder, True
         if (folder / OWNER_FILE).is_file():
             owner = read_json(folder / OWNER_FILE)
             if isinstance(owner, dict) and owner.get("command") == "run":
+                _refuse_digits(skills, owner.get("settings"))
                 started = check_json(folder / OWNER_FILE, owner, Obj({"settings": schema}))["settings"]
                 return started, folder, False
     raise UserError(f"--skills {skills}: no cl-graft run config.json above it")
+
+
+def _refuse_digits(skills: Path, record) -> None:
+    """Refuses the skills of a digits run (its ``stream`` is one name, not a list of text tasks).
+
+    Raises:
+        UserError: one line saying what ``export`` supports.
+    """
+    if isinstance(record, dict) and isinstance(record.get("stream"), str):
+        raise UserError(f"--skills {skills}: a run of the digits stream {record['stream']}; export writes a task of "
+                        f"a text-stream run (--stream qnli,agnews,...) as a transformers folder; a digits model is "
+                        f"exported from Python (cl_graft.strategies.export_task)")
 
 
 @click.command()

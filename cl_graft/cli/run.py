@@ -139,7 +139,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         write_results,
     )
     from ..strategies.comparison.runner import run_continual
-    from ..strategies.comparison.tuning import chosen_settings
+    from ..strategies.comparison.tuning import chosen_settings, refuse_fixed_choices
     from ..training.models import resolve_device
 
     console = Console.from_flags(quiet=quiet, verbose=verbose)
@@ -160,6 +160,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         raise UserError("--tune-budget is the number of grid points --tune tries; add --tune or drop it")
     tune_budget = tune_budget or TUNE_BUDGET
     chosen = chosen_settings(settings_from, names) if settings_from else None
+    refuse_fixed_choices(given, names, tune_budget=tune_budget if tune else None, chosen=chosen)
     data, cfg = continual_setup(preset, seed=seed, steps=steps, k=k, eval_cap=eval_cap)
     own = {n: strategy_settings(n, data, seed=seed, given=given) for n in names}
     distributed.check_batch(cfg.recipe.batch_size)
@@ -192,6 +193,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
                                 console=console,
                                 on_result=on_result)
         console.phase("writing results and figures")
+        record["strategy_settings"] = {n: r.info.get("settings", own[n].to_json()) for n, r in results.items()}
         bands = chance_bands(the_stream.benchmark.test_stream)
         record = {**record, "strategy_settings": _settings_run(own, results)}         # what ran, tuning applied
         write_results(run_dir.path, results, record=finish_record(record), scenario=scenario, bands=bands)

@@ -32,7 +32,7 @@ from ..baselines import ENTRIES as BASELINE_ENTRIES
 from ..graft.entry import ENTRIES as GRAFT_ENTRIES
 from ..plugins.packnet_entry import ENTRIES as PACKNET_ENTRIES
 from .entry import StrategyEntry
-from .settings import SettingOption, Settings, apply_point, has_setting, setting_options
+from .settings import SettingOption, Settings, apply_point, has_setting, in_options, setting_options
 
 
 def _collect(*groups: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
@@ -92,7 +92,15 @@ def registry_options(entries: Iterable[StrategyEntry] | None = None) -> list[Set
 
 def strategy_settings(name: str, preset: Preset, *, seed: int, given: Mapping[str, Any] | None = None) -> Settings:
     """Strategy ``name``'s settings in a run of ``preset`` with ``seed``: the preset's, changed by those of the
-    ``given`` keys (e.g. command-line options) that its settings class has."""
+    ``given`` keys (e.g. command-line options) that its settings class has.
+
+    Raises:
+        UserError: a given value its class refuses, the settings named as command-line options
+            (:func:`.settings.in_options`).
+    """
     cls = STRATEGIES[name].settings
-    return apply_point(cls.from_preset(preset, seed=seed),
-                       {k: v for k, v in (given or {}).items() if has_setting(cls, k)})
+    try:
+        return apply_point(cls.from_preset(preset, seed=seed),
+                           {k: v for k, v in (given or {}).items() if has_setting(cls, k)})
+    except UserError as e:                                       # the options given, named as options
+        raise UserError(in_options(str(e), cls)) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -27,16 +28,17 @@ from cl_graft import distributed
 from cl_graft.console import Console
 from cl_graft.errors import UserError
 from cl_graft.files import write_json
-from cl_graft.schema import ListOf, Obj, read_checked
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import SharedHead, TaskAdapter
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
+from .committed import PROGRESS_FILE, read_progress, write_progress
 from .config import ContinualConfig
 from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
 from .progress import Report
 from .registry import STRATEGIES
+from .results_file import read_result
 from .scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
 from .settings import Settings, apply_point
 from .tuning import TUNE_BUDGET, tune
@@ -45,12 +47,7 @@ if TYPE_CHECKING:
     from cl_graft.benchmarks.families import ContinualStream
 
 RESULT_FILE = "result.json"
-PROGRESS_FILE = "progress.json"
 STATE_DIR = "state"
-RESULT_SCHEMA = Obj({"name": str, "tasks": ListOf(str), "matrix": ListOf(ListOf(float)), "seconds": float,
-                     "bytes": int, "info": dict})
-PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "settings": dict, "rows": ListOf(ListOf(float)),
-                       "seconds": float, "state": dict})
 
 
 @dataclass
@@ -152,14 +149,23 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
 
 
 class Clock:
-    """Wall seconds spent in training and in evaluation calls (what a run's ``info`` records beside its total)."""
+    """Wall seconds spent in training and in evaluation calls (what a run's ``info`` records beside its total).
+    ``names``: the stream's task names, for a model that knows its tasks by label only (warnings name them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: list[str] | None = None) -> None:
         self.seconds = {"train_seconds": 0.0, "eval_seconds": 0.0}
+        self.names = names
 
     def train(self, strategy, experience, seed: int) -> None:
         t0 = time.perf_counter()
-        _train(strategy, experience, seed)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                _train(strategy, experience, seed)
+        finally:
+            for w in caught:                                     # shown, each task named as the stream names it
+                warnings.warn_explicit(_named(w.message, self.names), w.category, w.filename, w.lineno,
+                                       source=w.source)
         self.seconds["train_seconds"] += time.perf_counter() - t0
 
     def eval(self, strategy, stream) -> dict:
@@ -186,6 +192,19 @@ def _train(strategy, experience, seed: int) -> None:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
+def _named(message: Warning | str, names: list[str] | None) -> Warning | str:
+    """``message`` with each ``task '<label>'`` of a label of ``names`` written ``task '<name>'``."""
+    if names is None:
+        return message
+
+    def name(m: re.Match) -> str:
+        label = int(m.group(1))
+        return f"task {names[label]!r}" if label < len(names) else m.group(0)
+
+    text = re.sub(r"\btask '(\d+)'", name, str(message))
+    return type(message)(text) if isinstance(message, Warning) else text
+
+
 def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg: ContinualConfig,
                  settings: Settings | None = None, *, state_dir: Path | None = None,
                  task_inference: str | None = None, report: Report | None = None,
@@ -196,9 +215,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
         name: a strategy of :data:`~.registry.STRATEGIES`.
         base: the pre-trained classifier with every task of the stream registered (same heads for all), or the
             model a digits stream starts from (:func:`cl_graft.benchmarks.digits.digits_model`).
-        stream: the tasks, their rows (dev rows select regions) and their benchmark; a
-            :class:`~cl_graft.benchmarks.digits.DigitsStream` names its scenario
-            (:attr:`.entry.BuildContext.scenario`).
+        stream: the tasks, their rows (dev rows select regions), their benchmark and scenario (a stream of any
+            family, :class:`~cl_graft.benchmarks.families.ContinualStream`).
         cfg: the settings every strategy shares.
         settings: the strategy's own (an instance of its entry's ``settings`` class; default: the class's
             defaults, :func:`.registry.strategy_settings` gives a preset's).
@@ -214,7 +232,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
     Raises:
         UserError: a peer the entry reads is not in ``peers``, or saved state that does not belong to this run.
     """
-    t0, c0, clock = time.perf_counter(), time.process_time(), Clock()
+    t0, c0 = time.perf_counter(), time.process_time()
+    clock = Clock(None if isinstance(base, TextClassifier) else list(stream.tasks))
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
     missing = [p for p in entry.peers if p not in (peers or {})]
@@ -295,21 +314,16 @@ def _save_progress(state_dir: Path, record: dict, tasks: list[str], cfg: Continu
                    rows: list, seconds: float) -> None:
     """Commits the experiences of ``rows``: written after the strategy's state (``record``: what its save
     returned), so a progress file never names more than the state holds."""
-    write_json(state_dir / PROGRESS_FILE, {"tasks": tasks, "config": cfg.to_json(), "settings": settings.to_json(),
-                                           "rows": rows, "seconds": round(seconds, 1), "state": record})
+    write_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json(), rows=rows,
+                   seconds=seconds, state=record)
 
 
 def _resume(state_dir: Path, entry: StrategyEntry, model: torch.nn.Module, tasks: list[str], cfg: ContinualConfig,
             settings: Settings) -> tuple[list[list[float]], float, SavedState]:
-    """Accuracy rows, seconds and the saved state (loaded into ``model``) of an interrupted stream."""
-    path = state_dir / PROGRESS_FILE
-    progress = read_checked(path, PROGRESS_SCHEMA)
-    if (progress["tasks"], progress["config"], progress["settings"]) != (tasks, cfg.to_json(), settings.to_json()):
-        raise UserError(f"{state_dir}: saved state is from another stream or configuration; use a new --out")
+    """Accuracy rows, seconds and the saved state (loaded into ``model``) of an interrupted stream
+    (:func:`.committed.read_progress` checks the progress file)."""
+    progress = read_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json())
     rows = [list(r) for r in progress["rows"]]
-    if not rows or len(rows) > len(tasks):
-        raise UserError(f"{path}: field 'rows' holds {len(rows)} rows, not an interrupted stream of "
-                        f"{len(tasks)} tasks")
     saved = entry.state.load_(state_dir, model, committed=len(rows), record=progress["state"])
     if saved.experiences not in (len(rows), len(rows) + 1):
         raise UserError(f"{state_dir}: the saved state holds {saved.experiences} experiences, its progress file "
@@ -332,7 +346,8 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
     an earlier tuning chose instead, recorded the same way. A strategy reads the results of the strategies its
     entry's ``peers`` names (they run before it). With ``resume``, finished strategies are read back and those
     whose entry has a ``state`` continue from their last committed experience (``out/<name>/state``); other
-    unfinished strategies start over. ``on_result`` is called with each result as it is ready. With ``console``,
+    unfinished strategies start over. Each result's ``info["settings"]`` holds the settings that ran (after tuning
+    or an earlier choice). ``on_result`` is called with each result as it is ready. With ``console``,
     a live progress line and a result line per task (:mod:`.progress`; the tuning runs move the line and print
     nothing).
     """
@@ -353,7 +368,7 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE
         if resume and path.exists():
-            results[name] = StrategyResult.from_json(read_checked(path, RESULT_SCHEMA))
+            results[name] = StrategyResult.from_json(read_result(path))
         else:
             (out / name).mkdir(parents=True, exist_ok=True)
             tuning = {}
@@ -368,6 +383,7 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
                                          peers=results)
             if tuning:
                 results[name].info["tuning"] = tuning
+            results[name].info["settings"] = settings.to_json()          # what ran (after tuning)
             write_json(path, results[name].to_json())
         if on_result is not None:
             on_result(results[name])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -134,3 +135,24 @@ def apply_point(settings: Settings, point: Mapping[str, Any]) -> Settings:
         settings = replace(settings, **{outer: replace(getattr(settings, outer), **{inner: value}) if inner
                                         else value})
     return settings
+
+
+def in_options(text: str, cls: type[Settings]) -> str:
+    """``text`` (an error about settings of ``cls``) with the fields it names written as their command-line options:
+    ``'size.tolerance'`` and ``tolerance`` → ``--tolerance``, ``size = 0.1`` → ``--region-size 0.1``. A field whose
+    option is named otherwise (``size``) is replaced only where quoted or followed by `` =``: the bare word is
+    English too."""
+    quoted, bare = {}, {}
+    for opt in setting_options(cls):
+        flag = "--" + opt.name.replace("_", "-")
+        inner = opt.key.rpartition(".")[2]
+        quoted[opt.key] = flag
+        if inner == opt.name:
+            bare.setdefault(inner, flag)
+
+    def pattern(names) -> str:
+        return "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+
+    text = re.sub(rf"'({pattern(quoted)})'|(?<![\w.-])({pattern(quoted)}) =", lambda m: quoted[m.group(1) or m.group(2)],
+                  text)
+    return re.sub(rf"(?<![\w.'-])({pattern(bare)})(?![\w.'])", lambda m: bare[m.group(1)], text)

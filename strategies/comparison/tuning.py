@@ -12,15 +12,16 @@ score the grid points).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from cl_graft.errors import UserError
-from cl_graft.files import read_json
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 
-from .registry import STRATEGIES
-from .settings import Settings, apply_point
+from .registry import STRATEGIES, registry_options
+from .results_file import read_results
+from .settings import Settings, apply_point, has_setting
 
 TUNE_BUDGET = 3
 """Grid points each strategy tries by default."""
@@ -82,9 +83,7 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
             that is not in the strategy's grid (the file is not a tuning record of this version).
     """
     path = Path(run_dir) / "results.json"
-    results = read_json(path)
-    if not isinstance(results, dict) or not isinstance(results.get("strategies"), dict):
-        raise UserError(f"{path}: not the results of a `cl-graft run`")
+    results = read_results(path)
     tuned = Obj({}, {"info": Obj({}, {"tuning": Nullable(Obj({}, {"chosen": Nullable(dict)}))})})
     check_json(path, results, Obj({"strategies": MapOf(tuned)}, {"run": Nullable(dict)}))
     seed = (results.get("run") or {}).get("seed")
@@ -97,3 +96,29 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
             raise UserError(f"{path}: {name!r} chose {point}, which is not a point of its grid")
         out[name] = {"chosen": dict(point), "from": f"{Path(run_dir)} (seed {seed})"}
     return out
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether keys ``a`` and ``b`` change the same setting (equal, or one a nested field of the other)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def refuse_fixed_choices(given: Mapping[str, Any], names: Sequence[str], *, tune_budget: int | None,
+                         chosen: Mapping[str, dict] | None) -> None:
+    """Refuses a setting given on the command line that ``--tune`` (``tune_budget`` grid points) or
+    ``--settings-from`` (``chosen``, :func:`chosen_settings`) would choose for one of the strategies ``names``:
+    the run would silently replace it, and its record would name a value that never ran.
+
+    Raises:
+        UserError: one line naming both options and the strategy.
+    """
+    option = {o.key: o.name.replace("_", "-") for o in registry_options()}
+    for name in names:
+        cls = STRATEGIES[name].settings
+        points = list(STRATEGIES[name].grid[:tune_budget]) if tune_budget else \
+            [chosen[name]["chosen"]] if chosen and name in chosen else []
+        fixed = [k for k in given if k in option and has_setting(cls, k)] if points else []
+        for key in fixed:
+            if any(_overlap(key, k) for p in points for k in cls.implied(p)):
+                how = "--tune" if tune_budget else "--settings-from"
+                raise UserError(f"--{option[key]} sets what {how} chooses for {name}; give one of them, not both")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from cl_graft.errors import UserError
 
 from ..comparison.entry import BuildContext, StrategyEntry
-from .run_state import OwnerMapState, region_plugin
+from .run_state import OwnerMapState, region_plugin, task_seconds
 from .settings import SIZE_GRID, GraftSettings
 from .sizing import RegionSize
 
@@ -47,7 +47,7 @@ def class_scenario_rule(ctx: BuildContext, rule: str = "entropy") -> str | None:
 def region_kept_bytes(strategy, model) -> tuple[int, dict]:
     """Regions + heads + feature statistics of the owner map, in all and per task, with each task's region size,
     density, the free share after it, the size search's record and the seconds of each search and of each task's
-    feature statistics."""
+    feature statistics (a resumed run's earlier sessions included, :func:`.run_state.task_seconds`)."""
     from .sizing import sizing_records
 
     plugin = region_plugin(strategy)
@@ -59,8 +59,7 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "task_bytes": owners.task_bytes(),
                              "region_density": [s / numel for s in sizes],
                              "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
-                             "sizing": sizing_records(owners), "localize_seconds": plugin.localize_seconds,
-                             "feature_seconds": plugin.feature_seconds}
+                             "sizing": sizing_records(owners), **task_seconds(plugin)}
 
 
 def search_label(strategy) -> str:

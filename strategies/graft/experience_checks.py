@@ -7,6 +7,8 @@ validation score.
   the loss: nothing has trained yet when the first bad label is met).
 - :func:`check_held_out`: the held-out rows a task's region is chosen on (its ``valid_stream`` experience) have
   labels the model outputs and finite inputs; checked once per experience, before its first update.
+- :func:`check_eval_batch`: a test mini-batch whose input holds NaN or an infinity, or whose output holds NaN, is
+  refused, naming the experience, instead of a silent ``Loss nan`` and a meaningless accuracy.
 - :func:`failed_experience`: the error of an experience that failed, naming it (and its non-finite inputs, the
   usual cause of a loss that turns NaN at once).
 """
@@ -61,6 +63,21 @@ def check_held_out(dataset, classes: int, where: str) -> None:
         if row is not None:
             raise UserError(f"{where}: row {start + row}'s input holds NaN or infinite values")
         check_labels(torch.as_tensor(y), classes, where)
+
+
+def check_eval_batch(x, output: Tensor, where: str) -> None:
+    """Refuses an evaluation mini-batch whose float input ``(B, …)`` holds NaN or an infinity, or whose output
+    ``(B, classes)`` holds NaN (a routed output may hold -inf for other tasks' classes; NaN is never a score).
+
+    Raises:
+        UserError: ``<where>: row i of a test mini-batch holds NaN or infinite values`` (or the output named).
+    """
+    row = _non_finite(x)
+    if row is not None:
+        raise UserError(f"{where}: row {row} of a test mini-batch holds NaN or infinite values; its scores would "
+                        f"be NaN")
+    if bool(output.isnan().any()):
+        raise UserError(f"{where}: the model's output holds NaN on finite test inputs")
 
 
 def failed_experience(error: UserError, exp) -> UserError:

@@ -69,6 +69,7 @@ class OwnerMap:
         self.features: dict[str, FeatureStats] = {}
         self.task_meta: dict[str, dict] = {}
         self.adaptations: list[dict] = []
+        self.carried_seconds: dict[str, list] = {}      # a resumed run's earlier timings (not saved with the map)
 
     @classmethod
     def from_model(cls, model: TextClassifier, names: Iterable[str] | None = None) -> OwnerMap:

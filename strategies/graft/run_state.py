@@ -30,7 +30,7 @@ from torch import nn
 from cl_graft.errors import UserError
 from cl_graft.files import read_safetensors, write_safetensors
 from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
-from cl_graft.schema import ListOf, Obj, check_json, read_checked
+from cl_graft.schema import ListOf, Nullable, Obj, check_json, read_checked
 from cl_graft.written import is_temporary
 
 from ..comparison.entry import SavedState
@@ -39,7 +39,8 @@ from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
 from .task_features import FEATURES_FILE
 
 SKILLS_DIR = "skills"
-RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str})
+RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str},
+                    {"localize_seconds": ListOf(Nullable(float)), "feature_seconds": ListOf(Nullable(float))})
 
 
 def region_plugin(strategy):
@@ -48,6 +49,19 @@ def region_plugin(strategy):
     from .plugin import GraftPlugin  # Avalanche: only once a strategy exists
 
     return next(p for p in strategy.plugins if isinstance(p, GraftPlugin))
+
+
+SECONDS = ("localize_seconds", "feature_seconds")
+"""The per-task seconds a :class:`~.plugin.GraftPlugin` measures; the progress file's state record keeps them
+(timings are not part of the skills: ``skills.json`` stays the same from run to run)."""
+
+
+def task_seconds(plugin) -> dict[str, list]:
+    """Each learned task's seconds of region search and of feature statistics, in task order, the earlier
+    sessions' of a resumed run included (the owner map's ``carried_seconds``, which :meth:`OwnerMapState.load_`
+    sets; None for a task whose seconds no session committed), then the plugin's own of this session."""
+    carried = plugin.owners.carried_seconds
+    return {what: [*carried.get(what, []), *getattr(plugin, what)] for what in SECONDS}
 
 
 def drop_torn_task_(skills: Path) -> None:
@@ -94,9 +108,10 @@ class OwnerMapState:
     """Saves and loads the owner map of the strategy's :class:`~.plugin.GraftPlugin` (graft's and PackNet's)."""
 
     def save(self, strategy, directory: Path) -> dict:
-        owners = region_plugin(strategy).owners
+        plugin = region_plugin(strategy)
+        owners = plugin.owners
         owners.save(directory / SKILLS_DIR)
-        return {"tasks": list(owners.tasks), "pre_fingerprint": owners.pre_fingerprint}
+        return {"tasks": list(owners.tasks), "pre_fingerprint": owners.pre_fingerprint, **task_seconds(plugin)}
 
     def load_(self, directory: Path, model: nn.Module, *, committed: int, record: dict) -> SavedState:
         """The saved owner map, applied to ``model`` (a :class:`~cl_graft.strategies.adapter.TaskAdapter`'s
@@ -107,9 +122,19 @@ class OwnerMapState:
         clf = getattr(model, "clf", model)
         owners = load_skills(skills, clf)
         done = len(owners.tasks)
-        if done not in (committed, committed + 1) or owners.tasks[:committed] != record["tasks"] or \
-                owners.pre_fingerprint != record["pre_fingerprint"]:
-            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' ({owners.tasks}) does not match the progress "
-                            f"file, which commits {record['tasks']}")
+        if len(record["tasks"]) != committed:
+            raise UserError(f"{directory}: the progress file's field 'state.tasks' names {len(record['tasks'])} "
+                            f"tasks, its field 'rows' commits {committed}")
+        if done not in (committed, committed + 1):
+            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' holds {done} tasks, the progress file "
+                            f"commits {committed}")
+        if owners.tasks[:committed] != record["tasks"]:
+            raise UserError(f"{skills / MAP_CONFIG}: field 'tasks' begins {owners.tasks[:committed]}, "
+                            f"the progress file's field 'state.tasks' is {record['tasks']}")
+        if owners.pre_fingerprint != record["pre_fingerprint"]:
+            raise UserError(f"{skills / MAP_CONFIG}: field 'pre_fingerprint' differs from the progress "
+                            f"file's field 'state.pre_fingerprint': the state is of another model")
+        owners.carried_seconds = {what: [*record.get(what, [])[:committed], *[None] * (done - committed)]
+                                  for what in SECONDS}            # a torn task's seconds were never committed
         owners.apply_(clf)
         return SavedState(owners, done)

@@ -15,8 +15,10 @@ heads of tasks not learned yet. :func:`save_run` writes both into one folder:
 A save follows the commands' rules for a folder: one saver at a time (:class:`~cl_graft.folder_lock.FolderLock`:
 a second fails at once, naming the first); the whole save is first written into a temporary folder inside
 ``directory``, then moved into place, and only files an earlier save listed are replaced or removed (a file of the
-user's is kept, and one in the way of the save is refused); while files move, ``graft_run.json`` says the save is
-unfinished, so a crash leaves a folder that loads refuse and the next save cleans.
+user's is kept, and one in the way of the save or in a task folder is refused); no symbolic link under
+``directory`` is followed (:func:`~cl_graft.outdir.refuse_links`, as ``--out``'s); while files move,
+``graft_run.json`` says the save is unfinished, so a crash leaves a folder that loads refuse and the next save
+cleans. Every refusal is one line.
 
 :func:`load_run_` rebuilds the run in a model fresh from its constructor, in a new process: Avalanche's dynamic
 modules (``MultiHeadClassifier``, ``IncrementalClassifier``) first get their heads back by replaying the head
@@ -43,6 +45,7 @@ from torch import nn
 from cl_graft.errors import UserError
 from cl_graft.files import read_json, read_safetensors, write_json, write_safetensors
 from cl_graft.folder_lock import LOCK_FILE, FolderLock
+from cl_graft.outdir import refuse_links
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.schema import ListOf, MapOf, Nullable, Obj, check_json
 from cl_graft.written import is_temporary, note
@@ -52,7 +55,7 @@ from .finders import LocalizeFinder
 from .owner_map import MAP_CONFIG, OwnerMap
 from .plugin import MODES, RECONSTRUCT
 from .routing import TASK_INFERENCE
-from .saved_checks import load_skills
+from .saved_checks import TASK_FOLDER, load_skills
 from .sizing import RegionSize
 from .task_features import parse_form
 
@@ -83,8 +86,9 @@ def save_run(directory: str | os.PathLike, owners: OwnerMap, model: nn.Module, *
         settings: JSON-serialisable strategy settings to record.
 
     Raises:
-        UserError: another process is saving into ``directory``, a file there that no earlier save wrote is in
-            the way, or a write failed (a full disk; the earlier save is then unfinished and loads refuse it).
+        UserError: ``directory`` is a file or cannot be made, another process is saving into it, a symbolic link
+            under it to a folder or out of it, a file there that no earlier save wrote is in the way or in a task
+            folder, or a write failed (a full disk; the earlier save is then unfinished and loads refuse it).
     """
     directory = Path(directory)
     params = {n for n, _ in model.named_parameters()}
@@ -96,11 +100,18 @@ def save_run(directory: str | os.PathLike, owners: OwnerMap, model: nn.Module, *
         json.dumps(record)
     except (TypeError, ValueError) as e:
         raise UserError(f"the strategy's settings are not JSON-serialisable ({e}); nothing saved") from None
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"{directory}: exists and is not a folder; save into a new or empty folder")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{directory}: cannot write there ({e.strerror or e})") from None
     lock = FolderLock(directory, f"GraftStrategy.save (pid {os.getpid()})").acquire()
     try:
+        refuse_links(directory, named=str(directory))
         _remove(directory, {f for f in _tree(directory) if any(is_temporary(p) for p in Path(f).parts)})
         earlier = _earlier_save(directory)
+        _refuse_foreign_tasks(directory, earlier)
         stage = Path(tempfile.mkdtemp(dir=directory, prefix=f".{RUN_FILE}.", suffix=".tmp"))
         try:
             owners.save(stage, pre=pre)
@@ -113,8 +124,12 @@ def save_run(directory: str | os.PathLike, owners: OwnerMap, model: nn.Module, *
             hashes = {f: _sha256(stage / f) for f in sorted(new)}
             write_json(directory / RUN_FILE, {"format_version": FORMAT_VERSION, "unfinished": sorted(earlier | new)})
             for f in sorted(new):
-                (directory / f).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(stage / f, directory / f)
+                try:
+                    (directory / f).parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(stage / f, directory / f)
+                except OSError as e:                          # a folder of the user's where a file goes
+                    raise UserError(f"{directory / f}: cannot write it ({e.strerror or e}); the save is unfinished "
+                                    f"and loads refuse it, move that away and save again") from None
                 note(directory / f)
             _remove(directory, earlier - new - {RUN_FILE})
             write_json(directory / RUN_FILE, {**record, "files": hashes})
@@ -234,6 +249,15 @@ def _earlier_save(directory: Path) -> set[str]:
         names = list(cfg["files"]) if "files" in cfg else [f for f in _tree(directory) if _LEGACY.match(f)]
     _inside(path, names)
     return set(names) | {RUN_FILE}
+
+
+def _refuse_foreign_tasks(directory: Path, earlier: set[str]) -> None:
+    """Refuses a file in a ``task-KK`` folder that no earlier save wrote: a save would leave it, and loads refuse
+    a task folder ``skills.json`` does not list (the command line's rule: cl-graft writes only beside its own)."""
+    foreign = sorted(f for f in _tree(directory) - earlier if TASK_FOLDER.match(Path(f).parts[0]))
+    if foreign:
+        raise UserError(f"{directory / foreign[0]}: no earlier save wrote it, and a task folder is the save's own; "
+                        f"move it away or save into a new or empty folder")
 
 
 def _inside(path: Path, names: list[str]) -> None:

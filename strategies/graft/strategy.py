@@ -35,6 +35,7 @@ from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 
 from .experience_checks import (
+    check_eval_batch,
     check_experiences,
     check_held_out,
     check_labels,
@@ -147,7 +148,7 @@ Attributes:
     def criterion(self):
         """The loss. In training, each mini-batch's labels must be classes of the model's output, and at an
         experience's first mini-batch, before any update, so must its task's ``valid_stream`` rows, whose inputs
-        must be finite (:mod:`.experience_checks`)."""
+        must be finite; in evaluation, each mini-batch's output must be finite (:mod:`.experience_checks`)."""
         if self.is_training:
             classes, where = self.mb_output.shape[-1], experience_name(self.experience)
             check_labels(self.mb_y, classes, where)
@@ -157,6 +158,8 @@ Attributes:
                 if len(labels) == 1 and int(labels[0]) in self.graft.valid:
                     check_held_out(self.graft.valid[int(labels[0])], classes,
                                    f"{where}: its valid_stream experience")
+        else:
+            check_eval_batch(self.mb_x, self.mb_output, f"evaluation, {experience_name(self.experience)}")
         return super().criterion()
 
     def forward(self):

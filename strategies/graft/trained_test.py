@@ -32,6 +32,9 @@ class TrainedTestScore(SupervisedPlugin):
     graft plugin's, which grafts the model.
     """
 
+    supports_distributed = True
+    """Under torchrun every rank scores the same rows with the same weights (no collective call): the same record."""
+
     def __init__(self, *, test_stream: Sequence) -> None:
         super().__init__()
         self.test_stream = test_stream

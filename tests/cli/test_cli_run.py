@@ -71,7 +71,7 @@ def test_verbose_shows_avalanches_log_and_quiet_prints_nothing(env, tmp_path):
     (["--stream", "alpha,beta", "--eval-cap", "0"], "--eval-cap must be >= 1"),
     (["--stream", "alpha,beta", "--strategies", "graft", "--region-size", "big"], "region size must be auto or a share"),
     (["--stream", "alpha,beta", "--strategies", "graft", "--region-size", "0.05", "--tolerance", "0.01"],
-     "does not apply to size = 0.05"),
+     "does not apply to --region-size 0.05"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(env, tmp_path, args, message):
     out = tmp_path / "out"

@@ -41,3 +41,24 @@ def test_flags_choose_the_level_and_exclude_each_other():
     assert Console.from_flags(quiet=True, verbose=False).quiet
     with pytest.raises(UserError, match="exclude each other"):
         Console.from_flags(quiet=True, verbose=True)
+
+
+def test_off_a_terminal_a_plain_line_shows_the_run_is_alive():
+    import time
+
+    out, err = io.StringIO(), io.StringIO()
+    with Console(out=out, err=err, every=0.05) as console:            # every minute in use; here every 50 ms
+        console.phase("graft · task 1/3 perm0 · train", 500)
+        console.advance(120)
+        time.sleep(0.3)
+        console.phase("graft · task 1/3 perm0 · size search")
+        time.sleep(0.3)
+    lines = err.getvalue().splitlines()
+    assert any(line.startswith("[run 0:0") and "graft · task 1/3 perm0 · train: 120/500 steps (phase 0:0" in line
+               for line in lines), lines
+    assert any(line.endswith("size search (phase 0:00)") for line in lines), lines
+    assert "\r" not in err.getvalue() and out.getvalue() == ""        # plain lines, nothing on standard output
+    n = len(lines)
+    time.sleep(0.2)
+    assert len(err.getvalue().splitlines()) == n                      # none after the console closed
+    assert Console(err=err).every == 60 and Console("quiet", err=err).every == 0

@@ -9,7 +9,7 @@ from cl_graft.artifacts import save_classifier
 from cl_graft.files import read_json, write_json
 from cl_graft.provenance import run_record
 
-from helpers import SENTIMENT, tiny_bert
+from helpers import SENTIMENT, results_json, strategy_json, tiny_bert
 
 pytest.importorskip("avalanche")
 
@@ -30,17 +30,16 @@ def test_serving_and_storage_on_a_tiny_model(tmp_path):
 
 
 def _fake_run(folder, seed, averages, chosen=None):
-    """A ``cl-graft run`` results.json with the given final average accuracy per strategy."""
+    """A ``cl-graft run`` results.json (as the checked loader reads it) with the given final average accuracy per
+    strategy."""
     strategies = {}
     for name, avg in averages.items():
         info = {"tuning": {"chosen": chosen, "grid": [chosen, {"ewc_lambda": 1.0}], "dev_average": [0.7, 0.6]}} \
             if name == "ewc" and chosen else {}
-        strategies[name] = {"info": info, "summary": {"final": [avg, avg], "average": avg, "forgetting": 0.01,
-                                                      "bytes": 2e6, "seconds": 3.0}}
+        strategies[name] = strategy_json([avg, avg], forgetting=0.01, bytes=2_000_000, seconds=3.0, info=info)
     folder.mkdir(parents=True)
-    write_json(folder / "results.json", {"run": {**run_record(command="run", device="cpu"), "seed": seed,
-                                                  "preset": "smoke", "k": 8}, "tasks": ["a", "b"],
-                                          "strategies": strategies})
+    write_json(folder / "results.json", results_json({**run_record(command="run", device="cpu"), "seed": seed,
+                                                      "preset": "smoke", "k": 8}, ["a", "b"], strategies))
     return folder
 
 
@@ -150,16 +149,14 @@ def _digits_run(folder, seed, averages, *, stream, model, scenario, chosen=None,
     """One ``cl-graft run`` invocation's results.json on a two-task digits stream: the given final average
     accuracy per strategy (every cell of its matrix), graft's tuning choice, the tasks' chance bands."""
     def entry(name, avg):
-        return {"matrix": [[avg, float("nan")], [avg, avg]], "bytes": 1000.0 * len(name), "seconds": 2.0,
-                "info": {"tuning": {"chosen": chosen}} if name == "graft" and chosen else {},
-                "summary": {"average": avg, "forgetting": 0.0}}
+        return strategy_json([avg, avg], bytes=1000 * len(name), seconds=2.0,
+                             info={"tuning": {"chosen": chosen}} if name == "graft" and chosen else {})
 
     folder.mkdir(parents=True)
-    (folder / "results.json").write_text(json.dumps({
-        "run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc1234def+dirty",
-                "device_name": "Test CPU", "stream": stream, "model": model, "preset": "smoke"},
-        "scenario": scenario, "tasks": ["t0", "t1"], "chance": chance,
-        "strategies": {n: entry(n, a) for n, a in averages.items()}}))
+    (folder / "results.json").write_text(json.dumps(results_json(
+        {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc1234def+dirty", "device_name": "Test CPU",
+         "stream": stream, "model": model, "preset": "smoke"}, ["t0", "t1"],
+        {n: entry(n, a) for n, a in averages.items()}, scenario=scenario, chance=chance)))
     return folder
 
 

@@ -10,6 +10,8 @@ from cl_graft.benchmarks.experiments.digits_report import (benchmark_summary, bo
                                                             render, verdict_line)
 from click.testing import CliRunner
 
+from helpers import results_json, strategy_json
+
 pytest.importorskip("avalanche")
 
 
@@ -58,13 +60,11 @@ def test_bonferroni_names_the_holm_verdicts_its_simultaneous_intervals_would_cha
 
 
 def _results(seed: int, graft: float, naive: float, *, scenario: str = "class") -> dict:
-    matrix = lambda a: [[a, float("nan")], [a, a]]
-    entry = lambda a, b: {"matrix": matrix(a), "bytes": b, "seconds": 3.0, "info": {},
-                          "summary": {"average": a, "forgetting": 0.0}}
-    return {"run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
-                    "stream": "permuted-digits:2", "model": "mlp", "preset": "smoke"},
-            "scenario": scenario, "tasks": ["t0", "t1"], "chance": [[0.08, 0.12], [0.08, 0.12]],
-            "strategies": {"graft": entry(graft, 1000), "naive": entry(naive, 0), "copy": entry(naive, 0)}}
+    entry = lambda a, b: strategy_json([a, a], bytes=b, seconds=3.0)
+    return results_json({"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+                         "stream": "permuted-digits:2", "model": "mlp", "preset": "smoke"}, ["t0", "t1"],
+                        {"graft": entry(graft, 1000), "naive": entry(naive, 0), "copy": entry(naive, 0)},
+                        scenario=scenario, chance=[[0.08, 0.12], [0.08, 0.12]])
 
 
 def test_the_report_names_scenario_bytes_flags_and_artifacts(tmp_path):

@@ -23,7 +23,7 @@ pytest.importorskip("avalanche")
 from cl_graft.benchmarks import experiments
 from cl_graft.benchmarks.experiments.script_out import WORK, claimed, work_folder
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, results_json, strategy_json
 
 OLD_OPTIONS = ("--work", "--results", "--log-dir", "--json", "--report-only-in-place")
 
@@ -71,12 +71,12 @@ def _text_run(seed: int) -> dict:
     sizing = [{"share": 0.01, "cap_share": 0.2, "below_cap": True, "loss": 0.01, "bound": 0.02, "temperature": 1.5,
                "free": 0.9, "search_seconds": 3.0}] * 2
     sizing[1] = {**sizing[1], "retrain": {"rung_share": 0.05, "kept": True}}          # retrained from the 5% rung
-    return {"run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
-                    "torch": "2"}, "tasks": ["qnli", "sst2"],
-            "strategies": {"graft": {"summary": {"final": [0.8, 0.9], "average": 0.85, "forgetting": 0.0},
-                                     "info": {"sizing": sizing, "task_bytes": [{"total": 2 ** 20}] * 2},
-                                     "bytes": 2 ** 21, "seconds": 120.0},
-                           "single": {"summary": {"final": [0.8, 0.8], "average": 0.8}}}}
+    return results_json({"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+                         "torch": "2"}, ["qnli", "sst2"],
+                        {"graft": strategy_json([0.8, 0.9], info={"sizing": sizing,
+                                                                  "task_bytes": [{"total": 2 ** 20}] * 2},
+                                                bytes=2 ** 21, seconds=120.0),
+                         "single": strategy_json([0.8, 0.8], forgetting=float("nan"))})
 
 
 def _sweep_part(task: str) -> dict:
@@ -174,10 +174,10 @@ def _digits_run(seed: int, retrain: float, average: float) -> dict:
     """A ``cl-graft run ... --strategies graft --retrain R`` results.json (what retrain_page reads)."""
     sizing = [{"share": 0.01, "retrain": {"kept": True}}, {"share": 0.05, "retrain": {"kept": False}}] if retrain \
         else [{"share": 0.02}, {"share": 0.1}]
-    return {"run": {"seed": seed, "command_line": f"cl-graft run --retrain {retrain}", "git_revision": "abc1234",
-                    "stream": "split-digits", "model": "mlp", "scenario": "task",
-                    "strategy_settings": {"graft": {"size": {"retrain": retrain}}}},
-            "strategies": {"graft": {"summary": {"average": average}, "info": {"sizing": sizing}, "bytes": 2 ** 20}}}
+    return results_json({"seed": seed, "command_line": f"cl-graft run --retrain {retrain}", "git_revision": "abc1234",
+                         "stream": "split-digits", "model": "mlp", "scenario": "task",
+                         "strategy_settings": {"graft": {"size": {"retrain": retrain}}}}, ["t0", "t1"],
+                        {"graft": strategy_json([average, average], info={"sizing": sizing}, bytes=2 ** 20)})
 
 
 def test_retrain_page_pairs_the_variants_by_seed(tmp_path):

@@ -8,23 +8,21 @@ from cl_graft.benchmarks.experiments.script_out import ScriptError
 from cl_graft.benchmarks.experiments.text_long_page import main, page_text
 from click.testing import CliRunner
 
+from helpers import results_json, strategy_json
+
 TASKS = ["qnli", "agnews", "sst2"]
 
 
 def _result(final: list[float], *, forgetting: float = 0.0, sizing: list[dict] | None = None) -> dict:
-    res = {"summary": {"final": final, "average": sum(final) / len(final), "forgetting": forgetting,
-                       "bwt": -forgetting},
-           "bytes": 3 * 2 ** 20, "seconds": 100.0, "info": {}}
-    if sizing is not None:
-        res["info"]["sizing"] = sizing
-    return res
+    return strategy_json(final, forgetting=forgetting, bytes=3 * 2 ** 20, seconds=100.0,
+                         info={} if sizing is None else {"sizing": sizing})
 
 
 def _run(strategies: dict, *, seed: int = 0, line: str = "cl-graft run") -> dict:
     record = {"stream": TASKS, "seed": seed, "preset": "quick", "k": 128, "eval_cap": 100,
               "config": {"recipe": {"steps": 50}}, "command_line": line, "git_revision": "abc",
               "device_name": "cpu", "torch": "2", "wall_seconds": 600.0}
-    return {"run": record, "tasks": TASKS, "strategies": strategies}
+    return results_json(record, TASKS, strategies)
 
 
 def _sizing(above: list[bool]) -> list[dict]:

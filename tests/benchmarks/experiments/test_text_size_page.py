@@ -6,6 +6,8 @@ import json
 from cl_graft.benchmarks.experiments.text_size_page import main, page_text, promise_text
 from click.testing import CliRunner
 
+from helpers import results_json, strategy_json
+
 TASKS = ["qnli", "sst2"]
 
 
@@ -14,13 +16,12 @@ def _run(seed: int, graft: list[float], single: list[float], *, naive: bool = Fa
                "temperature": 1.5, "free": 0.9, "search_seconds": 3.0} for i in range(len(TASKS))]
     record = {"seed": seed, "command_line": f"cl-graft run --seed {seed}", "git_revision": "abc",
               "device_name": "cpu", "torch": "2"}
-    strategies = {"graft": {"summary": {"final": graft, "average": sum(graft) / 2, "forgetting": 0.0},
-                            "info": {"sizing": sizing, "task_bytes": [{"total": 2 * 2 ** 20}] * 2}, "bytes": 4 * 2 ** 20,
-                            "seconds": 120.0},
-                  "single": {"summary": {"final": single, "average": sum(single) / 2}}}
+    strategies = {"graft": strategy_json(graft, info={"sizing": sizing, "task_bytes": [{"total": 2 * 2 ** 20}] * 2},
+                                         bytes=4 * 2 ** 20, seconds=120.0),
+                  "single": strategy_json(single, forgetting=float("nan"))}
     if naive:
-        strategies["naive"] = {"summary": {"average": 0.5}, "seconds": 100.0}
-    return {"run": record, "tasks": TASKS, "strategies": strategies}
+        strategies["naive"] = strategy_json([0.5, 0.5], seconds=100.0)
+    return results_json(record, TASKS, strategies)
 
 
 def test_page_reports_sizes_bytes_and_graft_against_single():
@@ -84,4 +85,4 @@ def test_cli_writes_the_page_and_refuses_a_broken_results_file(tmp_path):
     assert "| qnli | 1.00 |" in (tmp_path / "o" / "text.md").read_text()
     (tmp_path / "cut.json").write_text('{"run": ')
     bad = CliRunner().invoke(main, ["--runs", str(tmp_path / "cut.json"), "--out", str(tmp_path / "p")])
-    assert bad.exit_code == 2 and "cut.json: not a results.json" in bad.output and not (tmp_path / "p").exists()
+    assert bad.exit_code == 2 and "cut.json:1: invalid JSON" in bad.output and not (tmp_path / "p").exists()

@@ -10,9 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from cl_graft.errors import UserError
-from cl_graft.strategies.comparison.metrics import at_chance_tasks, chance_band, equals_matrix, sanity_flags
+from cl_graft.strategies.comparison.metrics import at_chance_tasks, chance_band, equals_matrix, sanity_flags, summarize
 from cl_graft.strategies.comparison.report import result_flags, summary_table, write_results
 from cl_graft.strategies.comparison.runner import StrategyResult
+
+from helpers import results_json
 
 NAN = float("nan")
 NAIVE = [[0.9, NAN, NAN], [0.5, 0.95, NAN], [0.4, 0.6, 0.97]]
@@ -86,20 +88,20 @@ def test_cl_graft_run_flags_ewc_without_its_penalty_as_equal_to_naive(tmp_path):
 def test_the_digits_page_flags_si_equal_to_naive_and_ewc_at_chance(tmp_path):
     from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, render
 
-    learned = [[0.9, NAN], [0.5, 0.95]]
+    learned = [[0.9, 0.1], [0.5, 0.95]]                          # task 1 before it is learned: at chance
     folders = []
     for seed in (0, 1):
-        matrices = {"graft": [[0.9, NAN], [0.9, 0.9]], "naive": learned, "si": learned,
-                    "ewc": [[0.9, NAN], [0.1, 0.1]], "lwf": [[0.9, NAN], [0.1 if seed else 0.6, 0.9]]}
+        matrices = {"graft": [[0.9, 0.1], [0.9, 0.9]], "naive": learned, "si": learned,
+                    "ewc": [[0.9, 0.1], [0.1, 0.1]], "lwf": [[0.9, 0.1], [0.1 if seed else 0.6, 0.9]]}
         strategies = {n: {"matrix": m, "bytes": 8, "seconds": 1.0, "info": {},          # lwf at chance on 1 of 2
-                          "summary": {"average": float(np.mean(m[-1])), "forgetting": 0.0}}
+                          "summary": summarize(m)}
                       for n, m in matrices.items()}
         folder = tmp_path / f"seed{seed}"
         folder.mkdir()
-        (folder / "results.json").write_text(json.dumps({
-            "run": {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
-                    "stream": "permuted-digits:2", "model": "mlp"},
-            "scenario": "task", "tasks": ["t0", "t1"], "chance": [chance_band(10)] * 2, "strategies": strategies}))
+        (folder / "results.json").write_text(json.dumps(results_json(
+            {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+             "stream": "permuted-digits:2", "model": "mlp"}, ["t0", "t1"], strategies, scenario="task",
+            chance=[chance_band(10)] * 2)))
         folders.append(folder)
     summary = benchmark_summary({"main": folders}, root=tmp_path)
     assert {n: list(r["sanity"]) for n, r in summary["rows"].items()} == {

@@ -8,7 +8,7 @@ import pytest
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
-from helpers import SENTIMENT, cli
+from helpers import SENTIMENT, cli, results_json, strategy_json
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -134,13 +134,19 @@ def test_settings_from_reuses_a_tuned_choice_without_tuning_again(env, tmp_path,
     assert tuned_run["ewc_lambda"] == chosen["ewc_lambda"]
 
 
+def _tuned(folder, name: str, info: dict) -> None:
+    """A finished run's results.json in ``folder`` holding ``name`` with ``info`` (as the checked loader reads it)."""
+    (folder / "results.json").write_text(json.dumps(results_json({"seed": 0}, ["alpha", "beta"],
+                                                                 {name: strategy_json([0.8, 0.8], info=info)})))
+
+
 @pytest.mark.parametrize("make, extra, message", [
-    (lambda d: None, [], "results.json: not found"),
-    (lambda d: (d / "results.json").write_text('{"run": {}, "strategies": {"ewc": {"info": {}}}}'), [],
-     "'ewc' was not tuned there"),
-    (lambda d: (d / "results.json").write_text(
-        '{"run": {}, "strategies": {"ewc": {"info": {"tuning": {"chosen": {"ewc_lambda": 7}}}}}}'), [],
-     "not a point of its grid"),
+    (lambda d: None, [], "no results.json of a finished `cl-graft run`"),
+    (lambda d: _tuned(d, "ewc", {}), [], "'ewc' was not tuned there"),
+    (lambda d: _tuned(d, "ewc", {"tuning": {"chosen": {"ewc_lambda": 7}}}), [], "not a point of its grid"),
+    (lambda d: _tuned(d, "ewc", {"tuning": {"chosen": {"ewc_lambda": 100.0}}}) or (d / "results.json").write_text(
+        (d / "results.json").read_text().replace('"average": 0.8', '"average": 7.5')), [],
+     "'strategies.ewc.summary.average' must be a number of at least 0, at most 1, got 7.5"),
     (lambda d: None, ["--tune"], "exclude each other"),
 ])
 def test_settings_from_bad_input_is_one_line_exit_2(env, tmp_path, make, extra, message):
@@ -156,8 +162,7 @@ def test_settings_from_bad_input_is_one_line_exit_2(env, tmp_path, make, extra, 
 def test_replay_matched_is_sized_by_the_bytes_of_the_graft_that_was_run(env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    (src / "results.json").write_text(json.dumps({"run": {"seed": 0}, "strategies": {"graft": {"info": {"tuning": {
-        "chosen": {"size": 0.1}}}}}}))
+    _tuned(src, "graft", {"tuning": {"chosen": {"size": 0.1}}})
     assert strategy_settings("graft", continual_setup("smoke", seed=0)[0], seed=0).size != 0.1
     out = tmp_path / "o"
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,replay-matched", "--settings-from", str(src),
