@@ -21,19 +21,17 @@ from .region_search import finder_data
 from .run_state import region_plugin
 
 
-class TrainedTestScore(SupervisedPlugin):
+class TrainedTestScore(SupervisedPlugin, supports_distributed=True):
     """Scores each task's trained model on its test experience (see the module docstring).
 
     Args:
         test_stream: the benchmark's test experiences, in the order of the training experiences
             (``benchmark.test_stream``; experience ``i`` is scored on ``test_stream[i]``).
 
-    Put it first among the template's plugins (:meth:`attach`): its ``after_training_exp`` must run before the
+    Under torchrun every rank scores the same rows with the same weights (no collective call), so the records
+    agree. Put it first among the template's plugins (:meth:`attach`): its ``after_training_exp`` must run before the
     graft plugin's, which grafts the model.
     """
-
-    supports_distributed = True
-    """Under torchrun every rank scores the same rows with the same weights (no collective call): the same record."""
 
     def __init__(self, *, test_stream: Sequence) -> None:
         super().__init__()

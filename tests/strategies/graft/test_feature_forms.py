@@ -226,7 +226,7 @@ def test_class_scenario_serves_graft_by_features_and_packnet_by_entropy():
     model = nn.Sequential(nn.Linear(D, 8), nn.ReLU(), nn.Linear(8, 4))
     for scenario, graft, packnet in (("class", "features", "entropy"), ("task", None, None)):
         ctx = SimpleNamespace(scenario=scenario, settings=GraftSettings(), plugins=[], progress=False, resumed=None,
-                              stream=SimpleNamespace(benchmark=None), template={
+                              stream=SimpleNamespace(benchmark=SimpleNamespace(test_stream=[])), template={
                                   "model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)})
         assert _stream_mode(ctx).graft.task_inference == graft and class_scenario_rule(ctx) == packnet
 
