@@ -33,15 +33,14 @@ def stock(cls_name: str, fixed: Mapping[str, Any] | None = None,
     return build
 
 
-def tensor_rows(builder: Builder, name: str, why: str) -> Builder:
-    """``builder`` for streams whose rows are tensors (digits); on text rows (dicts of token ids of different
-    lengths) a one-line refusal saying ``why``."""
-    def build(ctx: BuildContext):
-        if ctx.stream.splits:
+def tensor_rows(name: str, why: str) -> Callable[[Any, Any], None]:
+    """An entry's ``check`` for a method whose rows must be tensors (digits): on a text stream (rows are dicts
+    of token ids of different lengths) a one-line refusal saying ``why``, before any strategy trains."""
+    def check(settings, stream) -> None:
+        if stream.splits:
             raise UserError(f"{name} {why}: it runs on digits streams, not on text streams")
-        return builder(ctx)
 
-    return build
+    return check
 
 
 def replay_matched(peer: str) -> Builder:
@@ -83,8 +82,7 @@ def gem(ctx: BuildContext):
         import quadprog  # noqa: F401
     except ImportError:
         raise UserError('gem needs the quadprog solver: pip install -e ".[baselines]"') from None
-    return tensor_rows(stock("GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength"), "gem",
-                       "keeps each experience's memory rows as one tensor")(ctx)
+    return stock("GEM", patterns_per_exp="gem_patterns", memory_strength="gem_strength")(ctx)
 
 
 def agem(ctx: BuildContext):
@@ -127,7 +125,7 @@ def icarl(ctx: BuildContext):
     return strategy
 
 
-def _bic(ctx: BuildContext):
+def bic(ctx: BuildContext):
     """BiC as Avalanche's ``BiC`` strategy builds it (a ``SupervisedTemplate`` with its plugin last), with its
     bias-correction stage runnable on this torch (:mod:`.bic_plugin`); Avalanche's bias-layer optimizer (SGD,
     lr 0.1), temperature 2 and distillation weight (the old classes' share)."""
@@ -139,6 +137,3 @@ def _bic(ctx: BuildContext):
     plugin = BiasCorrection(mem_size=ctx.settings.replay_mem, val_percentage=ctx.settings.bic_val_share,
                             stage_2_epochs=ctx.settings.bic_stage2_epochs)
     return SupervisedTemplate(**ctx.template, plugins=[*ctx.plugins, plugin])
-
-
-bic = tensor_rows(_bic, "bic", "splits each experience's dataset, which Avalanche's text datasets do not allow")

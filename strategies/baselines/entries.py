@@ -61,7 +61,8 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   kept_bytes=kept.si, settings=SISettings, grid=GRIDS["si"]),
     StrategyEntry(name="gem", help="Avalanche GEM (each step's gradient projected so that no experience's memory "
                   "loss rises)", stores=MODEL + ", gem_patterns rows per experience and one gradient per experience",
-                  build=build.gem, kept_bytes=kept.gem, settings=GEMSettings, grid=GRIDS["gem"]),
+                  build=build.gem, kept_bytes=kept.gem, settings=GEMSettings, grid=GRIDS["gem"],
+                  check=build.tensor_rows("gem", "keeps each experience's memory rows as one tensor")),
     StrategyEntry(name="agem", help="Avalanche AGEM (one averaged memory gradient constrains each step)",
                   stores=MODEL + ", gem_patterns rows per experience and a reference gradient",
                   build=build.agem, kept_bytes=kept.agem, settings=AGEMSettings, grid=GRIDS["agem"]),
@@ -70,13 +71,13 @@ ENTRIES: tuple[StrategyEntry, ...] = (
                   kept_bytes=kept.cumulative),
     StrategyEntry(name="er-ace", help="Avalanche ER_ACE (replay, asymmetric cross-entropy; --scenario class)",
                   stores=MODEL + " and replay_mem rows",
-                  build=build.tensor_rows(build.stock("ER_ACE", mem_size="replay_mem", batch_size_mem="er_ace_batch"),
-                                          "er-ace", _OWN_LOADER),
+                  build=build.stock("ER_ACE", mem_size="replay_mem", batch_size_mem="er_ace_batch"),
+                  check=build.tensor_rows("er-ace", _OWN_LOADER),
                   kept_bytes=kept.replay, settings=ERACESettings, grid=GRIDS["er-ace"], scenarios=CLASS),
     StrategyEntry(name="der", help="Avalanche DER (DER++: replay of rows and their logits; --scenario class)",
                   stores=MODEL + ", replay_mem rows and their logits",
-                  build=build.tensor_rows(build.stock("DER", mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
-                                          "der", _OWN_LOADER),
+                  build=build.stock("DER", mem_size="replay_mem", alpha="der_alpha", beta="der_beta"),
+                  check=build.tensor_rows("der", _OWN_LOADER),
                   kept_bytes=kept.der, settings=DERSettings, grid=GRIDS["der"], scenarios=CLASS),
     StrategyEntry(name="icarl", help="Avalanche ICaRL (herded exemplars, nearest-mean classifier; --scenario class, "
                   "--model mlp, new classes per experience)",
@@ -85,7 +86,9 @@ ENTRIES: tuple[StrategyEntry, ...] = (
     StrategyEntry(name="bic", help="Avalanche BiC (replay, distillation, a bias layer on old classes; --scenario "
                   "class, --model mlp, new classes per experience)",
                   stores=MODEL + ", replay_mem rows (a share held out), the bias layer and the previous model",
-                  build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"], scenarios=CLASS),
+                  build=build.bic, kept_bytes=kept.bic, settings=BiCSettings, grid=GRIDS["bic"], scenarios=CLASS,
+                  check=build.tensor_rows("bic", "splits each experience's dataset, which Avalanche's text datasets "
+                                          "do not allow")),
     linear_probe.ENTRY,
     ncm.ENTRY,
 )

@@ -149,6 +149,8 @@ class StrategyEntry:
             is refused before any strategy trains (:meth:`check_scenario`).
         phase_after_training: ``phase_after_training(strategy) -> label`` of what it does between an experience's
             last training step and evaluation when that takes time (the progress line shows it), or None.
+        check: ``check(settings, stream)`` raises a one-line ``UserError`` (naming the option) for settings or a
+            stream it cannot run; called before any strategy of the run trains, or None.
     """
 
     name: str
@@ -164,6 +166,7 @@ class StrategyEntry:
     peers: tuple[str, ...] = ()
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     phase_after_training: Callable[[Any], str | None] | None = None
+    check: Callable[[Settings, Any], None] | None = None
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:

@@ -357,13 +357,16 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
         return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
 
     refused = []                                               # before any strategy trains, every one at once
-    for name in strategies:
+    for name, settings in strategies.items():
+        entry = STRATEGIES[name]
         try:
-            STRATEGIES[name].check_scenario(stream.scenario)
+            entry.check_scenario(stream.scenario)
+            if entry.check is not None:
+                entry.check(settings, stream)
         except UserError as e:
             refused.append(str(e))
     if refused:
-        raise UserError("; ".join(refused))
+        raise UserError("; ".join(dict.fromkeys(refused)))                # one line, each problem once
     results: dict[str, StrategyResult] = {}
     for name, settings in strategies.items():
         path = out / name / RESULT_FILE

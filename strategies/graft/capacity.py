@@ -55,7 +55,7 @@ def check_budget(finder: RegionFinder, owners: OwnerMap, free: Region) -> None:
     budget = resolve_budget(cfg, numel)
     if budget > free.size:
         raise UserError(f"region budget {budget} is larger than the {free.size} free graftable elements; "
-                        f"lower the sparsity")
+                        f"lower --region-size")
 
 
 def experience_finder(finder: RegionFinder, experience, *, done: int) -> RegionFinder:

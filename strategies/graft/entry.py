@@ -92,13 +92,35 @@ def _stream_mode(ctx: BuildContext):
     return strategy
 
 
+def check_size(settings: GraftSettings, stream) -> None:
+    """Refuses a fixed ``--region-size`` that the stream's tasks cannot all have (before any training).
+
+    Raises:
+        UserError: size × tasks above the graftable elements.
+    """
+    size, tasks = settings.size, len(stream.tasks)
+    if not isinstance(size, RegionSize) and size * tasks > 1 + 1e-9:
+        raise UserError(f"--region-size {size:g} for {tasks} tasks needs {size * tasks:.0%} of the graftable "
+                        f"elements; at most {1 / tasks:.4g} per task fits (or --region-size auto)")
+
+
+def check_paper(settings: GraftSettings, stream) -> None:
+    """Refuses a stream graft-paper cannot run: it fine-tunes each task from its text rows with its own head.
+
+    Raises:
+        UserError: a stream without text rows, or the class scenario.
+    """
+    if not stream.splits or stream.scenario != "task":
+        raise UserError("graft-paper fine-tunes each task from its text rows with its own head: it runs on text "
+                        "streams in the task scenario only")
+    check_size(settings, stream)
+
+
 def _paper_mode(ctx: BuildContext):
     from .finders import independent_regions
     from .strategy import GraftStrategy
 
-    if not ctx.stream.splits or ctx.scenario != "task":
-        raise UserError("graft-paper fine-tunes each task from its text rows with its own head: it runs on text "
-                        "streams in the task scenario only")
+    check_paper(ctx.settings, ctx.stream)
     data = {s.spec.name: ([e for e in exp.dataset], s.dev)
             for s, exp in zip(ctx.stream.splits, ctx.stream.benchmark.train_stream)}
     regions = independent_regions(ctx.model.clf, data, ctx.cfg.recipe, _finder(ctx), progress=ctx.progress)
@@ -110,8 +132,8 @@ ENTRIES = (
     StrategyEntry(name="graft", help="GraftStrategy, stream mode: train outside earlier regions, keep the learned "
                   "region", stores=STORES, build=_stream_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
                   grid=SIZE_GRID, state=OwnerMapState(), routes=RegionRouting(),
-                  phase_after_training=search_label),
+                  phase_after_training=search_label, check=check_size),
     StrategyEntry(name="graft-paper", help="GraftStrategy, paper mode: regions from independent fine-tuning of each "
                   "task", stores=STORES, build=_paper_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
-                  grid=SIZE_GRID, routes=RegionRouting()),
+                  grid=SIZE_GRID, routes=RegionRouting(), check=check_paper),
 )

@@ -114,11 +114,17 @@ def test_bad_split_specs_are_one_line(env, tmp_path):
                            "none of --strategies naive does"),
                           (["--stream", "split-intents:2", "--strategies", "er-ace,single,der", "--scenario", "class"],
                            "single is a task-incremental method"),
+                          (["--stream", "split-intents:3", "--strategies", "naive,graft", "--region-size", "0.5"],
+                           "--region-size 0.5 for 3 tasks needs 150%"),
+                          (["--stream", "split-intents:3", "--strategies", "naive,graft-paper", "--scenario", "class"],
+                           "graft-paper fine-tunes each task"),
                           (["--stream", "split-intents:2", "--strategies", "er-ace,der,naive"],
                            "er-ace is a class-incremental method: it runs with --scenario class, not in the "
                            "task-incremental scenario; der is")):
         res = cli(env, *args, "--out", str(tmp_path / "x"))
         assert res.exit_code == 2 and message in res.output, (args, res.output)
+        written = [p for p in (tmp_path / "x").rglob("*") if p.is_file() and not p.name.startswith(".cl-graft")]
+        assert not written, (args, written)                                 # refused before any strategy trained
 
 
 TOY = '''
