@@ -31,7 +31,8 @@ from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.schema import ListOf, MapOf, Nullable, Obj, read_checked
 from cl_graft.training.models import TextClassifier
 
-from .task_features import FeatureStats, load_stats, save_stats
+from .feature_store import load_stats, save_stats
+from .task_features import FeatureStats
 
 MAP_CONFIG = "skills.json"
 PRE_FILE = "pre.safetensors"

@@ -11,17 +11,15 @@ from torch import nn
 avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.strategies import OwnerMap, TaskRouter, graft_target
+from cl_graft.strategies.graft.feature_store import FEATURES_FILE, load_stats, save_stats
 from cl_graft.strategies.graft.task_features import (
     DEFAULT_FORM,
-    FEATURES_FILE,
     FeatureAccumulator,
     FeatureRouter,
     FeatureStats,
     feature_layer,
-    load_stats,
     output_layer,
     parse_form,
-    save_stats,
 )
 
 from cl_graft.errors import UserError

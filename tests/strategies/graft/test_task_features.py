@@ -13,10 +13,10 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.models import MultiTaskModule
 from cl_graft.strategies import OwnerMap, TaskRouter, graft_target
+from cl_graft.strategies.graft.feature_store import FEATURES_FILE
 from cl_graft.strategies.graft.routing import TASK_INFERENCE
 from cl_graft.strategies.graft.task_features import (
     EPS,
-    FEATURES_FILE,
     FeatureAccumulator,
     FeatureRouter,
     FeatureStats,
