@@ -259,8 +259,8 @@ def _sweep(run_dir: OutDir, params: dict) -> None:
     each."""
     data_dir, finetuned, sparsities, lrs, base_fractions, seed, split_seed, page = (params[k] for k in (
         "data_dir", "finetuned", "sparsities", "lrs", "base_fractions", "seed", "split_seed", "page"))
-    steps, n_batches, select_rows, eval_every = (params[k] for k in ("steps", "n_batches", "select_rows",
-                                                                     "eval_every"))
+    steps, n_batches, select_rows, eval_every, batch_size, normalize, device = (params[k] for k in (
+        "steps", "n_batches", "select_rows", "eval_every", "batch_size", "normalize", "device"))
     if not finetuned:
         raise UserError("--finetuned task=folder,... is required (or --merge)")
     folders = dict(kv.split("=", 1) for kv in finetuned.split(","))

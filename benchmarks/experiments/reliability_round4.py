@@ -198,7 +198,7 @@ class RoundFour:
 
     def api_kept(self, root: Path, how: str) -> Callable[[], str]:
         def check() -> str:
-            users, folder = root / "users-folder", root / "save"
+            folder = root / "save"
             if "link" in how:                                    # every file of the earlier save as it wrote it
                 files = json.loads((folder / "graft_run.json").read_text()).get("files", {})
                 same = files and all(hashlib.sha256((folder / f).read_bytes()).hexdigest() == sha

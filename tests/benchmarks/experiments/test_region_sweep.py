@@ -66,3 +66,14 @@ def test_merge_and_markdown():
     other["grid"] = [{"lr": 4.0, "base_fraction": 1.0}]
     with pytest.raises(SystemExit):
         merge([_part("sst2", "abc"), other])
+
+
+def test_sweep_reads_its_batch_normalize_and_device_options(tmp_path):
+    """The options added for the high-power comparison reach the sweep: it gets as far as reading the fine-tune."""
+    from click.testing import CliRunner
+
+    from cl_graft.benchmarks.experiments.region_sweep import main
+
+    res = CliRunner().invoke(main, ["--finetuned", f"sst2={tmp_path / 'none'}", "--batch-size", "64", "--normalize",
+                                    "none", "--device", "cpu", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2 and "config.json: not found" in res.output, res.output
