@@ -32,7 +32,7 @@ from .text import text_setup
 
 _SPEC = re.compile(r"split-(?P<task>[A-Za-z0-9_-]+?)(?::(?P<n>.*))?")
 DEV_SHARE = 8
-"""Dev rows per class are at most a 1/DEV_SHARE share of the group's smallest class."""
+"""Dev rows of a class are at most a 1/DEV_SHARE share of its training rows."""
 
 
 def class_order(text: str | None, n_labels: int, seed: int) -> list[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cl_graft.errors import UserError
 
-from . import StreamFamily, StreamRequest, StreamSetup, find_family
+from . import StreamFamily, StreamRequest, StreamSetup, families
 from .text import text_setup
 
 
@@ -17,10 +17,11 @@ def _setup(request: StreamRequest) -> StreamSetup:
     from ..data import load_rows
 
     request.refuse(("class_order",), "task-list")
-    for item in request.spec.split(","):
-        family = find_family(item.strip()) if item.strip() else FAMILY
-        if family is not FAMILY:
-            raise UserError(f"--stream {request.spec!r}: {item.strip()!r} is a {family.name} stream of its own, not a "
+    others = [f for f in families().values() if f is not FAMILY]              # read once, not per item
+    for item in filter(None, (i.strip() for i in request.spec.split(","))):
+        family = next((f for f in others if f.claims(item)), None)
+        if family is not None:
+            raise UserError(f"--stream {request.spec!r}: {item!r} is a {family.name} stream of its own, not a "
                             f"task of a list; give it alone")
     tasks = parse_stream(request.spec, request.data_dir)
     splits = [load_rows(t, request.data_dir, request.data, seed=request.seed) for t in tasks]
