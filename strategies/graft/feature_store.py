@@ -46,18 +46,22 @@ def _checked(path: Path, k: int, count: int, parts: Mapping[str, Tensor]) -> Fea
     cov, basis, var = parts.get("cov"), parts.get("basis"), parts.get("var")
     shapes_ok = ((cov is None or cov.shape == (d, d)) and (var is None or var.shape == (d,))
                  and (basis is None or (basis.dim() == 2 and 1 <= basis.shape[0] < d and basis.shape[1] == d)))
-    means, counts = classes.get("class_means"), classes.get("class_counts")
-    if classes and (means is None or counts is None or means.dim() != 2 or means.shape[1] != d
-                    or counts.shape != (means.shape[0],) or bool((counts < 1).any())):
+    means, counts, labels = (classes.get(n) for n in CLASS_TENSORS)
+    if classes and (means is None or counts is None or labels is None or means.dim() != 2 or means.shape[1] != d
+                    or counts.shape != (means.shape[0],) or labels.shape != counts.shape
+                    or bool((counts < 1).any()) or bool((labels < 0).any()) or bool((labels != labels.round()).any())
+                    or bool((labels.diff() <= 0).any())):
         shapes_ok = False
     if not shapes_ok:
-        raise UserError(f"{path}: statistics of task {k} have shapes that do not fit a mean of width {d}")
+        raise UserError(f"{path}: statistics of task {k} have shapes that do not fit a mean of width {d} "
+                        f"(or class labels that are not ascending integers ≥ 0)")
     negative = var is not None and bool((var < 0).any())
     if (count < 1 or negative or (cov is not None and (not torch.allclose(cov, cov.T)
                                                           or bool((cov.diagonal() < 0).any())))):
         raise UserError(f"{path}: statistics of task {k} are not a covariance of {count} rows "
                         f"(tensor '{k}.{'cov' if cov is not None else 'var'}')")
-    return FeatureStats(mean, cov, int(count), basis=basis, var=var, class_means=means, class_counts=counts)
+    return FeatureStats(mean, cov, int(count), basis=basis, var=var, class_means=means, class_counts=counts,
+                        class_labels=labels)
 
 
 def load_stats(directory: str | os.PathLike, counts: Sequence[int | None]) -> list[FeatureStats | None]:

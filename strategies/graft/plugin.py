@@ -129,6 +129,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         localize_seconds: wall time of each region search (stream mode).
         feature_seconds: wall time of each task's feature statistics.
         task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
+        confined: ``[changed, rows]`` of the last evaluation routed by features: answers that keeping a row to
+            its chosen task's classes changed (:meth:`~.routing.TaskRouter.infer`), of the rows routed.
     """
 
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
@@ -157,6 +159,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.feature_seconds: list[float] = []
         self._split: tuple | None = None                  # (training rows, held-out rows) of this experience
         self.task_id: dict[int, list[int]] = {}
+        self.confined = [0, 0]
         self._freeze: ElementFreeze | None = None
         self._target: GraftTarget | None = None
         self._router: TaskRouter | None = None
@@ -374,6 +377,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
 
     def after_eval(self, strategy, **kwargs) -> None:
         if self._router is not None:
+            if self._router.confined[1]:
+                self.confined = list(self._router.confined)
             self._router.close_()
             self._router = None
 

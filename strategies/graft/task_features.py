@@ -57,7 +57,7 @@ DEFAULT_FORM = "lowrank:32"
 """The form every task keeps unless told otherwise (see the module docstring for why)."""
 FORM_TENSORS = {"full": ("mean", "cov"), "lowrank": ("mean", "basis", "var"), "diagonal": ("mean", "var"),
             "mean": ("mean",)}
-CLASS_TENSORS = ("class_means", "class_counts")
+CLASS_TENSORS = ("class_means", "class_counts", "class_labels")
 """Kept beside any form when the rows' labels were given."""
 
 
@@ -89,6 +89,8 @@ class FeatureStats:
         class_means: ``(m, d)`` float32, the mean of each of the task's m classes (sorted by label), when the
             rows' labels were given (in every form; :class:`FeatureRouter` then scores classes).
         class_counts: ``(m,)`` float32, the rows of each class.
+        class_labels: ``(m,)`` float32, the label of each class (integers, ascending): which logits the task
+            answers with (:attr:`FeatureRouter.classes`).
     """
 
     mean: Tensor
@@ -98,6 +100,7 @@ class FeatureStats:
     var: Tensor | None = None
     class_means: Tensor | None = None
     class_counts: Tensor | None = None
+    class_labels: Tensor | None = None
 
     @property
     def form(self) -> str:
@@ -135,7 +138,7 @@ class FeatureStats:
             UserError: an unknown form, or a covariance asked of ``mean`` statistics.
         """
         kind, rank = parse_form(form)
-        classes = {"class_means": self.class_means, "class_counts": self.class_counts}
+        classes = {n: getattr(self, n) for n in CLASS_TENSORS}
         if kind == "mean":
             return FeatureStats(self.mean, None, self.count, **classes)
         cov = self.covariance()
@@ -204,7 +207,8 @@ class FeatureAccumulator:
         if self.counts:
             labels = sorted(self.counts)
             classes = {"class_means": torch.stack([self.sums[c] / self.counts[c] for c in labels]).float(),
-                       "class_counts": torch.tensor([float(self.counts[c]) for c in labels])}
+                       "class_counts": torch.tensor([float(self.counts[c]) for c in labels]),
+                       "class_labels": torch.tensor([float(c) for c in labels])}
         full = FeatureStats(self.mean.float(), (self.m2 / self.count).float(), self.count, **classes)
         return full if form == "full" else full.reduce(form)
 
@@ -227,6 +231,10 @@ class FeatureRouter:
     Args:
         stats: one :class:`FeatureStats` per task, in the learning order (the same d).
         shrink: see above.
+
+    Attributes:
+        classes: with class means, each task's labels ``(m_k,)`` (long), the logits a row sent to that task is
+            answered from (:meth:`~.routing.TaskRouter.infer`); None otherwise.
     """
 
     def __init__(self, stats: Sequence[FeatureStats], shrink: float = SHRINK) -> None:
@@ -252,6 +260,7 @@ class FeatureRouter:
         self.means = torch.cat([p.double() for p in parts])                 # (M, d): classes, or tasks
         self.owner = torch.cat([torch.full((len(p),), k) for k, p in enumerate(parts)])   # (M,) task of each
         self.tasks = len(stats)
+        self.classes = [s.class_labels.long() for s in stats] if classes else None   # each task's labels
 
     def scores(self, f: Tensor) -> Tensor:
         """``(T, B)``: ``−½ ‖L⁻¹(f − μ_k)‖² / d`` for features ``f`` ``(B, d)`` (the Gaussian log-likelihood up to

@@ -82,6 +82,7 @@ def test_class_means_route_tasks_of_several_classes():
             acc.update(torch.tensor(centre) + 0.3 * torch.randn(40, 2, generator=gen), torch.full((40,), c))
         stats.append(acc.finish("full"))
     assert stats[0].class_means.shape == (2, 2) and stats[0].class_counts.tolist() == [40.0, 40.0]
+    assert stats[0].class_labels.tolist() == [0.0, 1.0]
     assert torch.allclose(stats[0].class_means[0], torch.tensor([5.0, 0.0]), atol=0.2)
     f = torch.tensor([[4.5, 0.3], [-5.2, 0.1], [0.2, 4.8], [-0.3, -5.1]])
     assert FeatureRouter(stats).scores(f).argmax(0).tolist() == [0, 0, 1, 1]
@@ -89,7 +90,7 @@ def test_class_means_route_tasks_of_several_classes():
     assert FeatureRouter(blind).scores(f).argmax(0).tolist() != [0, 0, 1, 1]
     low = stats[0].reduce("diagonal")
     assert torch.equal(low.class_means, stats[0].class_means) and set(low.tensors()) == {
-        "mean", "var", "class_means", "class_counts"}
+        "mean", "var", "class_means", "class_counts", "class_labels"}
 
 
 def test_head_module_and_head_inputs():
@@ -146,7 +147,8 @@ def two_task_router() -> tuple[TwoTask, OwnerMap, TaskRouter]:
                     head_names=model.graft_head_names(int(task)))
     owners.features = {"0": FeatureStats(torch.tensor([2.0, 0.0]), torch.eye(2), 8,
                                          class_means=torch.tensor([[2.0, 0.5], [2.0, -0.5]]),
-                                         class_counts=torch.tensor([4.0, 4.0])),
+                                         class_counts=torch.tensor([4.0, 4.0]),
+                                         class_labels=torch.tensor([0.0, 1.0])),
                        "1": FeatureStats(torch.tensor([0.0, 2.0]), torch.eye(2), 8)}
     return model, owners, TaskRouter(graft_target(model), owners)
 
@@ -234,7 +236,7 @@ def test_feature_statistics_count_in_each_tasks_bytes():
         d = owners.features[task].mean.numel()
         means = owners.features[task].class_means
         m = 0 if means is None else means.shape[0]
-        assert b["features"] == 4 * (d + d * d + m * d + m) and b["region"] == patch.bytes(extra=False)
+        assert b["features"] == 4 * (d + d * d + m * d + 2 * m) and b["region"] == patch.bytes(extra=False)
         assert b["total"] == b["region"] + b["head"] + b["features"]
     total = owners.bytes()
     assert total["features"] == sum(b["features"] for b in per_task) > 0
