@@ -137,4 +137,8 @@ class OwnerMapState:
         owners.carried_seconds = {what: [*record.get(what, [])[:committed], *[None] * (done - committed)]
                                   for what in SECONDS}            # a torn task's seconds were never committed
         owners.apply_(clf)
+        if clf is not model and owners.adaptations:                 # the wrapper's own (a SharedHead's classes seen)
+            from .adaptations import replay_adaptation_
+
+            replay_adaptation_(model, owners.adaptations)
         return SavedState(owners, done)

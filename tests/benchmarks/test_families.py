@@ -166,3 +166,41 @@ def test_a_new_family_is_one_module(env, tmp_path, monkeypatch):
             find_family("echo:2")
     finally:
         sys.modules.pop("toy_family", None)
+
+
+def test_split_stream_tunes_resumes_infers_and_matches_bytes(env, tmp_path, monkeypatch):
+    """A split text stream with the harness's options: ``--tune`` chooses on dev rows (ewc's grid), an interrupted
+    graft run resumes to the same results, replay-matched keeps at most graft's bytes, and ``--task-inference``
+    in the task scenario reports graft's accuracy without task labels."""
+    from cl_graft.strategies.comparison import runner
+
+    split = ["--stream", "split-intents:3", "--class-order", "5,4,3,2,1,0"]
+    full = tmp_path / "full"
+    res = cli(env, *split, "--scenario", "class", "--strategies", "graft,replay-matched,ewc", "--tune",
+              "--tune-budget", "2", "--out", str(full))
+    assert res.exit_code == 0, res.output
+    runs = json.loads((full / "results.json").read_text())["strategies"]
+    assert len(runs["ewc"]["info"]["tuning"]["dev_average"]) == 2 and "tuned on dev" in res.output
+    assert 0 < runs["replay-matched"]["info"]["memory_bytes"] <= runs["graft"]["bytes"]
+    train = runner._train
+
+    def interrupt_second(strategy, experience, seed):
+        if getattr(experience, "current_experience", 0) == 1:
+            raise KeyboardInterrupt
+        train(strategy, experience, seed)
+
+    out, settings = tmp_path / "resumed", ["--settings-from", str(full)]
+    monkeypatch.setattr(runner, "_train", interrupt_second)
+    cli(env, *split, "--scenario", "class", "--strategies", "graft", *settings, "--out", str(out))
+    monkeypatch.setattr(runner, "_train", train)
+    res = cli(env, *split, "--scenario", "class", "--strategies", "graft", *settings, "--resume", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    resumed = json.loads((out / "results.json").read_text())["strategies"]["graft"]
+    assert resumed["matrix"] == runs["graft"]["matrix"] and resumed["bytes"] == runs["graft"]["bytes"]
+    assert resumed["info"]["task_id"] == runs["graft"]["info"]["task_id"]
+    task = tmp_path / "task"
+    res = cli(env, *split, "--scenario", "task", "--strategies", "graft", "--task-inference", "features",
+              "--out", str(task))
+    assert res.exit_code == 0, res.output
+    agnostic = json.loads((task / "results.json").read_text())["strategies"]["graft"]["info"]["task_inference"]
+    assert len(agnostic["accuracy"]) == len(agnostic["task_id"]) == 3
