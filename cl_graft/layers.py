@@ -28,9 +28,7 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its
      "skillmaps": ("cl_graft.skillmaps",),
      "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
     # what a method's entry implements: StrategyEntry, its settings base, the settings every strategy shares
-    {"strategies.interface": ("cl_graft.strategies.comparison.entry", "cl_graft.strategies.comparison.settings",
-                              "cl_graft.strategies.comparison.config",
-                              "cl_graft.strategies.comparison.scenario")},
+    {"strategies.interface": ("cl_graft.strategies.interface",)},
     {"strategies.graft": ("cl_graft.strategies.graft",)},          # the graft method
     {"strategies.plugins": ("cl_graft.strategies.plugins",)},      # other plugins (PackNet, training recipe)
     {"strategies.baselines": ("cl_graft.strategies.baselines",)},  # Avalanche's stock strategies' entries

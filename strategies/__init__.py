@@ -25,7 +25,7 @@ _EXPORTS = {
     "export_task": "graft.export", "load_task_model": "graft.export", "task_model": "graft.export",
     "PackNetPlugin": "plugins.packnet", "ClipGrad": "plugins.recipe", "StepLimit": "plugins.recipe",
     "recipe_optimizer": "plugins.recipe",
-    "ContinualConfig": "comparison.config", "StrategyResult": "comparison.runner",
+    "ContinualConfig": "interface.config", "StrategyResult": "comparison.runner",
     "run_continual": "comparison.runner", "run_strategy": "comparison.runner",
     "RegionSize": "graft.sizing", "SizedFinder": "graft.sizing", "CapacityWarning": "graft.sizing",
     "sizing_records": "graft.sizing",

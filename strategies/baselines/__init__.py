@@ -7,7 +7,7 @@ scenarios it serves and the bytes it keeps (:data:`ENTRIES`, collected by
 - :mod:`.settings`: their settings classes and ``--tune`` grids;
 - :mod:`.build`: how each is built from a ``BuildContext``;
 - :mod:`.scenario`: the refusals of a stream a method cannot serve (the model of each scenario is the
-  harness's, :mod:`..comparison.scenario`);
+  harness's, :mod:`..interface.scenario`);
 - :mod:`.kept`: the bytes each keeps beyond the model it starts from.
 """
 from .entries import ENTRIES

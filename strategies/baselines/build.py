@@ -1,7 +1,7 @@
 """Builders of Avalanche's baselines: ``build(ctx) -> template`` from a
-:class:`~..comparison.entry.BuildContext`, each with the model of the stream's scenario (``ctx.template``'s:
-:func:`~..comparison.scenario.scenario_model`) and its settings (:mod:`.settings`). Avalanche is imported only here,
-when a strategy is built.
+:class:`~..interface.entry.BuildContext`, each with the model of the stream's scenario (``ctx.template``'s:
+:func:`~..interface.scenario.scenario_model`) and its settings (:mod:`.settings`). Avalanche is imported only
+here, when a strategy is built.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext, row_bytes
-from ..comparison.scenario import is_multi_head
+from ..interface.entry import BuildContext, row_bytes
+from ..interface.scenario import is_multi_head
 from .kept import plugin_of
 from .scenario import check_new_classes
 
@@ -45,7 +45,7 @@ def tensor_rows(name: str, why: str) -> Callable[[Any, Any], None]:
 
 def replay_matched(peer: str) -> Builder:
     """A builder of Replay whose memory holds as many bytes as strategy ``peer`` kept in the same run (its result
-    in ``ctx.peers``), in rows of the stream's average size (:func:`~..comparison.entry.row_bytes`)."""
+    in ``ctx.peers``), in rows of the stream's average size (:func:`~..interface.entry.row_bytes`)."""
     def build(ctx: BuildContext):
         from avalanche.training import Replay
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..comparison.entry import BuildContext
+from ..interface.entry import BuildContext
 
 
 def cumulative_class() -> type:

@@ -7,7 +7,7 @@ is Avalanche's ``JointTraining`` on the whole stream; ``single`` a model per tas
 """
 from __future__ import annotations
 
-from ..comparison.entry import StrategyEntry
+from ..interface.entry import StrategyEntry
 from . import build, cumulative, kept, linear_probe, ncm
 from .settings import (
     GRIDS,

@@ -2,9 +2,9 @@
 between experiences, in bytes.
 
 Every function here is an entry's ``kept_bytes(strategy, model) -> (bytes, info)``: ``bytes`` = the trained
-model (:func:`~..comparison.entry.model_bytes`; a multi-head copy counts its trunk and every head) + the
+model (:func:`~..interface.entry.model_bytes`; a multi-head copy counts its trunk and every head) + the
 method's state; ``info["kept"]`` = that state by part (bytes), ``info["model_bytes"]`` the model's. Memory rows
-count their inputs (:func:`~..comparison.entry.row_bytes`: a digit's 64 float32 pixels, a text row's int32
+count their inputs (:func:`~..interface.entry.row_bytes`: a digit's 64 float32 pixels, a text row's int32
 token ids), as ``replay-matched`` sizes its memory; labels (one integer per row) are not counted, for any
 strategy. Tensors a method recomputes at every step but keeps as attributes (GEM's gradients of each
 experience's memory, A-GEM's reference gradient) are counted: they are held while it trains.
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..comparison.entry import model_bytes, row_bytes
+from ..interface.entry import model_bytes, row_bytes
 
 
 def tensor_bytes(obj: Any) -> int:

@@ -13,7 +13,7 @@ import torch
 
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext, StrategyEntry
+from ..interface.entry import BuildContext, StrategyEntry
 
 
 def text_classifier(ctx: BuildContext, name: str):

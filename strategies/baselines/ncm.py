@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..comparison.entry import BuildContext, StrategyEntry
+from ..interface.entry import BuildContext, StrategyEntry
 from .linear_probe import head_bytes, text_classifier
 
 

@@ -1,12 +1,12 @@
 """What a baseline needs of the stream's scenario (``cl-graft run --scenario task|class``).
 
-The model of each scenario is the harness's (:func:`~..comparison.scenario.scenario_model`: in the
+The model of each scenario is the harness's (:func:`~..interface.scenario.scenario_model`: in the
 task-incremental one a single-head model runs as its multi-head copy, for every strategy alike). Methods built
 for one scenario declare it (their entry's ``scenarios``; a run in the other is refused before any strategy
 trains): ER-ACE, DER, iCaRL and BiC are class-incremental methods (one output layer shared by every class;
 Avalanche's BiC asserts a single head), ``single`` a task-incremental one; iCaRL and BiC also need each
 experience to bring classes not seen before (split digits), and a model whose last layer is a linear classifier
-(:func:`~..comparison.scenario.last_linear`).
+(:func:`~..interface.scenario.last_linear`).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from cl_graft.errors import UserError
 from cl_graft.presets import Preset
 
-from ..comparison.settings import Settings
+from ..interface.settings import Settings
 
 REPLAY_MEM_HELP = "Replay memory size in rows."
 

@@ -1,15 +1,15 @@
 """One registry of the continual-learning strategies that ``cl-graft run`` compares: it collects the
-:class:`~.entry.StrategyEntry` of every method, each kept beside its method (:mod:`.entry` documents the
+:class:`~..interface.entry.StrategyEntry` of every method, each kept beside its method (:mod:`..interface.entry` documents the
 interface), and checks the names of a run's ``--strategies``.
 
 An entry (peft style: each method's folder owns it) declares everything the harness needs, so the runner and the
 command name no strategy: ``settings`` (its settings class, one ``cl-graft run`` option per field) and ``grid``
 (its ``--tune`` candidates in order; the run's one ``--tune-budget`` takes the first ones), ``build(ctx)`` (its
-Avalanche template from a :class:`~.entry.BuildContext`), ``kept_bytes`` and ``stores`` (what it keeps beyond the
+Avalanche template from a :class:`~..interface.entry.BuildContext`), ``kept_bytes`` and ``stores`` (what it keeps beyond the
 model it starts from, as a number and in words), ``fit`` (how it walks the stream), and its capabilities as
-objects, never inferred from its plugins: ``state`` (a :class:`~.entry.StrategyState`, saved after every
+objects, never inferred from its plugins: ``state`` (a :class:`~..interface.entry.StrategyState`, saved after every
 experience and loaded by ``--resume``; the runner's progress file is the commit point), ``routes`` (a
-:class:`~.entry.Routing`: serves test rows without their task labels), ``peers`` (strategies whose results it
+:class:`~..interface.entry.Routing`: serves test rows without their task labels), ``peers`` (strategies whose results it
 reads; they run before it) and ``phase_after_training`` (a label for the progress line).
 
 - ``graft``, ``graft-paper``: :mod:`cl_graft.strategies.graft.entry`;
@@ -31,8 +31,8 @@ from cl_graft.presets import Preset
 from ..baselines import ENTRIES as BASELINE_ENTRIES
 from ..graft.entry import ENTRIES as GRAFT_ENTRIES
 from ..plugins.packnet_entry import ENTRIES as PACKNET_ENTRIES
-from .entry import StrategyEntry
-from .settings import SettingOption, Settings, apply_point, has_setting, in_options, setting_options
+from ..interface.entry import StrategyEntry
+from ..interface.settings import SettingOption, Settings, apply_point, has_setting, in_options, setting_options
 
 
 def _collect(*groups: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
@@ -96,7 +96,7 @@ def strategy_settings(name: str, preset: Preset, *, seed: int, given: Mapping[st
 
     Raises:
         UserError: a given value its class refuses, the settings named as command-line options
-            (:func:`.settings.in_options`).
+            (:func:`..interface.settings.in_options`).
     """
     cls = STRATEGIES[name].settings
     try:

@@ -1,4 +1,4 @@
-"""Graft's entries in ``cl-graft run`` (:class:`~..comparison.entry.StrategyEntry`; collected by
+"""Graft's entries in ``cl-graft run`` (:class:`~..interface.entry.StrategyEntry`; collected by
 :mod:`cl_graft.strategies.comparison.registry`):
 
 - ``graft``: :class:`~.strategy.GraftStrategy` in stream mode (Panigrahi et al. 2023, §5.2): each experience
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext, StrategyEntry
+from ..interface.entry import BuildContext, StrategyEntry
 from .run_state import OwnerMapState, region_plugin, task_seconds
 from .settings import SIZE_GRID, GraftSettings
 from .sizing import RegionSize

@@ -12,7 +12,7 @@ from cl_graft.presets import Preset
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.methods import REGION_METHODS
 
-from ..comparison.settings import Settings
+from ..interface.settings import Settings
 from .sizing import RegionSize
 
 RECONSTRUCT = ("experience", "minibatch", "all")

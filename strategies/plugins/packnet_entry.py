@@ -1,4 +1,4 @@
-"""PackNet's entries in ``cl-graft run`` (:class:`~..comparison.entry.StrategyEntry`; collected by
+"""PackNet's entries in ``cl-graft run`` (:class:`~..interface.entry.StrategyEntry`; collected by
 :mod:`cl_graft.strategies.comparison.registry`): :class:`~.packnet.PackNetPlugin` on any model (Mallya & Lazebnik
 2018), its released weights back to θ_pre (``packnet``) or zeroed as published (``packnet-zero``). It keeps an
 owner map as graft does, so it stores and routes as graft does (:mod:`cl_graft.strategies.graft.entry`).
@@ -11,7 +11,7 @@ from typing import Any
 
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext, StrategyEntry
+from ..interface.entry import BuildContext, StrategyEntry
 from ..graft.entry import RegionRouting, class_scenario_rule, region_kept_bytes
 from ..graft.settings import RegionServing
 

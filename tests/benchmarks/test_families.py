@@ -78,7 +78,7 @@ def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
 
 def test_linear_probe_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
     from cl_graft.benchmarks.families import StreamRequest
-    from cl_graft.strategies.comparison.config import continual_setup
+    from cl_graft.strategies.interface.config import continual_setup
     from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
     from cl_graft.strategies.comparison.runner import _build, _train, fresh_model
 

@@ -166,14 +166,16 @@ def test_the_walker_sees_lazy_relative_and_module_imports():
 
 def test_the_shared_harness_names_no_strategy():
     """The runner, its interface, tuning, the progress line and the command read the strategies' entries
-    (:mod:`cl_graft.strategies.comparison.entry`): no strategy's name, settings class or plugin appears in them."""
+    (:mod:`cl_graft.strategies.interface.entry`): no strategy's name, settings class or plugin appears in
+    them."""
     from cl_graft.strategies.comparison.registry import STRATEGIES
 
     names = "|".join(re.escape(n) for n in STRATEGIES)
     word = re.compile(rf"(?<![\w-])({names})(?![\w-])|Graft\w*|PackNet\w*|OwnerMap|owner_plugin|\bgraft\.|"
                       r"plugins\.packnet|Replay\w*|EWC\w*|LwF\w*")
-    harness = ("runner", "entry", "settings", "config", "tuning", "progress")
-    for module in [*(f"cl_graft.strategies.comparison.{m}" for m in harness), "cl_graft.cli.run"]:
+    harness = [f"cl_graft.strategies.comparison.{m}" for m in ("runner", "tuning", "progress")]
+    interface = [f"cl_graft.strategies.interface.{m}" for m in ("entry", "settings", "config")]
+    for module in [*harness, *interface, "cl_graft.cli.run"]:
         text = MODULES[module].read_text(encoding="utf-8").replace("cl-graft", "").replace("cl_graft", "")
         found = [f"{MODULES[module]}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
                  for m in word.finditer(text)]

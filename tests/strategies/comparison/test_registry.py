@@ -9,7 +9,7 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training import Naive
 from cl_graft.benchmarks.streams import Stream
-from cl_graft.strategies.comparison.config import continual_setup
+from cl_graft.strategies.interface.config import continual_setup
 from cl_graft.strategies.comparison.registry import (
     STRATEGIES,
     StrategyEntry,
@@ -55,7 +55,7 @@ def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
 
 
 def test_every_entry_is_consistent():
-    from cl_graft.strategies.comparison.entry import FITS
+    from cl_graft.strategies.interface.entry import FITS
     from cl_graft.strategies.graft.routing import TASK_INFERENCE
 
     for name, entry in STRATEGIES.items():

@@ -14,10 +14,10 @@ avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.strategies import RegionSize
 from cl_graft.strategies.baselines.settings import EWCSettings
-from cl_graft.strategies.comparison.config import continual_setup
+from cl_graft.strategies.interface.config import continual_setup
 from cl_graft.benchmarks.data import split_dev
 from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, strategy_settings
-from cl_graft.strategies.comparison.settings import apply_point
+from cl_graft.strategies.interface.settings import apply_point
 from cl_graft.strategies.comparison.tuning import TUNE_BUDGET, tune
 
 

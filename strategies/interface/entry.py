@@ -2,9 +2,10 @@
 
 As peft keeps each method's config and model in the method's folder, each method here owns its entry: its
 settings class with its ``--tune`` grid, how to build its Avalanche template, the bytes it keeps, its state
-between experiences and whether it can serve rows without task labels. :mod:`.registry` only collects the
-entries; the runner (:mod:`.runner`) and the command (``cl_graft.cli.run``) read these fields and name no
-strategy. The capabilities are explicit objects rather than something the runner infers from the plugins:
+between experiences and whether it can serve rows without task labels. :mod:`..comparison.registry` only
+collects the entries; the runner (:mod:`..comparison.runner`) and the command (``cl_graft.cli.run``) read
+these fields and name no strategy. The capabilities are explicit objects rather than something the runner
+infers from the plugins:
 
 - ``state``: a :class:`StrategyState` (saved after every experience, loaded by ``--resume``); None: the
   strategy starts over when a run is resumed;
@@ -108,7 +109,7 @@ class BuildContext:
         resumed: what the entry's :class:`StrategyState` loaded (``--resume``), else None.
         progress: show progress bars.
         peers: the results of the strategies named in the entry's ``peers`` (name → the
-            :class:`~.runner.StrategyResult` of the same run: ``bytes``, ``info``, ``matrix``).
+            :class:`~..comparison.runner.StrategyResult` of the same run: ``bytes``, ``info``, ``matrix``).
     """
 
     model: torch.nn.Module
@@ -140,7 +141,8 @@ class StrategyEntry:
             results.json)``.
         settings: its settings class (:mod:`.settings`; ``cl-graft run`` has an option per field).
         grid: its candidate points for ``--tune`` (keys of ``settings``), in the order to try them: a run's
-            tuning budget takes the first ones, the same number for every strategy (:mod:`.tuning`).
+            tuning budget takes the first ones, the same number for every strategy
+            (:mod:`..comparison.tuning`).
         fit: one of :data:`FITS`.
         state: saves after every experience and resumes with ``--resume`` (:class:`StrategyState`), or None.
         routes: scores test rows without their task labels (:class:`Routing`), or None.
