@@ -31,16 +31,16 @@ from cl_graft.files import write_json
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import SharedHead, TaskAdapter
-from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
-from .committed import PROGRESS_FILE, read_progress, write_progress
 from ..interface.config import ContinualConfig
 from ..interface.entry import BuildContext, Routing, SavedState, StrategyEntry
+from ..interface.scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
+from ..interface.settings import Settings, apply_point
+from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
+from .committed import PROGRESS_FILE, read_progress, write_progress
 from .metrics import summarize
 from .progress import Report
 from .registry import STRATEGIES
 from .results_file import read_result
-from ..interface.scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
-from ..interface.settings import Settings, apply_point
 from .tuning import TUNE_BUDGET, tune
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
             clock.train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(clock.eval(strategy, [bm.test_stream[i]]), i))
             if report is not None:
-                report.task_line(i, tasks, row, (i + 1) * entry.kept_bytes(strategy, model)[0], {},
+                report.task_line(i, tasks, row, (i + 1) * entry.kept_bytes(strategy, model)[0], [],
                                  time.perf_counter() - t0)
         size = n * entry.kept_bytes(strategy, model)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
@@ -281,7 +281,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
             rows.append(_row(clock.eval(strategy, bm.test_stream), n))
             if report is not None:
                 stored, info = entry.kept_bytes(strategy, model)
-                report.task_line(i, tasks, rows[-1], stored, info, before + time.perf_counter() - t0)
+                fields = entry.progress_fields(info, i) if entry.progress_fields is not None else []
+                report.task_line(i, tasks, rows[-1], stored, fields, before + time.perf_counter() - t0)
             if state is not None:
                 _save_progress(state_dir, state.save(strategy, state_dir), tasks, cfg, settings, rows,
                                before + time.perf_counter() - t0)

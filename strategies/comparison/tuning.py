@@ -20,9 +20,9 @@ from typing import Any
 from cl_graft.errors import UserError
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 
+from ..interface.settings import Settings, apply_point, has_setting
 from .registry import STRATEGIES, registry_options
 from .results_file import read_results
-from ..interface.settings import Settings, apply_point, has_setting
 
 TUNE_BUDGET = 3
 """Grid points each strategy tries by default."""

@@ -11,10 +11,14 @@ infers from the plugins:
   strategy starts over when a run is resumed;
 - ``routes``: a :class:`Routing` (scores test rows with their task labels withheld: ``--task-inference``);
   None: it cannot;
-- ``peers``: strategies whose results it reads (:attr:`BuildContext.peers`); they must run before it.
+- ``peers``: strategies whose results it reads (:attr:`BuildContext.peers`); they must run before it;
+- ``report_lines`` and ``progress_fields``: what the tables and the progress line show of its results beyond
+  the accuracies every strategy has (e.g. each task's region size and its search);
+- ``reference``: the part it plays in every other strategy's report (:data:`REFERENCES`), and ``default``: its
+  place in ``cl-graft run``'s default ``--strategies``; the harness reads these rather than names.
 
-This module, :mod:`.settings` and :mod:`.config` are the harness's interface: a method's folder imports them
-and nothing else of the harness (``cl_graft.layers`` places them below the methods).
+A method's folder declares its entries in its ``__init__.py`` (``ENTRIES``, a tuple); the harness's registry
+finds them there (:mod:`.registration`).
 """
 from __future__ import annotations
 
@@ -36,6 +40,15 @@ from .settings import NoSettings, Settings, has_setting
 if TYPE_CHECKING:
     from cl_graft.benchmarks.families import ContinualStream
 
+
+REFERENCES = {
+    "plain": "plain fine-tuning, experience after experience: a strategy whose accuracy matrix equals its is "
+             "flagged as probably misconfigured, and the summary table gives each strategy's wall time as a "
+             "multiple of its",
+    "alone": "each task fine-tuned alone: the summary table gives each strategy's average as a share of its",
+}
+"""The references a report compares every strategy with (role → what the report does with it); at most one
+entry plays each."""
 
 FITS = ("stream", "whole-stream", "separate")
 """How a strategy walks the stream: one ``train`` per experience, evaluated after each (``stream``); one
@@ -153,6 +166,13 @@ class StrategyEntry:
             last training step and evaluation when that takes time (the progress line shows it), or None.
         check: ``check(settings, stream)`` raises a one-line ``UserError`` (naming the option) for settings or a
             stream it cannot run; called before any strategy of the run trains, or None.
+        report_lines: ``report_lines(info) -> lines`` its table (``cl-graft run``'s per-strategy table) shows
+            under the accuracies, from its result's ``info``, or None.
+        progress_fields: ``progress_fields(info, i) -> fields`` the result line of task ``i`` shows after the
+            averages, from the extras of its ``kept_bytes`` just after that task, or None.
+        reference: its role in the report (a key of :data:`REFERENCES`), or None.
+        default: its place in the default ``--strategies`` of ``cl-graft run`` (0 first), or None: it runs
+            only when named.
     """
 
     name: str
@@ -169,6 +189,10 @@ class StrategyEntry:
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     phase_after_training: Callable[[Any], str | None] | None = None
     check: Callable[[Settings, Any], None] | None = None
+    report_lines: Callable[[dict], list[str]] | None = None
+    progress_fields: Callable[[dict, int], list[str]] | None = None
+    reference: str | None = None
+    default: int | None = None
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:
@@ -180,6 +204,9 @@ class StrategyEntry:
             raise ValueError(f"{self.name}: a strategy cannot read its own result")
         if not self.scenarios or set(self.scenarios) - set(SCENARIOS):
             raise ValueError(f"{self.name}: scenarios must be some of {SCENARIOS}, got {self.scenarios!r}")
+        if self.reference is not None and self.reference not in REFERENCES:
+            raise ValueError(f"{self.name}: reference must be one of {tuple(REFERENCES)}, "
+                             f"got {self.reference!r}")
 
     def check_scenario(self, scenario: str) -> None:
         """Refuses a run in a ``scenario`` this strategy does not serve.

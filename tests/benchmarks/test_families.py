@@ -78,9 +78,9 @@ def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
 
 def test_linear_probe_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
     from cl_graft.benchmarks.families import StreamRequest
-    from cl_graft.strategies.interface.config import continual_setup
     from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
     from cl_graft.strategies.comparison.runner import _build, _train, fresh_model
+    from cl_graft.strategies.interface.config import continual_setup
 
     data, cfg = continual_setup("smoke", seed=0)
     setup = find_family("split-intents:3").setup(StreamRequest(
