@@ -11,7 +11,6 @@ import os
 import pkgutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -21,6 +20,8 @@ avalanche = pytest.importorskip("avalanche")
 
 import cl_graft.strategies.baselines as baselines
 from cl_graft.strategies.comparison.registry import discover
+
+from helpers import entry_point_module
 
 TOY = '''
     """``toy``: Naive with every training loss scaled by ``toy_scale`` (task-incremental only)."""
@@ -62,11 +63,7 @@ TOY = '''
 @pytest.fixture
 def toy_package(tmp_path, monkeypatch):
     """A folder holding ``toy_baseline.py`` and its distribution's metadata (the entry point), on the path."""
-    (tmp_path / "toy_baseline.py").write_text(textwrap.dedent(TOY))
-    meta = tmp_path / "toy_baseline-0.1.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-baseline\nVersion: 0.1\n")
-    (meta / "entry_points.txt").write_text("[cl_graft.strategies]\ntoy = toy_baseline\n")
+    entry_point_module(tmp_path, "toy_baseline", TOY, group="cl_graft.strategies", name="toy")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     sys.modules.pop("toy_baseline", None)
@@ -91,18 +88,16 @@ def test_a_baseline_in_a_users_package_is_found_and_run(toy_package):
     assert toy["info"]["toy_scale"] == 0.5 and len(toy["matrix"]) == 2
     assert saved["run"]["strategy_settings"]["toy"] == {"toy_scale": 0.5}
     assert toy["matrix"] != saved["strategies"]["naive"]["matrix"]              # the scaled loss trained it
-    refused = _cli(toy_package, "--scenario", "class", "--strategies", "toy", "--out", str(toy_package / "class"))
-    assert refused.returncode == 2 and "toy is a task-incremental method" in refused.stderr, refused.stderr
-    assert refused.stderr.strip().count("\n") == 0                                  # one line
+    with pytest.raises(UserError, match="^toy is a task-incremental method: it runs with --scenario task"):
+        found["toy"].check_scenario("class")                     # what the run refuses before training
 
 
 def test_an_entry_point_without_an_entry_is_refused(toy_package):
-    (toy_package / "toy_baseline-0.1.dist-info" / "entry_points.txt").write_text(
-        "[cl_graft.strategies]\ntoy = json\n")
+    points = toy_package / "toy_baseline-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[cl_graft.strategies]\ntoy = json\n")
     with pytest.raises(UserError, match="'json'.*defines no ENTRY or ENTRIES"):
         discover()
-    (toy_package / "toy_baseline-0.1.dist-info" / "entry_points.txt").write_text(
-        "[cl_graft.strategies]\ntoy = no_such_module\n")
+    points.write_text("[cl_graft.strategies]\ntoy = no_such_module\n")
     with pytest.raises(UserError, match="no_such_module.*cannot be imported"):
         discover()
 

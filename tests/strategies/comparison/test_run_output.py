@@ -1,6 +1,6 @@
-"""What `cl-graft run` shows: the summary table keeps its columns aligned whatever the names' lengths; what a table
-shows of a strategy beyond its accuracies, and which results it is compared with, come from the entries; training
-shows the warnings a user can act on, not Avalanche's deprecation notices."""
+"""What `cl-graft run` shows: the summary table keeps its columns aligned whatever the names' lengths; what a
+table shows of a strategy beyond its accuracies, and which results it is compared with, come from the entries;
+training shows the warnings a user can act on, not Avalanche's deprecation notices."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -29,7 +29,7 @@ def test_the_reference_columns_and_flags_follow_the_roles_the_entries_play(monke
     tasks = ["a", "b"]
     results = {n: _result(n, tasks, acc) for n, acc in (("naive", 0.5), ("single", 0.8), ("graft", 0.5))}
     assert summary_table(results).splitlines()[0].split()[-2:] == ["%single", "×naive"]
-    assert list(result_flags(results)) == ["graft"]                   # its matrix equals the plain reference's
+    assert list(result_flags(results)) == ["graft"]                  # its matrix equals the plain reference's
     monkeypatch.setitem(STRATEGIES, "naive", replace(STRATEGIES["naive"], reference=None))
     monkeypatch.setitem(STRATEGIES, "graft", replace(STRATEGIES["graft"], reference="plain"))
     assert summary_table(results).splitlines()[0].split()[-2:] == ["%single", "×graft"]
