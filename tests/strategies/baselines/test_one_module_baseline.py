@@ -100,6 +100,11 @@ def test_an_entry_point_without_an_entry_is_refused(toy_package):
     points.write_text("[cl_graft.strategies]\ntoy = no_such_module\n")
     with pytest.raises(UserError, match="no_such_module.*cannot be imported"):
         discover()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_package), os.environ.get("PYTHONPATH", "")])}
+    listing = subprocess.run([sys.executable, "-m", "cl_graft.cli", "--help"], capture_output=True, text=True,
+                             env=env, timeout=600)                       # the commands' list loads `run`
+    assert listing.returncode == 2 and listing.stderr.startswith("error: strategy module 'no_such_module'")
+    assert listing.stderr.strip().count("\n") == 0, listing.stderr
 
 
 def test_every_baseline_is_one_module_named_as_its_strategy():
