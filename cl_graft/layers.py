@@ -4,7 +4,7 @@ A module may import its own room and the rooms of lower layers; rooms of one lay
 nothing imports upwards, nothing imports the CLI but the CLI, and only :data:`AVALANCHE_GLUE` imports Avalanche.
 ``tests/core/test_layout.py`` reads every import of every module and checks it against :data:`LAYERS`; README's
 Layout section shows the same order. A new module inside a declared room (a command in ``cl_graft/cli/``, a
-plugin in ``strategies/plugins/``) needs no change here; a new room does.
+baseline in ``strategies/baselines/``) needs no change here; a new room (a method's folder) does.
 """
 from __future__ import annotations
 
@@ -26,19 +26,29 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its
     # the command drivers (experiment.py, tables and figures in report.py) and the Avalanche glue's base
     {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),
      "skillmaps": ("cl_graft.skillmaps",),
-     "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter")},
-    # what a method's entry implements: StrategyEntry, its settings base, the settings every strategy shares
-    {"strategies.interface": ("cl_graft.strategies.comparison.entry", "cl_graft.strategies.comparison.settings",
-                              "cl_graft.strategies.comparison.config",
-                              "cl_graft.strategies.comparison.scenario")},
-    {"strategies.graft": ("cl_graft.strategies.graft",)},          # the graft method
-    {"strategies.plugins": ("cl_graft.strategies.plugins",)},      # other plugins (PackNet, training recipe)
-    {"strategies.baselines": ("cl_graft.strategies.baselines",)},  # Avalanche's stock strategies' entries
-    {"strategies.comparison": ("cl_graft.strategies.comparison",)},  # the harness behind `cl-graft run`
+     "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter",
+                    "cl_graft.strategies.head_inputs")},
+    # what every method implements (StrategyEntry, its settings, the shared recipe, the scenario's model, how
+    # a method registers), and the plugins any strategy may use (the training recipe, SI)
+    {"strategies.interface": ("cl_graft.strategies.interface",),
+     "strategies.plugins": ("cl_graft.strategies.plugins",)},
+    # the methods (METHODS), each a folder declaring its entries; one built on another sits above it
+    {"strategies.graft": ("cl_graft.strategies.graft",),
+     "strategies.baselines": ("cl_graft.strategies.baselines",)},
+    {"strategies.packnet": ("cl_graft.strategies.packnet",)},        # PackNet, on graft's owner map
+    {"strategies.comparison": ("cl_graft.strategies.comparison",)},  # the harness (HARNESS): no method
     {"experiments": ("cl_graft.benchmarks.experiments",)},
     {"cli": ("cl_graft.cli",)},                                    # one module per command
 )
 """Layer → room → the dotted names it covers (``pkg.__init__``: the package module alone)."""
+
+METHODS = ("strategies.graft", "strategies.packnet", "strategies.baselines")
+"""The methods' rooms: none imports the harness, and the harness imports none of them; it finds their entries
+by discovery (``cl_graft.strategies.interface.registration``). A method built on another (PackNet on graft)
+sits on a layer above it, so the import is declared here."""
+
+HARNESS = "strategies.comparison"
+"""The room of the harness behind ``cl-graft run`` (registry, runner, tuning, report)."""
 
 AVALANCHE_GLUE = ("cl_graft.strategies", "cl_graft.benchmarks")
 """The only packages whose modules import Avalanche; the core and the CLI reach it only through them."""

@@ -1,10 +1,18 @@
 """Avalanche integration of cl-graft (installed as ``cl_graft.strategies``): forget-free continual learning by
 grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600), its model adapter and baselines.
 
+Rooms, bottom first (``cl_graft.layers`` declares the order, ``tests/core/test_layout.py`` checks it):
+
 - :mod:`.adapter`: :class:`TaskAdapter`, the text classifier as an Avalanche multi-task module;
-- :mod:`.graft`: the method (:class:`GraftPlugin`, :class:`GraftStrategy`, owner maps, routing, finders);
-- :mod:`.plugins`: other plugins (:class:`PackNetPlugin`, the fine-tuning recipe);
-- :mod:`.comparison`: the harness behind ``cl-graft run`` (registry, runner, tuning, metrics, report).
+- :mod:`.interface`: what every method of ``cl-graft run`` implements
+  (:class:`~.interface.entry.StrategyEntry`, its settings, the shared recipe, the model of each scenario) and
+  how a method registers its entries;
+- :mod:`.plugins`: plugins any strategy may use (the fine-tuning recipe, SI with copied snapshots);
+- the methods, each a folder that declares its entries in its ``__init__.py``: :mod:`.graft` (the method:
+  :class:`GraftPlugin`, :class:`GraftStrategy`, owner maps, routing, finders), :mod:`.packnet` (PackNet, built
+  on graft's owner map: above it) and :mod:`.baselines` (Avalanche's strategies, one module each);
+- :mod:`.comparison`: the harness behind ``cl-graft run`` (registry, runner, tuning, metrics, report), which
+  finds the methods' entries and imports no method.
 
 The names below are loaded on first use, so that Avalanche (about 7 s to import) is imported only by code that
 needs it; ``import cl_graft`` never imports it.
@@ -23,9 +31,9 @@ _EXPORTS = {
     "TaskIdentificationAccuracy": "graft.task_identification", "TaskInferenceAccuracy": "graft.task_identification",
     "save_run": "graft.saved_run", "load_run_": "graft.saved_run", "replay_adaptation_": "graft.adaptations",
     "export_task": "graft.export", "load_task_model": "graft.export", "task_model": "graft.export",
-    "PackNetPlugin": "plugins.packnet", "ClipGrad": "plugins.recipe", "StepLimit": "plugins.recipe",
+    "PackNetPlugin": "packnet.plugin", "ClipGrad": "plugins.recipe", "StepLimit": "plugins.recipe",
     "recipe_optimizer": "plugins.recipe",
-    "ContinualConfig": "comparison.config", "StrategyResult": "comparison.runner",
+    "ContinualConfig": "interface.config", "StrategyResult": "comparison.runner",
     "run_continual": "comparison.runner", "run_strategy": "comparison.runner",
     "RegionSize": "graft.sizing", "SizedFinder": "graft.sizing", "CapacityWarning": "graft.sizing",
     "sizing_records": "graft.sizing",

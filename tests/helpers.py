@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -227,6 +228,18 @@ def cli(env, *args):
     line off a terminal, one result line per task, the summary table)."""
     return CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--data-dir", str(env / "data"),
                                      "--preset", "smoke", *args])
+
+
+def entry_point_module(folder: Path, module: str, source: str, *, group: str, name: str) -> Path:
+    """A user's package in ``folder`` (a test puts the folder on the path): ``<module>.py`` holding ``source``
+    (dedented) and its distribution's metadata declaring the entry point ``name = module`` of ``group``.
+    Returns the metadata's ``entry_points.txt`` (a test rewrites it to point elsewhere)."""
+    (folder / f"{module}.py").write_text(textwrap.dedent(source))
+    meta = folder / f"{module}-0.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text(f"[{group}]\n{name} = {module}\n")
+    return meta / "entry_points.txt"
 
 
 class InProcessCli:

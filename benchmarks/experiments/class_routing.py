@@ -22,7 +22,8 @@ import torch
 from cl_graft.benchmarks.data import load_task
 from cl_graft.benchmarks.families.split_text import class_order, groups
 from cl_graft.files import write_json
-from cl_graft.strategies.graft.task_features import FeatureAccumulator, FeatureRouter, HeadInputs
+from cl_graft.strategies.graft.task_features import FeatureAccumulator, FeatureRouter
+from cl_graft.strategies.head_inputs import HeadInputs
 from cl_graft.training.models import build_classifier
 
 from .script_out import claimed, out_options, settings_of

@@ -148,7 +148,7 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
         flags: dict[str, list[int]] = {}
         for seed, (res, results) in by_seed.items():
             reference = None if row == "naive" else naive.get(seed)
-            for flag in sanity_flags(res["matrix"], naive=reference, bands=results.get("chance")):
+            for flag in sanity_flags(res["matrix"], plain=reference, bands=results.get("chance")):
                 flags.setdefault(flag_text(flag), []).append(seed)
         results = [res for res, _ in by_seed.values()]
         tuning = results[0]["info"].get("tuning") or {}

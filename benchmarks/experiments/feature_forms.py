@@ -77,7 +77,8 @@ def score_forms(stats: list, test: list[torch.Tensor]) -> dict[str, dict[str, fl
 def digits_features(name: str, seed: int, input_space: bool) -> tuple[list, list[torch.Tensor]]:
     """Full statistics per task (training rows) and test features per task, at the ``mlp``'s θ_pre."""
     from cl_graft.benchmarks.digits import DigitsStream, digits_model
-    from cl_graft.strategies.graft.task_features import FeatureAccumulator, HeadInputs, output_layer
+    from cl_graft.strategies.graft.task_features import FeatureAccumulator, output_layer
+    from cl_graft.strategies.head_inputs import HeadInputs
 
     stream = DigitsStream.make(name, "mlp", seed=seed, scenario="class")
     model = digits_model("mlp", seed).eval()

@@ -63,8 +63,8 @@ def load_text_run(run: Path, data_dir: str | None):
     from cl_graft.benchmarks import load_rows
     from cl_graft.benchmarks.streams import make_benchmark
     from cl_graft.strategies.adapter import TaskAdapter
-    from cl_graft.strategies.comparison.config import continual_setup
     from cl_graft.strategies.graft.saved_checks import load_skills
+    from cl_graft.strategies.interface.config import continual_setup
 
     from cl_graft.files import read_json
     from cl_graft.training.models import build_classifier

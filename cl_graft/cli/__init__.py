@@ -67,6 +67,8 @@ class _Group(click.Group):
         token = COMMAND_LINE.set(shlex.join(["cl-graft", *argv]))
         try:
             return super().main(args, prog_name, **extra)
+        except UserError as e:            # before a command runs: a command module that cannot load (--help)
+            _fail(f"error: {e}", distributed.is_main())
         finally:
             COMMAND_LINE.reset(token)
 

@@ -106,7 +106,7 @@ def _given_settings(options: dict, names: list[str]) -> dict:
         UserError: an option none of the strategies ``names`` has.
     """
     from ..errors import UserError
-    from ..strategies.comparison.settings import has_setting
+    from ..strategies.interface.settings import has_setting
 
     given = {}
     for opt in registry_options():
@@ -128,7 +128,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
     from ..errors import UserError
     from ..outdir import claim_out_dir
     from ..provenance import finish_record, run_record
-    from ..strategies.comparison.config import continual_setup
+    from ..strategies.interface.config import continual_setup
     from ..strategies.comparison.registry import parse_strategies, strategy_settings
     from ..strategies.comparison.report import (
         chance_bands,
@@ -206,7 +206,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
 def _settings_run(own: dict, results: dict) -> dict:
     """Each strategy's settings as it ran (JSON): its own, with the point that tuning or ``--settings-from`` chose
     (``info["tuning"]["chosen"]``) applied."""
-    from ..strategies.comparison.settings import apply_point
+    from ..strategies.interface.settings import apply_point
 
     return {n: (apply_point(s, results[n].info["tuning"]["chosen"]) if results[n].info.get("tuning") else s).to_json()
             for n, s in own.items()}

@@ -1,15 +1,13 @@
-"""Avalanche's baselines in ``cl-graft run``, each an entry that owns its settings and grid, its builder, the
-scenarios it serves and the bytes it keeps (:data:`ENTRIES`, collected by
-:mod:`cl_graft.strategies.comparison.registry`).
+"""Avalanche's baselines in ``cl-graft run``, one module per baseline (``ewc.py``, ``replay.py``,
+``icarl.py``..., named as the strategy with ``_`` for ``-``): each holds its settings class and ``--tune``
+grid, its builder, the bytes it keeps, the scenarios it serves and the streams it refuses, and defines
+``ENTRY`` (:class:`~..interface.entry.StrategyEntry`). What several share is :mod:`.common`.
 
-- :mod:`.entries`: the entries (``si``, ``gem``, ``agem``, ``cumulative``, ``er-ace``, ``der``, ``icarl``,
-  ``bic``);
-- :mod:`.settings`: their settings classes and ``--tune`` grids;
-- :mod:`.build`: how each is built from a ``BuildContext``;
-- :mod:`.scenario`: the refusals of a stream a method cannot serve (the model of each scenario is the
-  harness's, :mod:`..comparison.scenario`);
-- :mod:`.kept`: the bytes each keeps beyond the model it starts from.
+:data:`ENTRIES` is every module's entry (:func:`~..interface.registration.package_entries`), read by the
+harness's registry: a new baseline is one module here, nothing else edited.
 """
-from .entries import ENTRIES
+from ..interface.registration import package_entries
+
+ENTRIES = package_entries(__name__, __path__)
 
 __all__ = ["ENTRIES"]

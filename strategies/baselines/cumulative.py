@@ -1,4 +1,5 @@
-"""Avalanche's Cumulative on streams with more tasks than rows per batch.
+"""``cumulative``: Avalanche's Cumulative, retraining on every experience so far (the ceiling), on streams
+with more tasks than rows per batch too.
 
 Avalanche 0.6's ``make_train_dataloader`` serves a task-labelled experience through ``TaskBalancedDataLoader``,
 which asserts ``batch_size >= number of tasks`` (it gives every task at least one row of each batch). Cumulative
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..comparison.entry import BuildContext
+from ..interface.entry import BuildContext, StrategyEntry
+from .common import MODEL, rows_bytes, with_model
 
 
 def cumulative_class() -> type:
@@ -38,3 +40,13 @@ def cumulative_class() -> type:
 def build(ctx: BuildContext) -> Any:
     """The ``cumulative`` entry's strategy (either scenario)."""
     return cumulative_class()(**ctx.template, plugins=ctx.plugins)
+
+
+@with_model
+def kept(strategy) -> dict[str, int]:
+    """Cumulative: every training row seen so far (it retrains on all of them)."""
+    return {"rows": rows_bytes(strategy.dataset)}
+
+
+ENTRY = StrategyEntry(name="cumulative", help="Avalanche Cumulative: retrain on every experience so far (the "
+                      "ceiling)", stores=MODEL + " and every training row seen", build=build, kept_bytes=kept)

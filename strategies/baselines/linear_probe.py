@@ -11,25 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from cl_graft.errors import UserError
-
-from ..comparison.entry import BuildContext, StrategyEntry
-
-
-def text_classifier(ctx: BuildContext, name: str):
-    """The run's text classifier (``ctx.model.clf``), or a one-line refusal for other streams."""
-    if not ctx.stream.splits:
-        raise UserError(f"{name} works on a pre-trained text encoder: it runs on text streams, not on "
-                        f"{ctx.stream.name}")
-    return ctx.model.clf
-
-
-def head_bytes(strategy, model) -> tuple[int, dict]:
-    """Bytes of the classifier's heads (what ``linear-probe`` and ``ncm`` keep beyond the encoder)."""
-    clf = model.clf
-    names = set(clf.head_parameter_names())
-    size = sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
-    return size, {"kept": {"heads": size}}
+from ..interface.entry import BuildContext, StrategyEntry
+from .common import head_bytes, text_classifier
 
 
 def build(ctx: BuildContext):

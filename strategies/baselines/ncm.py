@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..comparison.entry import BuildContext, StrategyEntry
-from .linear_probe import head_bytes, text_classifier
+from ..head_inputs import HeadInputs
+from ..interface.entry import BuildContext, StrategyEntry
+from .common import head_bytes, text_classifier
 
 
 def build(ctx: BuildContext):
@@ -32,9 +33,9 @@ def build(ctx: BuildContext):
                 self._unpack_minibatch()
                 x, y, t = self.mb_x, self.mb_y, self.mb_task_id                 # (B, 2, L), (B,), (B,)
                 head = _head_module(self.model, int(t[0]))
-                with _HeadInput(head) as rec:
+                with HeadInputs(head) as rec:
                     avalanche_forward(self.model, x, t)
-                feats = torch.nn.functional.normalize(rec.value, dim=-1)
+                feats = torch.nn.functional.normalize(rec.take(len(y)), dim=-1)
                 for c in torch.unique(y).tolist():
                     sums[c] = sums.get(c, 0) + feats[y == c].sum(0)
                     counts[c] = counts.get(c, 0) + int((y == c).sum())
@@ -52,23 +53,6 @@ def _head_module(model, label: int) -> torch.nn.Linear:
     clf = model.clf
     task = getattr(model, "head", None) or model.task_names[label]
     return clf.heads[task]
-
-
-class _HeadInput:
-    """Records the input of a module during one forward pass (``value``: ``(B, d)``)."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.module, self.value = module, None
-
-    def __enter__(self):
-        self.handle = self.module.register_forward_pre_hook(self._hook)
-        return self
-
-    def _hook(self, module, args) -> None:
-        self.value = args[0]
-
-    def __exit__(self, *exc) -> None:
-        self.handle.remove()
 
 
 ENTRY = StrategyEntry(name="ncm", help="nearest class mean on θ_pre's sentence features, no training (text "

@@ -1,4 +1,5 @@
-"""The comparison harness behind ``cl-graft run``: the interface each method's entry implements (:mod:`.entry`, its
-settings base :mod:`.settings`, the shared settings :mod:`.config`), the registry that collects the entries
+"""The comparison harness behind ``cl-graft run``: the registry that finds every method's entries
 (:mod:`.registry`), the runner (:mod:`.runner`), dev-only tuning (:mod:`.tuning`), continual metrics from an
-accuracy matrix (:mod:`.metrics`) and tables and figures (:mod:`.report`)."""
+accuracy matrix (:mod:`.metrics`), the progress line (:mod:`.progress`) and tables and figures
+(:mod:`.report`). It reads the methods through their entries (:mod:`cl_graft.strategies.interface`) and
+imports no method."""

@@ -1,12 +1,12 @@
 """The progress file of a resumable strategy (``<out>/<name>/state/progress.json``): the experiences it committed.
 
-The runner writes it after the strategy's state (:class:`~.entry.StrategyState`), so it never names more than the
-state holds: the stream's tasks, the settings every strategy shares (``config``) and the strategy's own
-(``settings``), one row of test accuracies (each in [0, 1]) per committed experience, the seconds so far and the
-record the state's save returned. ``--resume`` reads it back through the same schema layer as every other saved
-file (:mod:`cl_graft.schema`): every field's kind and range, each row as long as the stream, the sha256 of its
-content (a hand edit that keeps every field valid is refused too), and the stream and settings of the run; every
-mismatch is one line naming the field.
+The runner writes it after the strategy's state (:class:`~..interface.entry.StrategyState`), so it never names
+more than the state holds: the stream's tasks, the settings every strategy shares (``config``) and the
+strategy's own (``settings``), one row of test accuracies (each in [0, 1]) per committed experience, the
+seconds so far and the record the state's save returned. ``--resume`` reads it back through the same schema
+layer as every other saved file (:mod:`cl_graft.schema`): every field's kind and range, each row as long as
+the stream, the sha256 of its content (a hand edit that keeps every field valid is refused too), and the
+stream and settings of the run; every mismatch is one line naming the field.
 """
 from __future__ import annotations
 

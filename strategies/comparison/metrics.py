@@ -134,14 +134,15 @@ def at_chance_tasks(final, bands) -> list[int]:
     return [j for j, (v, (low, high)) in enumerate(zip(final, bands)) if low <= v <= high]
 
 
-def sanity_flags(matrix, *, naive=None, bands=None) -> list[dict]:
-    """Why a strategy's result is probably misconfigured, ``[]`` when nothing is wrong:
-    ``{"flag": "equals_naive", "tolerance"}`` when ``matrix`` equals ``naive``'s (:func:`equals_matrix`), and
-    ``{"flag": "at_chance", "tasks", "of", "margin"}`` when more than half of the final row is at chance
-    (:func:`at_chance_tasks`; ``bands`` per task). Give ``naive=None`` for Naive itself or when it did not run,
-    ``bands=None`` when the tasks' classes are unknown."""
+def sanity_flags(matrix, *, plain=None, bands=None) -> list[dict]:
+    """Why a strategy's result is probably misconfigured, ``[]`` when nothing is wrong: ``{"flag":
+    "equals_naive", "tolerance"}`` when ``matrix`` equals ``plain``, the matrix of plain fine-tuning (Naive,
+    the "plain" reference of :data:`~..interface.entry.REFERENCES`; :func:`equals_matrix`), and ``{"flag":
+    "at_chance", "tasks", "of", "margin"}`` when more than half of the final row is at chance
+    (:func:`at_chance_tasks`; ``bands`` per task). Give ``plain=None`` for Naive itself or when it did not
+    run, ``bands=None`` when the tasks' classes are unknown."""
     flags = []
-    if naive is not None and equals_matrix(matrix, naive):
+    if plain is not None and equals_matrix(matrix, plain):
         flags.append({"flag": "equals_naive", "tolerance": EQUAL_TOLERANCE})
     if bands is not None:
         final = final_accuracy(matrix)

@@ -1,11 +1,12 @@
 """What ``cl-graft run`` shows while a strategy runs: Avalanche's callbacks on the command's live progress line
 (:class:`~cl_graft.console.Console`), and one result line per task as it ends.
 
-The progress line reads ``<strategy> · task 2/3 agnews · train`` (steps done of the experience's optimizer steps, with
-an ETA), then what the strategy does after training when its entry names it (``… · size search``: a region
-search, :attr:`.entry.StrategyEntry.phase_after_training`), then ``… · eval`` (test rows done of the stream's).
-A task's result line gives its test accuracy just after training it, the average over the tasks seen so far, its
-region's share of the graftable weights (strategies that keep regions) and what the strategy stores by then
+The progress line reads ``<strategy> · task 2/3 agnews · train`` (steps done of the experience's optimizer
+steps, with an ETA), then what the strategy does after training when its entry names it (``… · size search``:
+a region search, :attr:`~..interface.entry.StrategyEntry.phase_after_training`), then ``… · eval`` (test rows
+done of the stream's). A task's result line gives its test accuracy just after training it, the average over
+the tasks seen so far, the fields its entry adds (:attr:`~..interface.entry.StrategyEntry.progress_fields`,
+e.g. a region's share of the graftable weights) and what the strategy stores by then
 (:attr:`.runner.StrategyResult.bytes`).
 """
 from __future__ import annotations
@@ -36,17 +37,15 @@ class Report:
         return ConsolePlugin(self.console, self.label, tasks, steps, whole_stream=whole_stream,
                              phase_after_training=phase_after_training)
 
-    def task_line(self, i: int, tasks: list[str], row: list[float], stored: int, info: dict,
+    def task_line(self, i: int, tasks: list[str], row: list[float], stored: int, fields: list[str],
                   seconds: float) -> None:
         """The result line of task ``i`` (``row``: every task's accuracy just after it; ``stored``: bytes;
-        ``info``: the strategy's storage extras, with ``region_density`` for strategies that keep regions)."""
+        ``fields``: what the strategy's entry adds, its ``progress_fields``)."""
         if not self.lines:
             return
         seen = row[: i + 1]
-        region = info.get("region_density") or []
         parts = [f"{self.label:<14}task {i + 1}/{len(tasks)} {tasks[i]:<12}", f"acc {100 * row[i]:5.1f}",
-                 f"avg {100 * sum(seen) / len(seen):5.1f}"]
-        parts += [f"region {100 * region[i]:.2f}%"] if len(region) > i else []
+                 f"avg {100 * sum(seen) / len(seen):5.1f}", *fields]
         parts += [f"stored {human_bytes(stored)}", f"{seconds:.0f}s"]
         self.console.echo("  ".join(parts))
 

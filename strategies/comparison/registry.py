@@ -1,63 +1,99 @@
-"""One registry of the continual-learning strategies that ``cl-graft run`` compares: it collects the
-:class:`~.entry.StrategyEntry` of every method, each kept beside its method (:mod:`.entry` documents the
-interface), and checks the names of a run's ``--strategies``.
+"""One registry of the continual-learning strategies that ``cl-graft run`` compares: it finds the
+:class:`~..interface.entry.StrategyEntry` of every method (:mod:`..interface.entry` documents the interface)
+and checks the names of a run's ``--strategies``.
 
-An entry (peft style: each method's folder owns it) declares everything the harness needs, so the runner and the
-command name no strategy: ``settings`` (its settings class, one ``cl-graft run`` option per field) and ``grid``
-(its ``--tune`` candidates in order; the run's one ``--tune-budget`` takes the first ones), ``build(ctx)`` (its
-Avalanche template from a :class:`~.entry.BuildContext`), ``kept_bytes`` and ``stores`` (what it keeps beyond the
-model it starts from, as a number and in words), ``fit`` (how it walks the stream), and its capabilities as
-objects, never inferred from its plugins: ``state`` (a :class:`~.entry.StrategyState`, saved after every
-experience and loaded by ``--resume``; the runner's progress file is the commit point), ``routes`` (a
-:class:`~.entry.Routing`: serves test rows without their task labels), ``peers`` (strategies whose results it
-reads; they run before it) and ``phase_after_training`` (a label for the progress line).
-
-- ``graft``, ``graft-paper``: :mod:`cl_graft.strategies.graft.entry`;
-- ``packnet``, ``packnet-zero``: :mod:`cl_graft.strategies.plugins.packnet_entry`;
-- ``naive``, ``ewc``, ``lwf``, ``replay``, ``replay-matched``, ``joint``, ``single``, ``si``, ``gem``, ``agem``,
-  ``cumulative``, ``er-ace``, ``der``, ``icarl``, ``bic``: Avalanche's strategies,
-  :mod:`cl_graft.strategies.baselines`.
+Nothing here lists a method. The entries are found as stream families are (:func:`discover`): every folder of
+``cl_graft.strategies`` whose ``__init__.py`` declares ``ENTRIES`` (one folder per method; the baselines'
+folder holds one module per baseline), then the modules of the entry-point group ``cl_graft.strategies`` of
+other packages (:mod:`..interface.registration`). An entry declares everything the harness needs, so the
+runner, the report and the command name no strategy: its settings and ``--tune`` grid, its builder, the bytes
+it keeps, how it walks the stream, its capabilities as objects (``state``, ``routes``, ``peers``), what its
+report shows (``report_lines``, ``progress_fields``), the reference it plays (``reference``) and its place
+among the default ``--strategies`` (``default``).
 
 Avalanche is imported only when a strategy is built.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cl_graft.errors import UserError
 from cl_graft.presets import Preset
 
-from ..baselines import ENTRIES as BASELINE_ENTRIES
-from ..graft.entry import ENTRIES as GRAFT_ENTRIES
-from ..plugins.packnet_entry import ENTRIES as PACKNET_ENTRIES
-from .entry import StrategyEntry
-from .settings import SettingOption, Settings, apply_point, has_setting, in_options, setting_options
+from ..interface.entry import REFERENCES, StrategyEntry
+from ..interface.registration import ENTRY_POINTS, module_entries
+from ..interface.settings import SettingOption, Settings, apply_point, has_setting, in_options, setting_options
+
+PACKAGE = "cl_graft.strategies"
+"""The package whose folders are searched for methods' ``ENTRIES``."""
 
 
-def _collect(*groups: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
-    """name → entry of every group's entries.
+def discover() -> list[StrategyEntry]:
+    """Every entry: those of the folders of :data:`PACKAGE` (in name order), then those of the modules the
+    entry-point group ``cl_graft.strategies`` names.
 
     Raises:
-        ValueError: two entries with one name, or an entry whose peer is no entry.
+        UserError: an entry point that cannot be imported or names a module without ``ENTRY`` / ``ENTRIES``.
     """
-    entries = [e for group in groups for e in group]
+    from importlib.metadata import entry_points
+
+    found = []
+    for info in pkgutil.iter_modules(importlib.import_module(PACKAGE).__path__):
+        if info.ispkg:
+            found += module_entries(importlib.import_module(f"{PACKAGE}.{info.name}"))
+    for point in entry_points(group=ENTRY_POINTS):
+        try:
+            entries = module_entries(importlib.import_module(point.value))
+        except ImportError as e:
+            raise UserError(f"strategy module {point.value!r} (entry point group {ENTRY_POINTS}) cannot be "
+                            f"imported: {e}") from None
+        if not entries:
+            raise UserError(f"strategy module {point.value!r} (entry point group {ENTRY_POINTS}) defines no "
+                            f"ENTRY or ENTRIES")
+        found += entries
+    return found
+
+
+def collect(entries: Iterable[StrategyEntry]) -> dict[str, StrategyEntry]:
+    """name → entry, the default ``--strategies`` first in their order, then the rest as given.
+
+    Raises:
+        ValueError: two entries with one name, one place among the defaults or one reference; or an entry
+            whose peer is no entry.
+    """
+    entries = list(entries)
     table = {e.name: e for e in entries}
     if len(table) != len(entries):
         raise ValueError("two strategy entries share a name")
     missing = [(e.name, p) for e in entries for p in e.peers if p not in table]
     if missing:
         raise ValueError(f"{missing[0][0]}: peer {missing[0][1]!r} is no strategy entry")
-    return table
+    for what in ("default", "reference"):
+        taken = [getattr(e, what) for e in entries if getattr(e, what) is not None]
+        if len(set(taken)) != len(taken):
+            raise ValueError(f"two strategy entries share one {what}: {sorted(taken, key=str)}")
+    order = sorted(entries, key=lambda e: (e.default is None, e.default or 0))     # stable: the rest as given
+    return {e.name: e for e in order}
 
 
-STRATEGIES: dict[str, StrategyEntry] = _collect(GRAFT_ENTRIES, PACKNET_ENTRIES, BASELINE_ENTRIES)
-DEFAULT_STRATEGIES = ("graft", "naive", "ewc", "lwf", "replay", "joint")
+STRATEGIES: dict[str, StrategyEntry] = collect(discover())
+DEFAULT_STRATEGIES = tuple(n for n, e in STRATEGIES.items() if e.default is not None)
+
+
+def reference(role: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` whose entry plays ``role`` (a key of :data:`~..interface.entry.REFERENCES`), or
+    None."""
+    if role not in REFERENCES:
+        raise ValueError(f"no reference role {role!r}; roles: {tuple(REFERENCES)}")
+    return next((n for n in names if n in STRATEGIES and STRATEGIES[n].reference == role), None)
 
 
 def parse_strategies(text: str) -> list[str]:
-    """Validated strategy names from ``"graft,naive,..."``: no repeats, at least one, each strategy's peers
-    (:attr:`.entry.StrategyEntry.peers`) before it."""
+    """Validated strategy names from ``"a,b,..."``: no repeats, at least one, each strategy's peers
+    (:attr:`..interface.entry.StrategyEntry.peers`) before it."""
     names = [s.strip() for s in text.split(",") if s.strip()]
     if not names:
         raise UserError("--strategies is empty; choose from " + ", ".join(STRATEGIES))
@@ -76,7 +112,7 @@ def parse_strategies(text: str) -> list[str]:
 
 def registry_options(entries: Iterable[StrategyEntry] | None = None) -> list[SettingOption]:
     """One option per setting of the strategies (default: every entry of :data:`STRATEGIES`); a setting several
-    strategies share (``graft``'s and ``graft-paper``'s sparsity) is one option.
+    strategies share (e.g. two modes of one method) is one option.
 
     Raises:
         ValueError: two settings classes name different settings alike.
@@ -96,7 +132,7 @@ def strategy_settings(name: str, preset: Preset, *, seed: int, given: Mapping[st
 
     Raises:
         UserError: a given value its class refuses, the settings named as command-line options
-            (:func:`.settings.in_options`).
+            (:func:`..interface.settings.in_options`).
     """
     cls = STRATEGIES[name].settings
     try:

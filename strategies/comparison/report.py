@@ -1,11 +1,15 @@
 """Tables and files of a continual comparison: results JSON/CSV and PNG figures, from results alone.
 
 ``out/`` receives ``results.json`` (run record, tasks, every strategy's matrix and summary), ``results.csv``
-(one row per strategy), ``matrices.csv`` (strategy, after, task, accuracy) and ``figures/``: one accuracy-matrix
-heatmap per strategy, one curve per task (its accuracy after each experience, one line per strategy) and
-the final accuracies side by side. Every table and ``results.json`` carry the sanity flags of
-:func:`.metrics.sanity_flags` (a strategy whose matrix equals Naive's, or at chance on most tasks: marked ``!``
-in the summary table, one "probably misconfigured" line each).
+(one row per strategy), ``matrices.csv`` (strategy, after, task, accuracy) and ``figures/``: one
+accuracy-matrix heatmap per strategy, one curve per task (its accuracy after each experience, one line per
+strategy) and the final accuracies side by side. Every table and ``results.json`` carry the sanity flags of
+:func:`.metrics.sanity_flags` (a strategy whose matrix equals the plain reference's, or at chance on most
+tasks: marked ``!`` in the summary table, one "probably misconfigured" line each).
+
+What a table shows of a strategy beyond the accuracies every strategy has comes from its entry
+(:attr:`~..interface.entry.StrategyEntry.report_lines`), and the references every strategy is compared with
+are the entries that play them (:data:`~..interface.entry.REFERENCES`): this module names no strategy.
 """
 from __future__ import annotations
 
@@ -20,10 +24,9 @@ from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 from cl_graft.task import SCENARIO_MEANING, SCENARIOS
 
-from ..graft.sizing import size_line
 from .metrics import chance_band, flag_text, sanity_flags
 from .progress import human_bytes
-from .registry import STRATEGIES
+from .registry import STRATEGIES, reference
 from .runner import StrategyResult
 
 RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
@@ -34,7 +37,8 @@ def _pct(x: float) -> str:
 
 
 def strategy_table(res: StrategyResult) -> str:
-    """The accuracy matrix (rows: after each experience; columns: tasks) and the strategy's summary, in %."""
+    """The accuracy matrix (rows: after each experience; columns: tasks), the strategy's summary, in %, and
+    the lines its entry adds (:attr:`~..interface.entry.StrategyEntry.report_lines`)."""
     s = res.summary()
     width = max(len(t) for t in res.tasks) + 8
     lines = [f"== {res.name} ==", " " * width + "".join(f"{t:>9}" for t in res.tasks)]
@@ -47,7 +51,8 @@ def strategy_table(res: StrategyResult) -> str:
     if agnostic:
         lines += [f"{'no task labels':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["accuracy"]),
                   f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"])]
-    lines += [size_line(r["task"], r) for r in res.info.get("sizing", [])]
+    entry = STRATEGIES.get(res.name)
+    lines += entry.report_lines(res.info) if entry is not None and entry.report_lines is not None else []
     return "\n".join(lines + strategy_notes(res))
 
 
@@ -84,10 +89,11 @@ def chance_bands(test_stream) -> list[tuple[float, float]]:
 
 
 def result_flags(results: dict[str, StrategyResult], bands=None) -> dict[str, list[dict]]:
-    """Each flagged strategy's :func:`.metrics.sanity_flags` (compared with ``naive`` when it ran; at chance
-    when ``bands`` are given)."""
-    naive = results["naive"].matrix if "naive" in results else None
-    flags = {name: sanity_flags(res.matrix, naive=None if name == "naive" else naive, bands=bands)
+    """Each flagged strategy's :func:`.metrics.sanity_flags` (compared with the plain reference when it ran,
+    :data:`~..interface.entry.REFERENCES`; at chance when ``bands`` are given)."""
+    plain = reference("plain", results)
+    matrix = results[plain].matrix if plain is not None else None
+    flags = {name: sanity_flags(res.matrix, plain=None if name == plain else matrix, bands=bands)
              for name, res in results.items()}
     return {name: f for name, f in flags.items() if f}
 
@@ -99,19 +105,21 @@ def flag_lines(flags: dict[str, list[dict]]) -> list[str]:
 
 def summary_table(results: dict[str, StrategyResult], *, bands=None) -> str:
     """One line per strategy: final accuracy per task, average, forgetting, BWT, bytes, wall time, and the
-    average as a share of ``single`` (independent fine-tuning) and the time relative to ``naive`` when run;
-    ``!`` after a strategy's name and a line under the table where :func:`result_flags` flags it (``bands``:
-    each task's chance band, :func:`chance_bands`)."""
+    average as a share of the "alone" reference's and the time as a multiple of the "plain" one's when they
+    ran (:data:`~..interface.entry.REFERENCES`; the columns are named after them); ``!`` after a strategy's
+    name and a line under the table where :func:`result_flags` flags it (``bands``: each task's chance band,
+    :func:`chance_bands`)."""
     flags = result_flags(results, bands)
     tasks = next(iter(results.values())).tasks
-    single = results["single"].summary()["average"] if "single" in results else None
-    naive = results["naive"].seconds if "naive" in results else None
+    alone, plain = reference("alone", results), reference("plain", results)
+    alone_average = results[alone].summary()["average"] if alone is not None else None
+    plain_seconds = results[plain].seconds if plain is not None else None
     width = max(12, 2 + max(len(name) for name in results))      # a flagged name gets '!'
     cols = [max(9, len(t) + 1) for t in tasks]
     head = (f"{'strategy':<{width}}" + "".join(f"{t:>{c}}" for t, c in zip(tasks, cols))
             + f"{'average':>9}{'forget':>8}{'BWT':>8}{'stored*':>11}{'wall s':>8}{'cpu s':>8}")
-    head += f"{'%single':>9}" if single else ""
-    head += f"{'×naive':>8}" if naive else ""
+    head += f"{'%' + alone:>9}" if alone_average else ""
+    head += f"{'×' + plain:>8}" if plain_seconds else ""
     lines = [head]
     for name, res in results.items():
         s = res.summary()
@@ -119,15 +127,15 @@ def summary_table(results: dict[str, StrategyResult], *, bands=None) -> str:
         line = (f"{label:<{width}}" + "".join(f"{_pct(v):>{c}}" for v, c in zip(s["final"], cols)) + f"{_pct(s['average']):>9}"
                 f"{_pct(s['forgetting']):>8}{_pct(s['bwt']):>8}{human_bytes(res.bytes):>11}{res.seconds:>8.0f}"
                 f"{res.info.get('cpu_seconds', float('nan')):>8.0f}")
-        line += f"{_pct(s['average'] / single):>9}" if single else ""
-        line += f"{res.seconds / naive:>8.2f}" if naive else ""
+        line += f"{_pct(s['average'] / alone_average):>9}" if alone_average else ""
+        line += f"{res.seconds / plain_seconds:>8.2f}" if plain_seconds else ""
         lines.append(line)
     return "\n".join(lines + [stored_note(results)] + flag_lines(flags))
 
 
 def stored_note(results: dict[str, StrategyResult]) -> str:
     """The summary table's footnote: what each strategy's ``stored`` bytes are, in its entry's words
-    (:attr:`.entry.StrategyEntry.stores`; strategies that store alike share a clause)."""
+    (:attr:`~..interface.entry.StrategyEntry.stores`; strategies that store alike share a clause)."""
     texts: dict[str, list[str]] = {}
     for name in results:
         entry = STRATEGIES.get(name)

@@ -5,8 +5,8 @@ experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: opt
 ``steps`` optimizer steps, seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test
 stream after every experience with Avalanche's own ``EvaluationPlugin``. The strategies, their settings, how
 each is built, walks the stream, what it keeps, its state between experiences and whether it serves rows without
-task labels, are the entries of :data:`.registry.STRATEGIES` (:class:`~.entry.StrategyEntry`); this module reads
-their fields and names none of them.
+task labels, are the entries of :data:`.registry.STRATEGIES` (:class:`~..interface.entry.StrategyEntry`); this
+module reads their fields and names none of them.
 """
 from __future__ import annotations
 
@@ -31,16 +31,16 @@ from cl_graft.files import write_json
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import SharedHead, TaskAdapter
+from ..interface.config import ContinualConfig
+from ..interface.entry import BuildContext, Routing, SavedState, StrategyEntry
+from ..interface.scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
+from ..interface.settings import Settings, apply_point
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
 from .committed import PROGRESS_FILE, read_progress, write_progress
-from .config import ContinualConfig
-from .entry import BuildContext, Routing, SavedState, StrategyEntry
 from .metrics import summarize
 from .progress import Report
 from .registry import STRATEGIES
 from .results_file import read_result
-from .scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
-from .settings import Settings, apply_point
 from .tuning import TUNE_BUDGET, tune
 
 if TYPE_CHECKING:
@@ -106,11 +106,11 @@ def _row(metrics: dict, n_tasks: int) -> list[float]:
 
 
 def fresh_model(base: torch.nn.Module, stream: ContinualStream, seed: int) -> tuple[torch.nn.Module, str]:
-    """One strategy's copy of ``base`` (never modified) in the stream's scenario, and how it uses the task label
-    (:func:`.scenario.scenario_model`): a :class:`TextClassifier` in a :class:`TaskAdapter` over the stream's
-    tasks, or, when one of its heads answers every experience (a class-incremental text stream), in a
-    :class:`SharedHead`; any other model (a digits model) deep-copied, and a single-head one made multi-head in the
-    task-incremental scenario (the same model for every strategy)."""
+    """One strategy's copy of ``base`` (never modified) in the stream's scenario, and how it uses the task
+    label (:func:`..interface.scenario.scenario_model`): a :class:`TextClassifier` in a :class:`TaskAdapter`
+    over the stream's tasks, or, when one of its heads answers every experience (a class-incremental text
+    stream), in a :class:`SharedHead`; any other model (a digits model) deep-copied, and a single-head one
+    made multi-head in the task-incremental scenario (the same model for every strategy)."""
     if isinstance(base, TextClassifier):
         if stream.head is not None:                                     # a text stream's
             return SharedHead(clone_model(base), stream.tasks, head=stream.head), SINGLE_HEAD
@@ -221,10 +221,10 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
         settings: the strategy's own (an instance of its entry's ``settings`` class; default: the class's
             defaults, :func:`.registry.strategy_settings` gives a preset's).
         state_dir: where a strategy whose entry has a ``state`` saves it after every experience and resumes from
-            (the progress file there is the commit point, :class:`~.entry.StrategyState`).
-        task_inference: a rule of the entry's ``routes`` (:class:`~.entry.Routing`): after the stream, evaluate
-            the test stream again with task labels withheld; the result goes to ``info["task_inference"]`` (not
-            counted in ``seconds``). Strategies that cannot route ignore it.
+            (the progress file there is the commit point, :class:`~..interface.entry.StrategyState`).
+        task_inference: a rule of the entry's ``routes`` (:class:`~..interface.entry.Routing`): after the
+            stream, evaluate the test stream again with task labels withheld; the result goes to
+            ``info["task_inference"]`` (not counted in ``seconds``). Strategies that cannot route ignore it.
         report: where progress and a result line per task go (:class:`.progress.Report`; its console's
             ``verbose`` adds Avalanche's interactive logger); None: nothing is shown.
         peers: results of strategies that ran before it in the same run (those its entry's ``peers`` names).
@@ -252,7 +252,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
             clock.train(strategy, exp, 1000 * seed + i)
             row.append(_accuracy(clock.eval(strategy, [bm.test_stream[i]]), i))
             if report is not None:
-                report.task_line(i, tasks, row, (i + 1) * entry.kept_bytes(strategy, model)[0], {},
+                report.task_line(i, tasks, row, (i + 1) * entry.kept_bytes(strategy, model)[0], [],
                                  time.perf_counter() - t0)
         size = n * entry.kept_bytes(strategy, model)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
@@ -281,7 +281,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
             rows.append(_row(clock.eval(strategy, bm.test_stream), n))
             if report is not None:
                 stored, info = entry.kept_bytes(strategy, model)
-                report.task_line(i, tasks, rows[-1], stored, info, before + time.perf_counter() - t0)
+                fields = entry.progress_fields(info, i) if entry.progress_fields is not None else []
+                report.task_line(i, tasks, rows[-1], stored, fields, before + time.perf_counter() - t0)
             if state is not None:
                 _save_progress(state_dir, state.save(strategy, state_dir), tasks, cfg, settings, rows,
                                before + time.perf_counter() - t0)

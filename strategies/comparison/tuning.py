@@ -1,11 +1,12 @@
 """Dev-only choices for the continual comparison: every strategy gets the same budget of settings to try.
 
-Each :class:`~.entry.StrategyEntry` lists candidate points in the order to try them (``entry.grid``: keys of its
-settings class, :mod:`.settings`, dotted for nested ones, e.g. ``"size.tolerance"``). A run has one tuning budget,
-the same for every strategy (``cl-graft run --tune-budget``, default :data:`TUNE_BUDGET`, recorded in the results):
-with ``--tune`` the first ``budget`` points of each grid (all of a shorter grid) are run on the stream with *dev*
-rows in place of the test rows and scored by their final average dev accuracy; the best point (the first on ties)
-is then run on the test rows.
+Each :class:`~..interface.entry.StrategyEntry` lists candidate points in the order to try them
+(``entry.grid``: keys of its settings class, :mod:`..interface.settings`, dotted for nested ones, e.g.
+``"size.tolerance"``). A run has one tuning budget, the same for every strategy (``cl-graft run
+--tune-budget``, default :data:`TUNE_BUDGET`, recorded in the results): with ``--tune`` the first ``budget``
+points of each grid (all of a shorter grid) are run on the stream with *dev* rows in place of the test rows
+and scored by their final average dev accuracy; the best point (the first on ties) is then run on the test
+rows.
 Test rows are never handed to the tuning runs: :func:`~cl_graft.benchmarks.data.split_dev` makes the tuning
 benchmark from train and dev rows only (half of each task's dev rows select checkpoints/regions, the other half
 score the grid points).
@@ -19,9 +20,9 @@ from typing import Any
 from cl_graft.errors import UserError
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 
+from ..interface.settings import Settings, apply_point, has_setting
 from .registry import STRATEGIES, registry_options
 from .results_file import read_results
-from .settings import Settings, apply_point, has_setting
 
 TUNE_BUDGET = 3
 """Grid points each strategy tries by default."""

@@ -6,5 +6,9 @@ The plugin keeps every task's region in an owner map (:mod:`.owner_map`), serves
 (:mod:`.experience_data`) over the graftable tensors (:mod:`.targets`), exports one task as a plain model
 (:mod:`.export`) and reports task-identification accuracy (:mod:`.task_identification`). Its entries in
 ``cl-graft run`` (:mod:`.entry`: settings in :mod:`.settings`, state between experiences in :mod:`.run_state`)
-import only the harness's interface (:mod:`cl_graft.strategies.comparison.entry`), never the harness.
+are declared here (:data:`ENTRIES`, found by the harness's registry) and import only the interface
+(:mod:`cl_graft.strategies.interface`), never the harness.
 """
+from .entry import ENTRIES
+
+__all__ = ["ENTRIES"]

@@ -1,5 +1,5 @@
-"""Graft's entries in ``cl-graft run`` (:class:`~..comparison.entry.StrategyEntry`; collected by
-:mod:`cl_graft.strategies.comparison.registry`):
+"""Graft's entries in ``cl-graft run`` (:class:`~..interface.entry.StrategyEntry`; declared by the folder's
+``__init__.py``, found by :mod:`cl_graft.strategies.comparison.registry`):
 
 - ``graft``: :class:`~.strategy.GraftStrategy` in stream mode (Panigrahi et al. 2023, §5.2): each experience
   trains outside the earlier regions and keeps its learned region; resumable (:mod:`.run_state`);
@@ -7,16 +7,17 @@
   streams).
 
 Both keep an owner map; what it stores is :func:`region_kept_bytes`, how they serve rows without task labels
-:class:`RegionRouting` (PackNet, which keeps one too, uses both).
+:class:`RegionRouting`, what their reports show :func:`region_lines` and :func:`region_field` (PackNet, which
+keeps one too, uses all four).
 """
 from __future__ import annotations
 
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext, StrategyEntry
+from ..interface.entry import BuildContext, StrategyEntry
 from .run_state import OwnerMapState, region_plugin, task_seconds
 from .settings import SIZE_GRID, GraftSettings
-from .sizing import RegionSize
+from .sizing import RegionSize, size_line
 
 STORES = "each task's region (a value and a gap-coded index per weight), its head and its feature statistics"
 
@@ -62,6 +63,19 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
                              "sizing": sizing_records(owners), **task_seconds(plugin),
                              **({"confined": plugin.confined} if plugin.confined[1] else {})}
+
+
+def region_lines(info: dict) -> list[str]:
+    """The strategy table's line per task (``report_lines``): its region's share of the graftable elements
+    and, when the size was searched, what the search found (``info["sizing"]``, :func:`.sizing.size_line`)."""
+    return [size_line(r["task"], r) for r in info.get("sizing", [])]
+
+
+def region_field(info: dict, i: int) -> list[str]:
+    """The result line's field of task ``i`` (``progress_fields``): its region's share of the graftable
+    elements (``info["region_density"]``)."""
+    density = info.get("region_density") or []
+    return [f"region {100 * density[i]:.2f}%"] if len(density) > i else []
 
 
 def search_label(strategy) -> str:
@@ -134,8 +148,10 @@ ENTRIES = (
     StrategyEntry(name="graft", help="GraftStrategy, stream mode: train outside earlier regions, keep the learned "
                   "region", stores=STORES, build=_stream_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
                   grid=SIZE_GRID, state=OwnerMapState(), routes=RegionRouting(),
-                  phase_after_training=search_label, check=check_size),
+                  phase_after_training=search_label, check=check_size, report_lines=region_lines,
+                  progress_fields=region_field, default=0),
     StrategyEntry(name="graft-paper", help="GraftStrategy, paper mode: regions from independent fine-tuning of each "
                   "task", stores=STORES, build=_paper_mode, kept_bytes=region_kept_bytes, settings=GraftSettings,
-                  grid=SIZE_GRID, routes=RegionRouting(), check=check_paper),
+                  grid=SIZE_GRID, routes=RegionRouting(), check=check_paper, report_lines=region_lines,
+                  progress_fields=region_field),
 )

@@ -23,10 +23,11 @@ from avalanche.models.utils import avalanche_forward
 
 from cl_graft.grafting.graft import patch_, restore_
 
+from ..head_inputs import HeadInputs
 from .experience_data import EVAL_BATCH, collate, eval_view
 from .owner_map import OwnerMap
 from .targets import GraftTarget
-from .task_features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, HeadInputs, feature_layer
+from .task_features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, feature_layer
 
 FEATURE_ROWS = 512
 """At most this many examples of each dataset are passed (evenly spaced, so deterministic without a seed): a

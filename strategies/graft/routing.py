@@ -29,9 +29,10 @@ from cl_graft.errors import UserError
 from cl_graft.grafting.graft import Stash, patch_, restore_
 
 from ..adapter import MASK_VALUE
+from ..head_inputs import HeadInputs
 from .owner_map import OwnerMap
 from .targets import GraftTarget
-from .task_features import FeatureRouter, HeadInputs, feature_layer
+from .task_features import FeatureRouter, feature_layer
 
 TASK_INFERENCE = ("entropy", "max-softmax", "features")
 

@@ -33,7 +33,7 @@ from cl_graft.grafting.patch_io import PATCH_CONFIG, PATCH_TENSORS
 from cl_graft.schema import ListOf, Nullable, Obj, check_json, read_checked
 from cl_graft.written import is_temporary
 
-from ..comparison.entry import SavedState
+from ..interface.entry import SavedState
 from .owner_map import MAP_CONFIG
 from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
 from .feature_store import FEATURES_FILE

@@ -1,6 +1,6 @@
 """Graft's settings in ``cl-graft run`` (its entry is :mod:`.entry`): the region method, each task's region size
 and how evaluation serves the tasks, with the grid ``--tune`` tries. :class:`RegionServing` is shared with the
-other strategy that keeps one region per task (PackNet, :mod:`cl_graft.strategies.plugins.packnet_entry`).
+other strategy that keeps one region per task (PackNet, :mod:`cl_graft.strategies.packnet.entry`).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cl_graft.presets import Preset
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.methods import REGION_METHODS
 
-from ..comparison.settings import Settings
+from ..interface.settings import Settings
 from .sizing import RegionSize
 
 RECONSTRUCT = ("experience", "minibatch", "all")

@@ -33,15 +33,14 @@ and the mean alone lose 4–15 points where the tasks differ along directions th
 
 Pure torch (no Avalanche): :class:`FeatureAccumulator` (streaming mean and covariance), :class:`FeatureStats`
 (one task's statistics in a form, :meth:`FeatureStats.reduce`), :class:`FeatureRouter` (the scores),
-:func:`feature_layer` (where the features are read: :func:`head_module`, :func:`output_layer`),
-:class:`HeadInputs` (a forward pre-hook that records a module's input) and the safetensors storage used by
+:func:`feature_layer` (where the features are read: :func:`head_module`, :func:`output_layer`; they are
+recorded by :class:`~cl_graft.strategies.head_inputs.HeadInputs`), and the safetensors storage used by
 :class:`~.owner_map.OwnerMap` is :mod:`.feature_store` (exactly the tensors a form keeps).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Self
 
 import torch
 from torch import Tensor, nn
@@ -331,44 +330,6 @@ def feature_layer(root: nn.Module, head_names: Sequence[str], run: Callable[[], 
     with no per-task heads (a single-head model, ``head_names`` empty) its :func:`output_layer`, found by the
     forward pass ``run()``."""
     return head_module(root, head_names) if head_names else output_layer(root, run)
-
-
-class HeadInputs:
-    """Records the input of ``module``'s forward calls while active (``with HeadInputs(m) as rec:``): the first
-    positional tensor argument (else the first tensor keyword argument), flattened to ``(B, d)``."""
-
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-        self.parts: list[Tensor] = []
-        self._handle = None
-
-    def __enter__(self) -> Self:
-        self.parts = []
-        self._handle = self.module.register_forward_pre_hook(self._hook, with_kwargs=True)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._handle.remove()
-        self._handle = None
-
-    def _hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        x = next((a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
-        if x is None:
-            raise UserError(f"head {type(module).__name__} was called without a tensor input")
-        self.parts.append(x.detach().reshape(x.shape[0], -1))
-
-    def take(self, rows: int) -> Tensor:
-        """The recorded features ``(rows, d)`` since the last call (calls concatenated in order); clears them.
-
-        Raises:
-            UserError: the head saw another number of rows (it was not called once per input).
-        """
-        parts, self.parts = self.parts, []
-        f = torch.cat(parts) if parts else None
-        if f is None or f.shape[0] != rows:
-            raise UserError(f"the task's head saw {0 if f is None else f.shape[0]} rows for {rows} inputs; feature "
-                            f"routing needs a head module called once per input")
-        return f
 
 
 # ----- storage ---------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import importlib
 import json
 import random
 import sys
-import textwrap
 
 import pytest
 
@@ -14,7 +13,7 @@ from cl_graft.benchmarks.families import families, find_family
 from cl_graft.benchmarks.families.split_text import class_order, groups
 from cl_graft.errors import UserError
 
-from helpers import cli, save_tiny_model, write_task
+from helpers import cli, entry_point_module, save_tiny_model, write_task
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -78,9 +77,9 @@ def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
 
 def test_linear_probe_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
     from cl_graft.benchmarks.families import StreamRequest
-    from cl_graft.strategies.comparison.config import continual_setup
     from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
     from cl_graft.strategies.comparison.runner import _build, _train, fresh_model
+    from cl_graft.strategies.interface.config import continual_setup
 
     data, cfg = continual_setup("smoke", seed=0)
     setup = find_family("split-intents:3").setup(StreamRequest(
@@ -150,18 +149,14 @@ TOY = '''
 
 def test_a_new_family_is_one_module(env, tmp_path, monkeypatch):
     """A package of the user's (here a folder on the path with its metadata) declares the entry point."""
-    (tmp_path / "toy_family.py").write_text(textwrap.dedent(TOY))
-    meta = tmp_path / "toy_family-0.1.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-family\nVersion: 0.1\n")
-    (meta / "entry_points.txt").write_text("[cl_graft.streams]\necho = toy_family\n")
+    points = entry_point_module(tmp_path, "toy_family", TOY, group="cl_graft.streams", name="echo")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert find_family("echo:2") is importlib.import_module("toy_family").FAMILY
         res = cli(env, "--stream", "echo:2", "--strategies", "naive", "--out", str(tmp_path / "run"))
         assert res.exit_code == 0, res.output
         assert json.loads((tmp_path / "run" / "results.json").read_text())["tasks"] == ["echo0", "echo1"]
-        (meta / "entry_points.txt").write_text("[cl_graft.streams]\necho = no_such_module\n")
+        points.write_text("[cl_graft.streams]\necho = no_such_module\n")
         with pytest.raises(UserError, match="no_such_module.*cannot be imported"):
             find_family("echo:2")
     finally:

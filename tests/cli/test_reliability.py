@@ -97,8 +97,8 @@ def test_guard_stops_multitask_and_localization(toy_rows):
 
 def test_guard_stops_avalanche_strategies():
     from cl_graft.benchmarks.streams import Stream
-    from cl_graft.strategies.comparison.config import continual_setup
     from cl_graft.strategies.comparison.runner import run_strategy
+    from cl_graft.strategies.interface.config import continual_setup
 
     cfg = continual_setup("smoke", seed=0, steps=20)[1]
     cfg = replace(cfg, recipe=replace(cfg.recipe, lr=1e9))

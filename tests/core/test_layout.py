@@ -4,7 +4,9 @@
 
 A module may import its own room and the rooms of lower layers; rooms of one layer do not import each other;
 nothing imports upwards, nothing imports the CLI but the CLI, nobody imports another module's private
-(``_name``) names, there is no import cycle, and ``import cl_graft`` does not import Avalanche. Imports inside
+(``_name``) names, there is no import cycle, and ``import cl_graft`` does not import Avalanche. The methods of
+``cl-graft run`` (``METHODS``) never import the harness (``HARNESS``), the harness imports no method, and
+neither the harness nor the interface below the methods names a strategy. Imports inside
 functions count as much as those at the top: a lazy import running upwards is still a dependency upwards.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 
-from cl_graft.layers import AVALANCHE_GLUE, LAYERS
+from cl_graft.layers import AVALANCHE_GLUE, HARNESS, LAYERS, METHODS
 
 from helpers import package_modules
 
@@ -164,17 +166,55 @@ def test_the_walker_sees_lazy_relative_and_module_imports():
     assert _room_of("cl_graft.benchmarks.experiments.region_sweep")[1] == "experiments"
 
 
+def _crossings(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:
+    """``file:line: module (room) imports target (room)`` for every import from a room of ``sources`` into a
+    room of ``targets``."""
+    return [f"{MODULES[m]}:{line}: {m} ({_room_of(m)[1]}) imports {t} ({_room_of(t)[1]})"
+            for m, imports in GRAPH.items() if _room_of(m)[1] in sources
+            for line, t, _ in imports if t in MODULES and _room_of(t)[1] in targets]
+
+
+def test_no_method_imports_the_harness():
+    assert {"strategies.graft", "strategies.baselines"} <= set(METHODS)
+    bad = _crossings(METHODS, (HARNESS,))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_harness_imports_no_method():
+    """It finds the methods' entries by discovery (``cl_graft.strategies.interface.registration``)."""
+    bad = _crossings((HARNESS,), METHODS)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_walker_sees_an_import_of_a_method_by_the_harness():
+    source = "from ..baselines import ENTRIES\ndef f():\n    from ..graft.sizing import size_line\n"
+    found = _imports("cl_graft.strategies.comparison.report", source, is_package=False)
+    rooms = [(line, _room_of(t)[1]) for line, t, _ in found]
+    assert rooms == [(1, "strategies.baselines"), (3, "strategies.graft")]
+
+
+NAMES_EXEMPT = {"cl_graft.strategies.comparison.metrics"}
+"""Harness modules whose text may name a strategy: the sanity flags of
+:mod:`~cl_graft.strategies.comparison.metrics` are defined against Naive (the flag ``equals_naive`` and its
+message, kept in results files and read by pages); which result plays that reference the report reads from the
+entries (their ``reference``)."""
+
+
 def test_the_shared_harness_names_no_strategy():
-    """The runner, its interface, tuning, the progress line and the command read the strategies' entries
-    (:mod:`cl_graft.strategies.comparison.entry`): no strategy's name, settings class or plugin appears in them."""
+    """The harness (its runner, registry, tuning, progress line, report...), the interface below the methods
+    and the command read the strategies' entries (:mod:`cl_graft.strategies.interface.entry`): no strategy's
+    name, settings class or plugin appears in them, docstrings and comments included."""
     from cl_graft.strategies.comparison.registry import STRATEGIES
 
     names = "|".join(re.escape(n) for n in STRATEGIES)
-    word = re.compile(rf"(?<![\w-])({names})(?![\w-])|Graft\w*|PackNet\w*|OwnerMap|owner_plugin|\bgraft\.|"
-                      r"plugins\.packnet|Replay\w*|EWC\w*|LwF\w*")
-    harness = ("runner", "entry", "settings", "config", "tuning", "progress")
-    for module in [*(f"cl_graft.strategies.comparison.{m}" for m in harness), "cl_graft.cli.run"]:
+    word = re.compile(rf"(?<![\w-])({names})(?![\w-]| head)|Graft\w*|PackNet\w*|OwnerMap|owner_plugin|"
+                      r"\bgraft\.|plugins\.packnet|Replay\w*|EWC\w*|LwF\w*|region_density|\bsizing\b")
+    rooms = (HARNESS, "strategies.interface")
+    modules = [m for m in MODULES if _room_of(m)[1] in rooms and m not in NAMES_EXEMPT] + ["cl_graft.cli.run"]
+    assert {"cl_graft.strategies.comparison.report", "cl_graft.strategies.interface.entry"} <= set(modules)
+    found = []
+    for module in modules:
         text = MODULES[module].read_text(encoding="utf-8").replace("cl-graft", "").replace("cl_graft", "")
-        found = [f"{MODULES[module]}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-                 for m in word.finditer(text)]
-        assert not found, "\n".join(found)
+        found += [f"{MODULES[module]}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                  for m in word.finditer(text)]
+    assert not found, "\n".join(found)

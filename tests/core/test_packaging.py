@@ -16,7 +16,7 @@ def test_wheel_contains_mapped_subpackages(tmp_path):
     (wheel,) = tmp_path.glob("cl_graft-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"cl_graft/strategies/__init__.py", "cl_graft/benchmarks/tasks.py", "cl_graft/cli/__init__.py",
-            "cl_graft/strategies/graft/plugin.py", "cl_graft/strategies/plugins/packnet.py",
+            "cl_graft/strategies/graft/plugin.py", "cl_graft/strategies/packnet/plugin.py",
             "cl_graft/strategies/comparison/registry.py"} <= names
     assert not any(n.startswith(("strategies/", "benchmarks/", "tests/")) for n in names)
     folders = {m.replace(".", "/") + "/__init__.py" for m, path in package_modules().items() if path.name == "__init__.py"}

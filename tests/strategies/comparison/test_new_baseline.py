@@ -18,8 +18,6 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.benchmarks.streams import Stream
-from cl_graft.strategies.comparison.config import continual_setup
-from cl_graft.strategies.comparison.entry import model_bytes
 from cl_graft.strategies.comparison.registry import (
     STRATEGIES,
     StrategyEntry,
@@ -27,7 +25,9 @@ from cl_graft.strategies.comparison.registry import (
     strategy_settings,
 )
 from cl_graft.strategies.comparison.runner import run_continual
-from cl_graft.strategies.comparison.settings import Settings
+from cl_graft.strategies.interface.config import continual_setup
+from cl_graft.strategies.interface.entry import model_bytes
+from cl_graft.strategies.interface.settings import Settings
 
 from cl_graft.cli import main
 from cl_graft.cli.run import run_command

@@ -9,13 +9,15 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.training import Naive
 from cl_graft.benchmarks.streams import Stream
-from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.registry import (
+    DEFAULT_STRATEGIES,
     STRATEGIES,
     StrategyEntry,
+    collect,
     parse_strategies,
 )
 from cl_graft.strategies.comparison.runner import run_strategy
+from cl_graft.strategies.interface.config import continual_setup
 
 from helpers import TASKS, build_model, stream_rows
 
@@ -40,7 +42,7 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
 
 
 def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
-    from cl_graft.strategies.baselines.entries import MATCHED
+    from cl_graft.strategies.baselines.replay_matched import MATCHED
     from cl_graft.strategies.comparison.runner import StrategyResult
 
     model, stream = build_model(), Stream.make(stream_rows(), build_model())
@@ -55,8 +57,8 @@ def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
 
 
 def test_every_entry_is_consistent():
-    from cl_graft.strategies.comparison.entry import FITS
     from cl_graft.strategies.graft.routing import TASK_INFERENCE
+    from cl_graft.strategies.interface.entry import FITS
 
     for name, entry in STRATEGIES.items():
         assert entry.name == name and entry.help and entry.stores and entry.fit in FITS
@@ -65,6 +67,14 @@ def test_every_entry_is_consistent():
     assert [n for n, e in STRATEGIES.items() if e.state is not None] == ["graft"]
     assert {n for n, e in STRATEGIES.items() if e.routes is not None} == {"graft", "graft-paper", "packnet",
                                                                        "packnet-zero"}
+    assert DEFAULT_STRATEGIES == ("graft", "naive", "ewc", "lwf", "replay", "joint")    # as before discovery
+    roles = {e.reference: n for n, e in STRATEGIES.items() if e.reference}
+    assert roles == {"plain": "naive", "alone": "single"}
+    with pytest.raises(ValueError, match="reference must be one of"):
+        StrategyEntry(name="x", help="y", stores="z", build=print, kept_bytes=print, reference="best")
+    twin = StrategyEntry(name="twin", help="y", stores="z", build=print, kept_bytes=print, reference="plain")
+    with pytest.raises(ValueError, match="share one reference"):
+        collect([*STRATEGIES.values(), twin])
     with pytest.raises(ValueError, match="fit must be"):
         StrategyEntry(name="x", help="y", stores="z", build=print, kept_bytes=print, fit="sometimes")
     with pytest.raises(ValueError, match="cannot read its own result"):

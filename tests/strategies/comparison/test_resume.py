@@ -16,8 +16,8 @@ avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.benchmarks.streams import Stream
 from cl_graft.strategies.comparison import runner
-from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.strategies.comparison.registry import strategy_settings
+from cl_graft.strategies.interface.config import continual_setup
 
 from helpers import build_model, stream_rows
 

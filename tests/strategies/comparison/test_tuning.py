@@ -12,13 +12,13 @@ from helpers import SENTIMENT, cli, results_json, strategy_json
 
 avalanche = pytest.importorskip("avalanche")
 
-from cl_graft.strategies import RegionSize
-from cl_graft.strategies.baselines.settings import EWCSettings
-from cl_graft.strategies.comparison.config import continual_setup
 from cl_graft.benchmarks.data import split_dev
+from cl_graft.strategies import RegionSize
+from cl_graft.strategies.baselines.ewc import EWCSettings
 from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, strategy_settings
-from cl_graft.strategies.comparison.settings import apply_point
 from cl_graft.strategies.comparison.tuning import TUNE_BUDGET, tune
+from cl_graft.strategies.interface.config import continual_setup
+from cl_graft.strategies.interface.settings import apply_point
 
 
 def test_every_grid_fills_the_default_budget_with_valid_settings():

@@ -20,9 +20,9 @@ from cl_graft.strategies.graft.task_features import (
     FeatureAccumulator,
     FeatureRouter,
     FeatureStats,
-    HeadInputs,
     head_module,
 )
+from cl_graft.strategies.head_inputs import HeadInputs
 
 from cl_graft.errors import UserError
 from cl_graft.regions.region import Region

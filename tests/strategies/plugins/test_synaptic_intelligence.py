@@ -43,10 +43,10 @@ def naive() -> np.ndarray:
 def test_avalanche_si_on_cpu_learns_no_importance_and_equals_naive(naive):
     matrix, importance = _run(SynapticIntelligencePlugin(si_lambda=100.0))
     assert importance.abs().max() == 0                    # when this fails, Avalanche copies: drop the workaround
-    assert sanity_flags(matrix, naive=naive)[0]["flag"] == "equals_naive"
+    assert sanity_flags(matrix, plain=naive)[0]["flag"] == "equals_naive"
 
 
 def test_the_copying_plugin_learns_importances_and_regularises(naive):
     matrix, importance = _run(CopiedSynapticIntelligence(si_lambda=100.0))
     assert (importance > 0).float().mean() > 0.5 and torch.isfinite(importance).all()
-    assert sanity_flags(matrix, naive=naive) == [] and matrix[1, 0] > naive[1, 0]    # task 0 kept better
+    assert sanity_flags(matrix, plain=naive) == [] and matrix[1, 0] > naive[1, 0]    # task 0 kept better

@@ -36,7 +36,7 @@ def continual_setup(name: str, *, seed: int, steps: int | None = None, k: int | 
     """The named preset's data sizes (test cap and recipe of the comparison) and the shared settings, with the
     seed and optional overrides (``steps``, ``k``, ``eval_cap``: test rows per task; None = the preset's) applied
     (validated). Each strategy's own settings start from
-    ``Settings.from_preset`` of the returned preset (:func:`.registry.strategy_settings`)."""
+    ``Settings.from_preset`` of the returned preset (:func:`..comparison.registry.strategy_settings`)."""
     data = get_preset(name, seed=seed, k=k)
     sizes = data.continual
     steps = sizes.steps if steps is None else steps

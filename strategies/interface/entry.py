@@ -2,18 +2,23 @@
 
 As peft keeps each method's config and model in the method's folder, each method here owns its entry: its
 settings class with its ``--tune`` grid, how to build its Avalanche template, the bytes it keeps, its state
-between experiences and whether it can serve rows without task labels. :mod:`.registry` only collects the
-entries; the runner (:mod:`.runner`) and the command (``cl_graft.cli.run``) read these fields and name no
-strategy. The capabilities are explicit objects rather than something the runner infers from the plugins:
+between experiences and whether it can serve rows without task labels. :mod:`..comparison.registry` only
+collects the entries; the runner (:mod:`..comparison.runner`) and the command (``cl_graft.cli.run``) read
+these fields and name no strategy. The capabilities are explicit objects rather than something the runner
+infers from the plugins:
 
 - ``state``: a :class:`StrategyState` (saved after every experience, loaded by ``--resume``); None: the
   strategy starts over when a run is resumed;
 - ``routes``: a :class:`Routing` (scores test rows with their task labels withheld: ``--task-inference``);
   None: it cannot;
-- ``peers``: strategies whose results it reads (:attr:`BuildContext.peers`); they must run before it.
+- ``peers``: strategies whose results it reads (:attr:`BuildContext.peers`); they must run before it;
+- ``report_lines`` and ``progress_fields``: what the tables and the progress line show of its results beyond
+  the accuracies every strategy has (e.g. each task's region size and its search);
+- ``reference``: the part it plays in every other strategy's report (:data:`REFERENCES`), and ``default``: its
+  place in ``cl-graft run``'s default ``--strategies``; the harness reads these rather than names.
 
-This module, :mod:`.settings` and :mod:`.config` are the harness's interface: a method's folder imports them
-and nothing else of the harness (``cl_graft.layers`` places them below the methods).
+A method's folder declares its entries in its ``__init__.py`` (``ENTRIES``, a tuple); the harness's registry
+finds them there (:mod:`.registration`).
 """
 from __future__ import annotations
 
@@ -35,6 +40,15 @@ from .settings import NoSettings, Settings, has_setting
 if TYPE_CHECKING:
     from cl_graft.benchmarks.families import ContinualStream
 
+
+REFERENCES = {
+    "plain": "plain fine-tuning, experience after experience: a strategy whose accuracy matrix equals its is "
+             "flagged as probably misconfigured, and the summary table gives each strategy's wall time as a "
+             "multiple of its",
+    "alone": "each task fine-tuned alone: the summary table gives each strategy's average as a share of its",
+}
+"""The references a report compares every strategy with (role → what the report does with it); at most one
+entry plays each."""
 
 FITS = ("stream", "whole-stream", "separate")
 """How a strategy walks the stream: one ``train`` per experience, evaluated after each (``stream``); one
@@ -108,7 +122,7 @@ class BuildContext:
         resumed: what the entry's :class:`StrategyState` loaded (``--resume``), else None.
         progress: show progress bars.
         peers: the results of the strategies named in the entry's ``peers`` (name → the
-            :class:`~.runner.StrategyResult` of the same run: ``bytes``, ``info``, ``matrix``).
+            :class:`~..comparison.runner.StrategyResult` of the same run: ``bytes``, ``info``, ``matrix``).
     """
 
     model: torch.nn.Module
@@ -140,7 +154,8 @@ class StrategyEntry:
             results.json)``.
         settings: its settings class (:mod:`.settings`; ``cl-graft run`` has an option per field).
         grid: its candidate points for ``--tune`` (keys of ``settings``), in the order to try them: a run's
-            tuning budget takes the first ones, the same number for every strategy (:mod:`.tuning`).
+            tuning budget takes the first ones, the same number for every strategy
+            (:mod:`..comparison.tuning`).
         fit: one of :data:`FITS`.
         state: saves after every experience and resumes with ``--resume`` (:class:`StrategyState`), or None.
         routes: scores test rows without their task labels (:class:`Routing`), or None.
@@ -151,6 +166,13 @@ class StrategyEntry:
             last training step and evaluation when that takes time (the progress line shows it), or None.
         check: ``check(settings, stream)`` raises a one-line ``UserError`` (naming the option) for settings or a
             stream it cannot run; called before any strategy of the run trains, or None.
+        report_lines: ``report_lines(info) -> lines`` its table (``cl-graft run``'s per-strategy table) shows
+            under the accuracies, from its result's ``info``, or None.
+        progress_fields: ``progress_fields(info, i) -> fields`` the result line of task ``i`` shows after the
+            averages, from the extras of its ``kept_bytes`` just after that task, or None.
+        reference: its role in the report (a key of :data:`REFERENCES`), or None.
+        default: its place in the default ``--strategies`` of ``cl-graft run`` (0 first), or None: it runs
+            only when named.
     """
 
     name: str
@@ -167,6 +189,10 @@ class StrategyEntry:
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     phase_after_training: Callable[[Any], str | None] | None = None
     check: Callable[[Settings, Any], None] | None = None
+    report_lines: Callable[[dict], list[str]] | None = None
+    progress_fields: Callable[[dict, int], list[str]] | None = None
+    reference: str | None = None
+    default: int | None = None
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:
@@ -178,6 +204,9 @@ class StrategyEntry:
             raise ValueError(f"{self.name}: a strategy cannot read its own result")
         if not self.scenarios or set(self.scenarios) - set(SCENARIOS):
             raise ValueError(f"{self.name}: scenarios must be some of {SCENARIOS}, got {self.scenarios!r}")
+        if self.reference is not None and self.reference not in REFERENCES:
+            raise ValueError(f"{self.name}: reference must be one of {tuple(REFERENCES)}, "
+                             f"got {self.reference!r}")
 
     def check_scenario(self, scenario: str) -> None:
         """Refuses a run in a ``scenario`` this strategy does not serve.

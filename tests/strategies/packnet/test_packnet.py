@@ -6,7 +6,7 @@ import pytest
 import torch
 from avalanche.training.templates import SupervisedTemplate
 from cl_graft.strategies import StepLimit, TaskAdapter
-from cl_graft.strategies.plugins.packnet import PackNetPlugin
+from cl_graft.strategies.packnet.plugin import PackNetPlugin
 
 from helpers import (
     TASKS,

@@ -1,7 +1,7 @@
-"""PackNet's entries in ``cl-graft run`` (:class:`~..comparison.entry.StrategyEntry`; collected by
-:mod:`cl_graft.strategies.comparison.registry`): :class:`~.packnet.PackNetPlugin` on any model (Mallya & Lazebnik
-2018), its released weights back to θ_pre (``packnet``) or zeroed as published (``packnet-zero``). It keeps an
-owner map as graft does, so it stores and routes as graft does (:mod:`cl_graft.strategies.graft.entry`).
+"""PackNet's entries in ``cl-graft run`` (:class:`~..interface.entry.StrategyEntry`; declared by the folder's
+``__init__.py``): :class:`~.plugin.PackNetPlugin` on any model (Mallya & Lazebnik 2018), its released weights
+back to θ_pre (``packnet``) or zeroed as published (``packnet-zero``). It keeps an owner map as graft does, so
+it stores, routes and reports as graft does (:mod:`cl_graft.strategies.graft.entry`).
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from cl_graft.errors import UserError
 
-from ..comparison.entry import BuildContext, StrategyEntry
-from ..graft.entry import RegionRouting, class_scenario_rule, region_kept_bytes
+from ..graft.entry import RegionRouting, class_scenario_rule, region_field, region_kept_bytes, region_lines
 from ..graft.settings import RegionServing
+from ..interface.entry import BuildContext, StrategyEntry
 
 STORES = "each task's kept weights (a value and a gap-coded index per weight) and its head (no feature statistics)"
 
@@ -38,11 +38,11 @@ class PackNetSettings(RegionServing):
 
 
 def _packnet(release: str) -> Callable[[BuildContext], Any]:
-    """A builder of :class:`~.packnet.PackNetPlugin` whose released elements become ``release``."""
+    """A builder of :class:`~.plugin.PackNetPlugin` whose released elements become ``release``."""
     def build(ctx: BuildContext):
         from avalanche.training.templates import SupervisedTemplate
 
-        from .packnet import PackNetPlugin
+        from .plugin import PackNetPlugin
 
         settings: PackNetSettings = ctx.settings
         packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=settings.packnet_prune_at,
@@ -62,8 +62,9 @@ ENTRIES = (
     StrategyEntry(name="packnet", help="PackNet on any model: keep the largest free weights per task, release the "
                   "rest to θ_pre", stores=STORES, build=_packnet("pre"), kept_bytes=region_kept_bytes,
                   settings=PackNetSettings, grid=KEEP_GRID, routes=RegionRouting(),
-                  phase_after_training=_pruned),
+                  phase_after_training=_pruned, report_lines=region_lines, progress_fields=region_field),
     StrategyEntry(name="packnet-zero", help="PackNet as published: released weights set to zero", stores=STORES,
                   build=_packnet("zero"), kept_bytes=region_kept_bytes, settings=PackNetSettings, grid=KEEP_GRID,
-                  routes=RegionRouting(), phase_after_training=_pruned),
+                  routes=RegionRouting(), phase_after_training=_pruned, report_lines=region_lines,
+                  progress_fields=region_field),
 )

@@ -1,8 +1,9 @@
 """A PackNet baseline that works on transformers (Mallya & Lazebnik 2018, https://arxiv.org/abs/1711.05769).
 
 Avalanche's ``PackNetModel`` wraps only Linear/Conv layers and refuses BERT's Embedding and LayerNorm. This
-plugin applies PackNet's recipe to the graftable tensors of any model (:mod:`~cl_graft.strategies.graft.targets`), with the owner-map
-machinery of grafting (one owner byte per element):
+plugin applies PackNet's recipe to the graftable tensors of any model
+(:mod:`~cl_graft.strategies.graft.targets`), with the owner-map machinery of grafting (one owner byte per
+element):
 
 1. experience t trains the free elements (not owned by an earlier task) and the task's head;
 2. after ``prune_at`` of its steps, it keeps the largest-|w| fraction ``keep`` of the free elements for task

@@ -6,7 +6,7 @@ Its fields are changed by *keys*: the field's name, or ``"outer.inner"`` for a f
 ``"size.tolerance"``). Keys are the names of record: ``cl-graft run`` options (``--ewc-lambda``; ``--tolerance``
 for an inner field a nested field lists in its ``metadata["options"]``, inner name → help or None for the
 inner field's own; a nested field with a ``metadata["name"]`` is also an option itself, given as text:
-``--region-size``), grid points (:mod:`.tuning`) and the
+``--region-size``), grid points (:mod:`..comparison.tuning`) and the
 ``info["tuning"]["chosen"]`` of results files, so one option name means one setting across the registry.
 A field whose default the preset sizes says so with ``metadata["preset"]`` and the class overrides
 :meth:`Settings.from_preset`; a field with ``metadata["option"] = False`` gets no command-line option.

@@ -2,7 +2,8 @@
 
 - ``task`` (task-incremental): every strategy gets the task label at test. A multi-head model (a text stream's
   :class:`~..adapter.TaskAdapter`, ``mtmlp``, ``cnn``) picks its head by it already. A single-head model
-  (``mlp``) would ignore it in a baseline's hands while graft, PackNet or a model per task use it, so **every**
+  (``mlp``) would ignore it in a baseline's hands while methods that keep a region or a model per task use it,
+  so **every**
   strategy runs on the same *multi-head copy* (:func:`scenario_model`: Avalanche's ``as_multitask``, the output
   layer becomes one head per task, each initialised from it): the same model and the same information for all,
   made here by the harness, not by each method.
@@ -49,13 +50,13 @@ def scenario_model(model: torch.nn.Module, experiences, scenario: str, seed: int
     """The model a strategy trains in ``scenario``, and how it uses the task label.
 
     In the task-incremental scenario a single-head ``model`` becomes its multi-head copy (Avalanche's
-    ``as_multitask`` on its last linear layer; ``model`` itself is not changed). Every task's head is made here,
-    seeded by ``seed`` (Avalanche would make a head when its task is first trained or evaluated, from whatever
-    state the strategy left torch's random generator in: EWC's Fisher pass draws from it, so EWC at λ = 0 would
-    not equal Naive). Each head masks the units of classes its task does not have (Avalanche's default), except
-    when every experience has every output class (``permuted-digits``): there masking hides nothing, and
-    Avalanche's masking fails on the class sets of its newer benchmarks (an IndexError in
-    ``MultiHeadClassifier.adaptation``), so it is off.
+    ``as_multitask`` on its last linear layer; ``model`` itself is not changed). Every task's head is made
+    here, seeded by ``seed`` (Avalanche would make a head when its task is first trained or evaluated, from
+    whatever state the strategy left torch's random generator in: a penalty's importance pass draws from it,
+    so a penalty of weight 0 would not equal plain fine-tuning). Each head masks the units of classes its task
+    does not have (Avalanche's default), except when every experience has every output class
+    (``permuted-digits``): there masking hides nothing, and Avalanche's masking fails on the class sets of its
+    newer benchmarks (an IndexError in ``MultiHeadClassifier.adaptation``), so it is off.
 
     Args:
         model: the strategy's own copy of the run's model.

@@ -1,0 +1,193 @@
+"""What several baselines share: builder pieces, the refusals of streams a method cannot serve, the replay
+family's settings and how the bytes a baseline keeps are counted. It declares no entry.
+
+Bytes: every baseline's ``kept_bytes(strategy, model) -> (bytes, info)`` is ``bytes`` = the trained model
+(:func:`~..interface.entry.model_bytes`; a multi-head copy counts its trunk and every head) + the method's
+state; ``info["kept"]`` = that state by part (bytes), ``info["model_bytes"]`` the model's
+(:func:`with_model`). Memory rows count their inputs (:func:`~..interface.entry.row_bytes`: a digit's 64
+float32 pixels, a text row's int32 token ids), as ``replay-matched`` sizes its memory; labels (one integer per
+row) are not counted, for any strategy. Tensors a method recomputes at every step but keeps as attributes
+(GEM's gradients of each experience's memory, A-GEM's reference gradient) are counted: they are held while it
+trains.
+
+Scenarios: the model of each scenario is the harness's (:func:`~..interface.scenario.scenario_model`: in the
+task-incremental one a single-head model runs as its multi-head copy, for every strategy alike); a method
+built for one scenario declares it in its entry's ``scenarios``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from cl_graft.errors import UserError
+from cl_graft.presets import Preset
+
+from ..interface.entry import BuildContext, model_bytes, row_bytes
+from ..interface.scenario import is_multi_head
+from ..interface.settings import Settings
+
+MODEL = "the trained weights"
+"""The start of every ``stores`` text: each baseline keeps its trained model."""
+CLASS = ("class",)
+"""The ``scenarios`` of a class-incremental method."""
+OWN_LOADER = "draws its memory through a loader of its own, which collates text rows as dicts"
+GEM_PATTERNS_HELP = "GEM / A-GEM: rows kept per experience."
+
+Builder = Callable[[BuildContext], Any]
+
+
+def positive(name: str, value: float) -> None:
+    """Refuses a setting ``name`` that is not > 0 (one line)."""
+    if not value > 0:
+        raise UserError(f"{name} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class ReplayFamily(Settings):
+    """A memory of ``replay_mem`` rows, sized by the preset: ``replay`` tunes it; ``er-ace``, ``der``,
+    ``icarl`` and ``bic`` keep it (the budget the user sets, their bytes recorded) and tune their own knob at
+    that memory."""
+
+    replay_mem: int = field(default=256, metadata={"help": "Replay memory size in rows.", "preset": True})
+
+    def __post_init__(self) -> None:
+        if self.replay_mem < 1:
+            raise UserError(f"replay_mem must be >= 1, got {self.replay_mem}")
+
+    @classmethod
+    def from_preset(cls, preset: Preset, *, seed: int):
+        return cls(replay_mem=preset.continual.replay_mem)
+
+
+def stock(cls_name: str, fixed: Mapping[str, Any] | None = None, **arguments: str) -> Builder:
+    """A builder of ``avalanche.training.<cls_name>`` with the keyword arguments ``fixed`` and, from its
+    settings, ``arguments`` (argument → settings field)."""
+    def build(ctx: BuildContext):
+        import avalanche.training
+
+        kwargs = {**(fixed or {}), **{arg: getattr(ctx.settings, field) for arg, field in arguments.items()}}
+        return getattr(avalanche.training, cls_name)(**ctx.template, plugins=ctx.plugins, **kwargs)
+
+    return build
+
+
+def tensor_rows(name: str, why: str) -> Callable[[Any, Any], None]:
+    """An entry's ``check`` for a method whose rows must be tensors (digits): on a text stream (rows are dicts
+    of token ids of different lengths) a one-line refusal saying ``why``, before any strategy trains."""
+    def check(settings, stream) -> None:
+        if stream.splits:
+            raise UserError(f"{name} {why}: it runs on digits streams, not on text streams")
+
+    return check
+
+
+def single_head(ctx: BuildContext, name: str) -> torch.nn.Module:
+    """The single-head model a class-incremental method that keeps exemplars per class trains (iCaRL, BiC),
+    refusing a stream whose experiences share classes (``permuted-digits``: their exemplar sets and old/new
+    split of the output layer count on each experience bringing classes not seen before) or a multi-head
+    model.
+
+    Raises:
+        UserError: two experiences with a class in common, or a multi-head model.
+    """
+    seen: set[int] = set()
+    for exp in ctx.stream.benchmark.train_stream:
+        classes = {int(c) for c in exp.classes_in_this_experience}
+        if classes & seen:
+            raise UserError(f"{name} needs new classes in every experience (split-digits); {ctx.stream.name} "
+                            f"repeats classes")
+        seen |= classes
+    if is_multi_head(ctx.model):
+        raise UserError(f"{name} needs a single-head model (--model mlp)")
+    return ctx.model
+
+
+def text_classifier(ctx: BuildContext, name: str):
+    """The run's text classifier (``ctx.model.clf``), or a one-line refusal for other streams."""
+    if not ctx.stream.splits:
+        raise UserError(f"{name} works on a pre-trained text encoder: it runs on text streams, not on "
+                        f"{ctx.stream.name}")
+    return ctx.model.clf
+
+
+def head_bytes(strategy, model) -> tuple[int, dict]:
+    """Bytes of the classifier's heads (what ``linear-probe`` and ``ncm`` keep beyond the encoder)."""
+    clf = model.clf
+    names = set(clf.head_parameter_names())
+    size = sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if n in names)
+    return size, {"kept": {"heads": size}}
+
+
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in ``obj``: a tensor, a module (parameters and buffers), Avalanche's ``ParamData``
+    (its ``data``), or dicts, lists and tuples of those (nested)."""
+    if obj is None:
+        return 0
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, torch.nn.Module):
+        return sum(tensor_bytes(t) for t in (*obj.parameters(), *obj.buffers()))
+    if isinstance(obj, Mapping):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    data = getattr(obj, "data", None)
+    return tensor_bytes(data) if isinstance(data, torch.Tensor) else 0
+
+
+def rows_bytes(dataset: Iterable | None) -> int:
+    """Bytes of a memory's rows (their inputs, :func:`~..interface.entry.row_bytes`)."""
+    return 0 if dataset is None else sum(row_bytes(dataset[i]) for i in range(len(dataset)))
+
+
+def plugin_of(strategy, kind: str):
+    """The strategy's plugin whose class is named ``kind`` (Avalanche's, e.g. ``EWCPlugin``)."""
+    return next(p for p in strategy.plugins if type(p).__name__ == kind)
+
+
+def with_model(kept: Callable[[Any], dict[str, int]], rows: Callable[[Any], int] | None = None
+               ) -> Callable[[Any, torch.nn.Module], tuple[int, dict]]:
+    """An entry's ``kept_bytes``: the trained model's bytes plus ``kept(strategy)`` (part → bytes); with
+    ``rows`` (a replay memory), ``info["memory_rows"]`` and ``info["memory_bytes"]`` too."""
+    def storage(strategy, model: torch.nn.Module) -> tuple[int, dict]:
+        trained = getattr(strategy.model, "module", strategy.model)    # unwrapped from DDP
+        parts = kept(strategy)
+        size = model_bytes(trained)
+        info = {"model_bytes": size, "kept": parts}
+        if rows is not None:
+            info.update(memory_rows=rows(strategy), memory_bytes=parts["memory"])
+        return size + sum(parts.values()), info
+
+    storage.__doc__ = kept.__doc__
+    return storage
+
+
+@with_model
+def model_only(strategy) -> dict[str, int]:
+    """The trained model alone (naive, joint; single counts it once per task)."""
+    return {}
+
+
+def buffer(strategy):
+    """The replay buffer of a strategy with a storage policy (Replay's plugin, ER-ACE's and DER's own)."""
+    owner = strategy if hasattr(strategy, "storage_policy") else \
+        next(p for p in strategy.plugins if hasattr(p, "storage_policy"))
+    return owner.storage_policy.buffer
+
+
+def memory_rows(strategy) -> int:
+    """Rows in the memory of a strategy with a storage policy."""
+    return len(buffer(strategy))
+
+
+def _memory(strategy) -> dict[str, int]:
+    """Replay, ER-ACE: the memory's rows."""
+    return {"memory": rows_bytes(buffer(strategy))}
+
+
+replay_kept = with_model(_memory, memory_rows)
+"""The ``kept_bytes`` of a strategy whose state is a memory of rows (``replay``, ``replay-matched``,
+``er-ace``)."""
