@@ -67,8 +67,14 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
 
 def region_lines(info: dict) -> list[str]:
     """The strategy table's line per task (``report_lines``): its region's share of the graftable elements
-    and, when the size was searched, what the search found (``info["sizing"]``, :func:`.sizing.size_line`)."""
-    return [size_line(r["task"], r) for r in info.get("sizing", [])]
+    and, when the size was searched, what the search found (``info["sizing"]``, :func:`.sizing.size_line`);
+    after an evaluation routed by features, how many answers keeping a row to its chosen task's classes changed
+    (``info["confined"]``)."""
+    lines = [size_line(r["task"], r) for r in info.get("sizing", [])]
+    if "confined" in info:
+        changed, rows = info["confined"]
+        lines.append(f"answered from the chosen task's classes: {changed} of {rows} routed rows changed")
+    return lines
 
 
 def region_field(info: dict, i: int) -> list[str]:
