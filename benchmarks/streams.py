@@ -3,8 +3,10 @@
 Continual learning with grafting (Panigrahi et al. 2023, §5.2, https://arxiv.org/abs/2302.06600) runs on
 a stream such as ``qnli → agnews → sst2``. Each experience holds one task's rows, pre-tokenised with the
 model's own ``encode`` (so pair tasks, prompts and heads are handled as in single-task fine-tuning), task
-label ``i`` for the ``i``-th task, and a collate function that pads to the batch maximum and returns
-Avalanche's ``[x, y, t]`` with ``x`` a LongTensor ``(B, 2, L)`` (input ids and attention mask stacked).
+label ``i`` for the ``i``-th task, and a collate function that pads to the model's ``max_length`` and returns
+Avalanche's ``[x, y, t]`` with ``x`` a LongTensor ``(B, 2, L)`` (input ids and attention mask stacked). One width
+for every batch lets batches drawn by different loaders be concatenated (GEM's memory, ER-ACE's replay batches);
+the models cut each batch to its longest row, so the padding costs no compute.
 A tensor input and task labels are what Avalanche's stock strategies (Naive, EWC, LwF, Replay, Cumulative,
 JointTraining) need, so they run on these benchmarks unchanged.
 
@@ -66,13 +68,14 @@ class _Rows(Dataset):
 
 
 class TextCollate:
-    """Dict rows with ``input_ids`` → ``[x, y, t]``: ``x`` (B, 2, L) long, right-padded to the batch maximum."""
+    """Dict rows with ``input_ids`` → ``[x, y, t]``: ``x`` (B, 2, L) long, right-padded to ``width`` (the
+    model's ``max_length``, which tokenisation never exceeds)."""
 
-    def __init__(self, pad_id: int) -> None:
-        self.pad_id = pad_id
+    def __init__(self, pad_id: int, width: int) -> None:
+        self.pad_id, self.width = pad_id, width
 
     def __call__(self, rows: list[dict]) -> list[torch.Tensor]:
-        width = max(len(r["input_ids"]) for r in rows)
+        width = max(self.width, *(len(r["input_ids"]) for r in rows))
         x = torch.zeros((len(rows), 2, width), dtype=torch.long)              # (B, 2, L)
         x[:, 0] = self.pad_id
         for i, r in enumerate(rows):
@@ -132,7 +135,7 @@ def make_benchmark(tasks: Sequence[TaskRows], model: TextClassifier, *, head: st
             raise UserError(f"model has no head for task {head or t.spec.name!r}; call add_task first")
         if not t.train or not t.test:
             raise UserError(f"task {t.spec.name!r} has no {'training' if not t.train else 'test'} rows")
-    collate = TextCollate(model.tokenizer.pad_token_id)
+    collate = TextCollate(model.tokenizer.pad_token_id, model.max_length)
     splits = ("train", "test", "valid") if all(t.dev for t in tasks) else ("train", "test")
     streams: dict[str, list] = {s: [] for s in splits}
     for i, t in enumerate(tasks):

@@ -201,3 +201,17 @@ def test_split_stream_tunes_resumes_infers_and_matches_bytes(env, tmp_path, monk
     assert res.exit_code == 0, res.output
     agnostic = json.loads((task / "results.json").read_text())["strategies"]["graft"]["info"]["task_inference"]
     assert len(agnostic["accuracy"]) == len(agnostic["task_id"]) == 3
+
+
+def test_gem_and_er_ace_run_on_a_split_text_stream(env, tmp_path):
+    """Text batches share one width, so GEM's memory (its experiences' rows concatenated) and ER-ACE's memory
+    loader (the memory's own collate) serve text rows; each ends above twice chance."""
+    out = tmp_path / "run"
+    res = cli(env, "--stream", "split-intents:2", "--scenario", "class", "--strategies", "gem,er-ace",
+              "--out", str(out))
+    assert res.exit_code == 0, res.output
+    runs = json.loads((out / "results.json").read_text())["strategies"]
+    for name in ("gem", "er-ace"):
+        final = runs[name]["matrix"][-1]
+        assert sum(final) / len(final) > 2 / 6, (name, runs[name]["matrix"])       # chance: 1 of 6 classes
+        assert runs[name]["bytes"] > 0

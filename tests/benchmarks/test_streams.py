@@ -44,11 +44,14 @@ def test_benchmark_has_one_task_labelled_experience_per_task():
     assert y.tolist() == [1, 0, 0] and t.tolist() == [0, 0, 0]
 
 
-def test_collate_pads_to_the_batch_maximum():
-    x, y, t = TextCollate(pad_id=7)([{"input_ids": [1, 2, 3], "label": 1, "targets_task_labels": 4},
-                                     {"input_ids": [5], "label": 0, "targets_task_labels": 4}])
-    assert x[:, 0].tolist() == [[1, 2, 3], [5, 7, 7]] and x[:, 1].tolist() == [[1, 1, 1], [1, 0, 0]]
+def test_collate_pads_every_batch_to_one_width():
+    collate = TextCollate(pad_id=7, width=4)
+    x, y, t = collate([{"input_ids": [1, 2, 3], "label": 1, "targets_task_labels": 4},
+                       {"input_ids": [5], "label": 0, "targets_task_labels": 4}])
+    assert x[:, 0].tolist() == [[1, 2, 3, 7], [5, 7, 7, 7]] and x[:, 1].tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]]
     assert y.tolist() == [1, 0] and t.tolist() == [4, 4]
+    other, _, _ = collate([{"input_ids": [9], "label": 0, "targets_task_labels": 0}])
+    assert torch.cat([x, other]).shape == (3, 2, 4)                # batches of two loaders concatenate
 
 
 def test_bad_streams():

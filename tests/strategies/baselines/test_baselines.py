@@ -131,14 +131,14 @@ def test_bic_bias_stage_runs_where_avalanches_fails(tmp_path):
 
 
 def test_baselines_that_need_tensor_rows_refuse_text_streams():
-    """GEM concatenates an experience's memory rows into one tensor (Avalanche's ``update_memory``); ER-ACE and DER
-    draw their memory through a loader of their own; BiC splits the experience's dataset."""
+    """DER draws its memory and computes its stored logits through loaders of its own; BiC splits the
+    experience's dataset."""
     from types import SimpleNamespace
 
     from cl_graft.errors import UserError
 
     text = SimpleNamespace(splits=("a text task's rows",))
-    for name in ("gem", "bic", "er-ace", "der"):
+    for name in ("bic", "der"):
         entry = next(e for e in ENTRIES if e.name == name)
         with pytest.raises(UserError, match=f"^{name} .*: it runs on digits streams, not on text streams$"):
             entry.check(None, text)
