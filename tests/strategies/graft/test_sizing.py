@@ -28,7 +28,7 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.ladder import allowed
+from cl_graft.strategies.graft.sizing.ladder import allowed
 from cl_graft.strategies.graft.sizing import sizing_records
 
 from cl_graft.errors import UserError
@@ -140,9 +140,10 @@ def test_size_settings_are_checked():
     assert RegionSize(tolerance=np.float32(0.05), rows=np.int64(100)).rows == 100
     with pytest.raises(UserError, match="not both"):
         GraftStrategy(model=nn.Linear(2, 2), optimizer=torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1),
-                      finder=QUICK, size=0.05)
+                      finder=QUICK, region_size=0.05)
     model = nn.Linear(2, 2)
-    fixed = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), size=np.float32(0.05))
+    fixed = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                          region_size=np.float32(0.05))
     assert fixed.graft.finder.config.sparsity == pytest.approx(0.05)
 
 
@@ -288,7 +289,7 @@ def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
     warning naming the task, the accuracy it lost and the free share; with ``on_full="error"`` a UserError that
     records nothing and leaves no trained value of the task outside θ_pre."""
     size = RegionSize(ladder=(1e-4,), tolerance=0.0)
-    strategy = _strategy(_single_head(), size=size)
+    strategy = _strategy(_single_head(), region_size=size)
     torch.manual_seed(0)
     with pytest.warns(CapacityWarning, match=r"task '0' lost [0-9.]+ points of its trained model's dev accuracy "
                                              r"\(tolerance 0\) with 0\.[0-9]+% .*; 100\.0% were free"):
@@ -321,7 +322,7 @@ def test_a_task_at_chance_warns_even_when_its_graft_keeps_its_trained_score():
     noise = nc_benchmark(_noise(1600, 1), _noise(64, 2), n_experiences=2, task_labels=True, seed=0,
                          fixed_class_order=[0, 1, 2, 3])
     size = RegionSize(tolerance=0.5)
-    strategy = _strategy(_mlp(), size=size)
+    strategy = _strategy(_mlp(), region_size=size)
     torch.manual_seed(0)
     with pytest.warns(CapacityWarning, match=r"task '0' scores [0-9.]+% on its 80 dev rows \(its trained model "
                                              r"[0-9.]+%\), not surely above chance \(5[0-9.]+%, its most frequent "
