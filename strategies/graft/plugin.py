@@ -92,7 +92,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             pre-trained and from-scratch models, see the size search, :mod:`.sizing`; ``RegionSize(retrain=0.25)``
             retrains a smaller region in the last quarter of the steps, :mod:`.sizing.retrain`); a
             :class:`~.sizing.RegionSize` sets those rules; a float is a fixed share of the graftable elements
-            (``LocalizeConfig(sparsity=region_size)``).
+            (``LocalizeConfig(region_size=region_size)``).
         finder (RegionFinder, default ``LocalizeFinder()``: the learned region of the paper, method ``graft``,
             with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``region_size``): finds a task's
             region among the free elements after the task trains (stream mode); ``LocalizeFinder("topk",

@@ -71,7 +71,7 @@ _ARGS = """Args:
         the graftable elements.
     finder (RegionFinder, default ``LocalizeFinder()``): finds a task's region among the free elements after it
         trains; the default is the paper's learned region (method ``graft``) with ``LocalizeConfig()``'s defaults,
-        sized by ``region_size``. ``LocalizeFinder("topk", LocalizeConfig(sparsity=0.01))`` etc. (both exported
+        sized by ``region_size``. ``LocalizeFinder("topk", LocalizeConfig(region_size=0.01))`` etc. (both exported
         here); a finder given without ``region_size`` keeps its own fixed size.
     regions (dict task name -> Region, default None): paper mode's regions (e.g. ``experience_regions(...)``);
         a task's name is ``str(task_label)``.
@@ -207,8 +207,8 @@ Attributes:
             optimizer: an optimizer over ``model``'s parameters (optimizer state is not saved: each experience
                 starts it afresh; heads the replay adds join it at the next experience, as in Avalanche).
             **kwargs: any other :class:`GraftStrategy` argument; ``mode``, ``reconstruct``, ``task_inference``,
-                ``guard``, ``feature_form``, a ``LocalizeFinder`` and the automatic ``region_size`` rules default to the
-                saved ones.
+                ``guard``, ``feature_form``, a ``LocalizeFinder`` and the automatic ``region_size`` rules default to
+                the saved ones.
 
         Raises:
             UserError: a missing or malformed folder, or a model that does not match the run.

@@ -25,7 +25,7 @@ class SizedFinder:
 
     Args:
         finder: the finder run at the chosen size; it must have a ``config``
-            (:class:`~cl_graft.regions.config.LocalizeConfig`, whose ``budget`` is set per task). Default:
+            (:class:`~cl_graft.regions.config.LocalizeConfig`, whose ``region_elements`` is set per task). Default:
             :class:`~..finders.LocalizeFinder` (the learned region).
         region_size: the size search's rules.
         allowance: share of each tensor's free elements this call may select (set per task by the plugin from
@@ -55,7 +55,7 @@ class SizedFinder:
         ladder = Ladder(self.region_size, cfg, self.allowance, pre, ft, data, names=names, candidates=candidates)
         prob = ladder.prob
         chosen = ladder.search()
-        inner = replace(self.finder, config=replace(cfg, budget=chosen["elements"]))
+        inner = replace(self.finder, config=replace(cfg, region_elements=chosen["elements"]))
         with torch.enable_grad():
             region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))
         flat = torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device)

@@ -68,7 +68,7 @@ class Ladder:
                  names: list[str], candidates: Region | None) -> None:
         self.t0 = time.perf_counter()
         self.region_size, self.cfg, self.allowance, self.data = region_size, cfg, allowance, data
-        prob = self.prob = Problem.build(pre, ft, replace(cfg, budget=1), names=names, candidates=candidates)
+        prob = self.prob = Problem.build(pre, ft, replace(cfg, region_elements=1), names=names, candidates=candidates)
         self.free_elements = int(prob.cand.sum())
         prob.cand = allowed(prob, allowance)
         self.cap_elements = int(prob.cand.sum())
@@ -143,7 +143,7 @@ class Ladder:
 
     def region(self, mask: Tensor, *, task: str | None, ft: nn.Module, **extra) -> Region:
         """The top-|Δ| Region of ``mask`` ``(N,)``."""
-        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, budget=int(mask.sum())), task=task,
+        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, region_elements=int(mask.sum())), task=task,
                                 ft=ft, **extra)
 
     def record(self, elements: int, chosen: dict, out: Outputs, more: Tensor | None, **extra) -> dict:

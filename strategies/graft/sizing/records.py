@@ -2,7 +2,8 @@
 (:func:`size_line`) and the capacity warnings' messages (:func:`full_message`, :func:`chance_message`).
 
 The record's keys are listed in the package docstring (:mod:`cl_graft.strategies.graft.sizing`); they are
-written into saved regions and run records, so they keep their names (``share`` is the task's region size, ``elements`` its element count).
+written into saved regions and run records, so they keep their names (``share`` is the task's region size,
+``elements`` its element count).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from cl_graft.errors import UserError
-from cl_graft.regions.problem import budget_for
+from cl_graft.regions.problem import elements_for
 
 LADDER = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 ON_FULL = ("warn", "error")
@@ -150,7 +150,7 @@ class RegionSize:
     def rungs(self, numel: int, cap_elements: int) -> list[int]:
         """Element counts of the ladder over ``numel`` graftable elements, each capped at ``cap_elements`` (distinct,
         increasing)."""
-        return sorted({min(max(1, budget_for(s, numel)), cap_elements) for s in self.ladder})
+        return sorted({min(max(1, elements_for(s, numel)), cap_elements) for s in self.ladder})
 
     def to_json(self) -> dict:
         return {**asdict(self), "ladder": list(self.ladder)}

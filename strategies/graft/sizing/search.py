@@ -19,7 +19,7 @@ import torch
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
-from cl_graft.regions.problem import resolve_budget
+from cl_graft.regions.problem import resolve_elements
 from cl_graft.regions.region import Region
 
 from ..finders import LocalizeFinder, RegionFinder
@@ -44,7 +44,7 @@ def plugin_finder(finder: RegionFinder | None, region_size: RegionSize | float |
         raise UserError("give a fixed region size either as region_size= or in the finder's LocalizeConfig, not both")
     if isinstance(region_size, bool) or not isinstance(region_size, numbers.Real) or not 0 < region_size <= 1:
         raise UserError(f"region_size must be a RegionSize, a share in (0, 1] or None, got {region_size!r}")
-    return LocalizeFinder(config=LocalizeConfig(sparsity=float(region_size)))
+    return LocalizeFinder(config=LocalizeConfig(region_size=float(region_size)))
 
 
 def experience_finder(finder: RegionFinder, experience, *, done: int) -> RegionFinder:
@@ -122,7 +122,7 @@ class SizeSearch:
         if cfg is None:
             return
         numel = sum(o.numel() for o in owners.owner.values())
-        elements = resolve_budget(cfg, numel)
+        elements = resolve_elements(cfg, numel)
         if elements > free.size:
             raise UserError(f"a region of {elements} elements is larger than the {free.size} free graftable "
                             f"elements; lower --region-size")

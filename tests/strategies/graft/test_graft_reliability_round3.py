@@ -55,7 +55,7 @@ def stream(*, relabel: int | None = None, nan: bool = False, task_labels: bool =
 
 def strategy_for(model: nn.Module, **kw) -> GraftStrategy:
     return GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
-                         finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=2, select_rows=32)),
+                         finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=2, select_rows=32)),
                          evaluator=EvaluationPlugin(loggers=[]), **kw)
 
 

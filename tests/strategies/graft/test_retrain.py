@@ -1,5 +1,5 @@
-"""Retraining inside a smaller region in the last steps of an experience (cl_graft.strategies.graft.sizing.retrain): when
-it switches, that only the retrained region and the head move afterwards, the choice between the retrained region
+"""Retraining inside a smaller region in the last steps of an experience (cl_graft.strategies.graft.sizing.retrain):
+when it switches, that only the retrained region and the head move afterwards, the choice between the retrained region
 and the vouched graft, and the search after training when the switch never comes."""
 from __future__ import annotations
 
