@@ -124,6 +124,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
 
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
+        search: the size search (:class:`~.sizing.SizeSearch`): each task's region in stream mode, its size
+            searched or fixed; ``finder`` is its finder.
         localize_seconds: wall time of each region search (stream mode).
         feature_seconds: wall time of each task's feature statistics.
         task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
