@@ -52,7 +52,7 @@ class Preset:
 
 
 # Continual ``quick`` regions hold 5% of the graftable parameters per task: over three seeds that kept 99% of
-# single-task accuracy against 97% at 1% (benchmarks/results/continual.md); pass a smaller sparsity for long
+# single-task accuracy against 97% at 1% (benchmarks/results/continual.md); pass a smaller region size for long
 # streams. Skill-map regions grow from empty (base_fraction=0): with the usual top-|Δ| base every task starts
 # from the same elements of θ_mt − θ_pre and keeps most of them (MiniLM, 4 tasks: pairwise IoU 0.90–0.98), so
 # the overlaps would measure the shared base rather than the tasks; 0.5% of the graftable set recovers most of
@@ -61,24 +61,24 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("smoke", k=16, dev_k=16, eval_cap=200, max_length=64,
            finetune=FinetuneConfig(lr=0.05, batch_size=8, steps=30, eval_every=15),
            continual=ContinualSizes(eval_cap=64, steps=10, batch_size=8, replay_mem=32, localize=LocalizeConfig(
-               sparsity=0.01, steps=2, batch_size=8, n_batches=1, select_rows=16, eval_every=2)),
+               region_size=0.01, steps=2, batch_size=8, n_batches=1, select_rows=16, eval_every=2)),
            skillmap=SkillmapSizes(steps_per_task=8, single_steps=8, eval_cap=48, localize=LocalizeConfig(
-               sparsity=5e-3, steps=4, lr=3.0, batch_size=8, n_batches=1, select_rows=16, eval_every=2,
+               region_size=5e-3, steps=4, lr=3.0, batch_size=8, n_batches=1, select_rows=16, eval_every=2,
                base_fraction=0.0))),
     Preset("quick", k=512, dev_k=64, eval_cap=1000, max_length=64,
            finetune=FinetuneConfig(lr=0.05, batch_size=16, steps=400, eval_every=100),
            continual=ContinualSizes(eval_cap=500, steps=200, batch_size=16, replay_mem=256, localize=LocalizeConfig(
-               sparsity=0.05, steps=8, lr=2.0, batch_size=16, n_batches=2, select_rows=64, eval_every=4)),
+               region_size=0.05, steps=8, lr=2.0, batch_size=16, n_batches=2, select_rows=64, eval_every=4)),
            skillmap=SkillmapSizes(steps_per_task=150, single_steps=400, eval_cap=500, localize=LocalizeConfig(
-               sparsity=5e-3, steps=10, lr=3.0, batch_size=16, n_batches=4, select_rows=128, eval_every=2,
+               region_size=5e-3, steps=10, lr=3.0, batch_size=16, n_batches=4, select_rows=128, eval_every=2,
                base_fraction=0.0))),
     Preset("paper", k=4096, dev_k=512, eval_cap=None, max_length=128,
            finetune=FinetuneConfig(lr=0.05, batch_size=16, steps=1000, eval_every=100),
            continual=ContinualSizes(eval_cap=None, steps=1000, batch_size=16, replay_mem=1024,
-                                    localize=LocalizeConfig(sparsity=0.01, steps=20, batch_size=16, n_batches=8,
+                                    localize=LocalizeConfig(region_size=0.01, steps=20, batch_size=16, n_batches=8,
                                                             select_rows=256, eval_every=2)),
            skillmap=SkillmapSizes(steps_per_task=500, single_steps=1000, eval_cap=None, localize=LocalizeConfig(
-               sparsity=5e-3, steps=20, lr=2.0, batch_size=16, n_batches=8, select_rows=256, eval_every=2,
+               region_size=5e-3, steps=20, lr=2.0, batch_size=16, n_batches=8, select_rows=256, eval_every=2,
                base_fraction=0.0))),
 )}
 

@@ -207,7 +207,7 @@ def tiny_skillmap_config(**kw):
     from cl_graft.skillmaps.experiment import SkillmapConfig
 
     ft = FinetuneConfig(lr=0.2, batch_size=4, steps=40, eval_every=20, seed=0)
-    loc = LocalizeConfig(sparsity=0.02, steps=2, batch_size=4, n_batches=1, select_rows=8, eval_every=1)
+    loc = LocalizeConfig(region_size=0.02, steps=2, batch_size=4, n_batches=1, select_rows=8, eval_every=1)
     args = {"multitask": ft, "localize": loc, "single": replace(ft, steps=20), "union_steps": 3,
             "groups": {"sentiment": ("toy",), "pairs": ("toypair",)}}
     return SkillmapConfig(**{**args, **kw})
@@ -361,7 +361,7 @@ def settings() -> dict:
     from cl_graft.strategies import LocalizeConfig, LocalizeFinder
 
     return {"train_mb_size": 16, "train_epochs": 2, "eval_mb_size": 16,
-            "finder": LocalizeFinder("graft", LocalizeConfig(sparsity=0.2, steps=3, select_rows=48))}
+            "finder": LocalizeFinder("graft", LocalizeConfig(region_size=0.2, steps=3, select_rows=48))}
 
 
 def blob_strategy(model=None, probe=None, **kw):

@@ -56,7 +56,8 @@ def main(stream, data_dir, model, k, epochs, sparsity, out, overwrite) -> dict:
             benchmark = make_benchmark(tasks, clf)                       # train_stream / test_stream, task labels
             model = TaskAdapter(clf, [t.spec.name for t in tasks])       # x (B, 2, L) + task labels -> logits
             optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-            finder = LocalizeFinder("graft", LocalizeConfig(sparsity=sparsity, steps=4, n_batches=2, select_rows=32))
+            finder = LocalizeFinder("graft", LocalizeConfig(region_size=sparsity, steps=4, n_batches=2,
+                                                            select_rows=32))
             with open(log_dir / "log.txt", "w") as log:
                 evaluator = EvaluationPlugin(
                     accuracy_metrics(experience=True, stream=True), forgetting_metrics(experience=True, stream=True),

@@ -73,7 +73,7 @@ def measure_cost(pre, ft, rows: list[dict], *, short: int, long: int) -> dict:
     batch = rows[:16]
 
     def localize(steps: int, n_batches: int) -> float:
-        cfg = LocalizeConfig(sparsity=1e-3, steps=steps, n_batches=n_batches, batch_size=16, eval_every=10**6,
+        cfg = LocalizeConfig(region_size=1e-3, steps=steps, n_batches=n_batches, batch_size=16, eval_every=10**6,
                              select_rows=16)
         return learn_region(pre, ft, batch, [], cfg, progress=False).seconds
 
@@ -101,7 +101,7 @@ def measure_switch_and_storage(pre, ft, rows, ckpt: Path, task: str, sparsities:
     switch = {"load_checkpoint_s": load_s, "load_weights_only_s": weights_s, "target": ">= 500x"}
     storage = {"checkpoint_bytes": ckpt_bytes, "target": "<= 0.5%"}
     for s in sparsities:
-        cfg = LocalizeConfig(sparsity=s)
+        cfg = LocalizeConfig(region_size=s)
         a = SkillPatch.from_model(ft, find_region("topk", pre, ft, rows, [], cfg, progress=False).region,
                                   extra_names=head)
         b = SkillPatch.from_model(ft, find_region("random", pre, ft, rows, [], cfg, progress=False).region,
@@ -168,7 +168,7 @@ def main(data_dir, tasks, sparsities, methods, finetuned_root, steps, n_batches,
             ft, splits, preset, _ = get_finetuned(task, finetuned_root, scratch, data_dir, seed)
             cfg = LocalizeConfig(steps=steps, n_batches=n_batches, lr=lr, base_fraction=base_fraction, seed=seed)
             rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task,
-                                  methods=methods.split(","), sparsities=sparsities, cfg=cfg,
+                                  methods=methods.split(","), region_sizes=sparsities, cfg=cfg,
                                   out=work_folder(run_dir, "regions", task))
             result["quality"][task] = {"n_test": len(splits.test), "config": cfg.to_json(), "rows": rows}
             for r in rows:

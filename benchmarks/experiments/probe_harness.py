@@ -15,7 +15,7 @@ from pathlib import Path
 USER_FILES = {"figures/important.png": b"\x89PNG the user's figure", "config.json": b'{"mine": true}\n'}
 FT = ["--preset", "smoke", "--steps", "2"]
 LOC = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk",
-       "--sparsity", "0.01"]
+       "--region-size", "0.01"]
 RUN = ["--preset", "smoke", "--steps", "2", "--quiet"]
 FULL_DISK = 20_000 * 1024                                             # `ulimit -f 20000`: files up to 20 MB
 

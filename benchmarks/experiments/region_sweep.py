@@ -126,14 +126,14 @@ def run_cell(pre, ft, splits, dev_select, dev_choose, *, task: str, sparsity: fl
     cands: list[dict] = []
     regions = []
     t0 = time.perf_counter()
-    topk = find_region("topk", pre, ft, splits.train, dev_select, LocalizeConfig(sparsity=sparsity, seed=base.seed),
+    topk = find_region("topk", pre, ft, splits.train, dev_select, LocalizeConfig(region_size=sparsity, seed=base.seed),
                        task=task, progress=False).region
     cands.append({"name": "topk", "size": topk.size, "seconds": round(time.perf_counter() - t0, 2),
                   "dev_choose": _dev(graft_model(pre, ft, topk), dev_choose, task)})
     regions.append(topk)
     print(f"  {task} {sparsity:g} topk: size {topk.size}, dev-choose {100 * cands[-1]['dev_choose']:.1f}", flush=True)
     for point in grid:
-        cfg = LocalizeConfig.from_json({**base.to_json(), **point, "sparsity": sparsity})
+        cfg = LocalizeConfig.from_json({**base.to_json(), **point, "region_size": sparsity})
         res = learn_region(pre, ft, splits.train, dev_select, cfg, task=task, progress=False)
         best = next(h for h in res.history if h["step"] == res.region.meta["best_step"])
         cands.append({"name": f"graft[{grid_label(point)}]", "point": point, "size": res.region.size,

@@ -41,7 +41,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 strategy = GraftStrategy(model=model, optimizer=opt, train_mb_size=8, train_epochs=3,
                          plugins=[StepLimit(3), FiniteGuard()], evaluator=EvaluationPlugin(
                              accuracy_metrics(experience=True), loggers=[]),
-                         finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.01, steps=2, batch_size=8,
+                         finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.01, steps=2, batch_size=8,
                                                                        n_batches=1, select_rows=16)))
 """
 

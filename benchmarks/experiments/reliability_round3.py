@@ -48,7 +48,7 @@ def mlp(seed=0):
 
 def strategy_for(model, **kw):
     return GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
-                         finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=2, select_rows=32)),
+                         finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=2, select_rows=32)),
                          evaluator=EvaluationPlugin(loggers=[]), **kw)
 
 def load(folder):

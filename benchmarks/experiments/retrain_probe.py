@@ -118,7 +118,7 @@ def main(data_dir, tasks, sizes, steps, finetuned_root, seed, combine, out, over
                                          "rows": []}
             for share in shares:
                 t0 = time.perf_counter()
-                region = find_region("topk", pre, ft, splits.train, splits.dev, LocalizeConfig(sparsity=share),
+                region = find_region("topk", pre, ft, splits.train, splits.dev, LocalizeConfig(region_size=share),
                                      task=task, progress=False).region              # global top-|Δ|
                 model = graft_model(pre, ft, region)
                 before = accuracy(model, splits.test, task)

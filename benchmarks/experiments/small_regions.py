@@ -41,7 +41,7 @@ from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.data import region_data
 from cl_graft.regions.fisher import diagonal_fisher
 from cl_graft.regions.methods import find_region
-from cl_graft.regions.problem import Problem, budget_for
+from cl_graft.regions.problem import Problem, elements_for
 from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import finetune_
 from cl_graft.training.models import build_classifier, clone_model
@@ -65,7 +65,7 @@ def outside_rows(rows: list[dict], used: list[dict], n: int, seed: int) -> list[
 def element_scores(pre, ft, data, rows: int, seed: int) -> tuple[Problem, dict[str, Tensor]]:
     """θ_pre and ``ft`` as a :class:`Problem`, and each graft's element scores ``(N,)``: |Δ| (``topk``) and F·Δ²
     (``fisher-delta``; F: ``ft``'s diagonal empirical Fisher on ``rows`` training rows of ``data``)."""
-    prob = Problem.build(pre, ft, LocalizeConfig(sparsity=1.0))
+    prob = Problem.build(pre, ft, LocalizeConfig(region_size=1.0))
     work = clone_model(ft).eval()
     for p in work.parameters():
         p.requires_grad_(False)
@@ -165,13 +165,13 @@ def main(data_dir, tasks, sizes, train_sizes, lrs, steps, probe_rows, fisher_row
             for share in (float(s) for s in sizes.split(",")):
                 for region in GRAFTS:
                     t0 = time.perf_counter()
-                    mask = prob.topk(scores[region], budget_for(share, prob.numel))        # (N,) bool
-                    found = prob.region(mask, method=region, cfg=LocalizeConfig(sparsity=share), task=task, ft=ft)
+                    mask = prob.topk(scores[region], elements_for(share, prob.numel))        # (N,) bool
+                    found = prob.region(mask, method=region, cfg=LocalizeConfig(region_size=share), task=task, ft=ft)
                     grafted = accuracy(graft_model(pre, ft, found), probe, task)
                     r["cells"].append({"region": region, "share": share, "accuracy": grafted,
                                        "seconds": time.perf_counter() - t0})
             for share in (float(s) for s in train_sizes.split(",")):
-                cfg = LocalizeConfig(sparsity=share, batch_size=16, n_batches=max(1, fisher_rows // 16), seed=seed)
+                cfg = LocalizeConfig(region_size=share, batch_size=16, n_batches=max(1, fisher_rows // 16), seed=seed)
                 mask = find_region("fish", pre, start, splits.train, [], cfg, task=task, progress=False).region
                 for lr in (float(x) for x in lrs.split(",")):
                     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600): grafted models are bet
 WiSE-FT (Wortsman et al. 2022, https://arxiv.org/abs/2109.01903) is the baseline that trades ID for OOD
 accuracy along θ_pre ↔ θ_ft. Models compared on one task:
 
-- FT; learned graft regions at several sparsities; optionally graft re-training (the region's elements
+- FT; learned graft regions at several region sizes; optionally graft re-training (the region's elements
   trained from θ_pre) and BitFit (:mod:`cl_graft.regions.finetune`) with FT's recipe;
 - per model: test accuracy/F1/ECE and reliability bins; ECE after temperature scaling fitted on dev rows;
   for grafted models, the head re-fitted on the grafted body's features (train rows); OOD accuracy;
@@ -34,14 +34,14 @@ SECTIONS = ("calibration", "ood", "wise")
 
 @dataclass
 class AnalyzePlan:
-    """What to run: sections, graft sparsities, training baselines and the WiSE grid."""
+    """What to run: sections, graft region sizes, training baselines and the WiSE grid."""
 
     sections: tuple[str, ...]
-    sparsities: list[float]
+    region_sizes: list[float]
     baselines: bool
-    retrain_sparsity: float
+    retrain_region_size: float
     alphas: list[float]
-    wise_sparsity: float
+    wise_region_size: float
     seed: int = 0
     n_bins: int = 10
 
@@ -49,9 +49,9 @@ class AnalyzePlan:
         bad = [s for s in self.sections if s not in SECTIONS]
         if bad or not self.sections:
             raise UserError(f"unknown section {bad[0] if bad else ''!r}; choose from {', '.join(SECTIONS)}")
-        for what, value in (("retrain", self.retrain_sparsity), ("wise", self.wise_sparsity)):
-            if value not in self.sparsities:
-                raise UserError(f"--{what}-sparsity {value:g} is not one of --sparsity {self.sparsities}")
+        for what, value in (("retrain", self.retrain_region_size), ("wise", self.wise_region_size)):
+            if value not in self.region_sizes:
+                raise UserError(f"--{what}-region-size {value:g} is not one of --region-size {self.region_sizes}")
         if any(not 0 <= a <= 1 for a in self.alphas):
             raise UserError("WiSE mixing weights must be in [0, 1]")
 
@@ -86,16 +86,16 @@ def analyze_task(pre: TextClassifier, ft: TextClassifier, splits, ood: dict[str,
     calib = "calibration" in plan.sections
     models: list[tuple[str, str, TextClassifier, float]] = [("FT", "finetuned", ft, 0.0)]
     regions = {}
-    for s in plan.sparsities:
+    for s in plan.region_sizes:
         t0 = time.perf_counter()
-        lcfg = LocalizeConfig(sparsity=s, seed=plan.seed)
+        lcfg = LocalizeConfig(region_size=s, seed=plan.seed)
         regions[s] = find_region("graft", pre, ft, splits.train, splits.dev, lcfg, task=task, progress=progress).region
         models.append((f"graft-{s:g}", "graft", graft_model(pre, ft, regions[s]), time.perf_counter() - t0))
     if calib and plan.baselines:
         t0 = time.perf_counter()
-        retrained, _ = finetune_region(pre, regions[plan.retrain_sparsity], splits.train, splits.dev, cfg,
+        retrained, _ = finetune_region(pre, regions[plan.retrain_region_size], splits.train, splits.dev, cfg,
                                        task=task, progress=progress)
-        models.append((f"graft-retrain-{plan.retrain_sparsity:g}", "retrain", retrained, time.perf_counter() - t0))
+        models.append((f"graft-retrain-{plan.retrain_region_size:g}", "retrain", retrained, time.perf_counter() - t0))
         t0 = time.perf_counter()
         models.append(("BitFit", "bitfit", bitfit(pre, splits.train, splits.dev, cfg, task=task,
                                                   progress=progress)[0], time.perf_counter() - t0))
@@ -114,7 +114,7 @@ def analyze_task(pre: TextClassifier, ft: TextClassifier, splits, ood: dict[str,
     curves = {}
     if "wise" in plan.sections:
         ends = {r["name"]: {k: r[k] for k in ("accuracy", "f1", "ece", "score", "ood") if k in r} for r in rows}
-        label = f"graft-{plan.wise_sparsity:g}"
+        label = f"graft-{plan.wise_region_size:g}"
         grafted = next(m for name, _, m, _ in models if name == label)
         start = None                              # α = 0 is θ_pre with FT's head for both curves: score it once
         for name, other, end in (("WiSE-FT", ft, ends["FT"]), (f"WiSE-{label}", grafted, ends[label])):

@@ -5,7 +5,7 @@ import click
 
 from ..errors import UserError
 from .common import common_options, console_options, data_identity, data_source, pre_and_finetuned
-from .localize import parse_sparsities
+from .localize import parse_region_sizes
 
 RESULTS_FILE, TABLE_FILE, FINETUNED_DIR = "results.json", "table.md", "finetuned"
 
@@ -26,17 +26,19 @@ def parse_alphas(text: str) -> list[float]:
 @click.option("--task", required=True, help="Task name (see benchmarks.TASKS) or a folder name under --data-dir.")
 @click.option("--finetuned", type=click.Path(file_okay=False), default=None,
               help="Folder written by `cl-graft finetune` (default: fine-tune here, saved under --out/finetuned).")
-@click.option("--sparsity", "sparsities", default="1e-4,1e-3,1e-2", show_default=True,
+@click.option("--region-size", "region_sizes", default="1e-4,1e-3,1e-2", show_default=True,
               help="Comma-separated sizes of the learned graft regions, fractions of the graftable parameters.")
 @click.option("--ood", default=None, help="Comma-separated OOD tasks (default: all known pairs of --task).")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
               help="Calibration: also graft re-training and BitFit (each costs about one fine-tuning run).")
-@click.option("--retrain-sparsity", type=float, default=None, help="Region size for graft re-training (default: middle).")
+@click.option("--retrain-region-size", type=float, default=None,
+              help="Region size for graft re-training, one of --region-size (default: the middle one).")
 @click.option("--alphas", default="0,0.25,0.5,0.75,1", show_default=True, help="WiSE mixing weights in [0, 1].")
-@click.option("--wise-sparsity", type=float, default=None, help="Region size for WiSE-graft (default: middle).")
+@click.option("--wise-region-size", type=float, default=None,
+              help="Region size for WiSE-graft, one of --region-size (default: the middle one).")
 @console_options
 @common_options
-def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_sparsity, alphas, wise_sparsity,
+def analyze(sections, task, finetuned, region_sizes, ood, baselines, retrain_region_size, alphas, wise_region_size,
             quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Calibration, OOD and WiSE analyses of FT vs grafted models on TASK. SECTIONS: any of calibration, ood,
     wise (default: all). Writes results.json, table.md, reliability.png, wise.png and config.json under --out."""
@@ -59,16 +61,16 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     progress = console.live or console.verbose                     # tqdm bars on a terminal, or with --verbose
     device = resolve_device(device)
     sections = tuple(sections) or ("calibration", "ood", "wise")
-    levels = parse_sparsities(sparsities)
+    levels = parse_region_sizes(region_sizes)
     middle = levels[len(levels) // 2]
     ood_names = (_items(ood) if ood else list(OOD_PAIRS.get(task, ()))) if "ood" in sections else []
     if "ood" in sections and not ood_names:
         raise UserError(f"no OOD pairs known for {task!r}; known: {', '.join(OOD_PAIRS)}")
     for name in ood_names:
         check_ood_pair(task, name)
-    plan = AnalyzePlan(sections=sections, sparsities=levels, baselines=baselines,
-                       retrain_sparsity=retrain_sparsity or middle, alphas=parse_alphas(alphas),
-                       wise_sparsity=wise_sparsity or middle, seed=seed)
+    plan = AnalyzePlan(sections=sections, region_sizes=levels, baselines=baselines,
+                       retrain_region_size=retrain_region_size or middle, alphas=parse_alphas(alphas),
+                       wise_region_size=wise_region_size or middle, seed=seed)
     cfg = get_preset(preset, seed=seed)
     splits = load_rows(task, data_dir, cfg, seed=seed)
     ood_sets = {n: ood_rows(cap(load_task(n, data_dir).test, cfg.eval_cap, seed=seed), get_task(n, data_dir),
@@ -79,9 +81,9 @@ def analyze(sections, task, finetuned, sparsities, ood, baselines, retrain_spars
     settings = {"command": "analyze", "task": task, "finetuned": finetuned, "model": source, "head": pre.head_kind,
                 "fresh_head": fresh_head, "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k,
                 "eval_cap": cfg.eval_cap, "data_sha256": data_identity([task, *ood_names], data_dir),
-                "finetune": cfg.finetune.to_json(), "sections": list(sections), "sparsities": levels,
-                "ood": ood_names, "baselines": baselines, "retrain_sparsity": plan.retrain_sparsity,
-                "alphas": plan.alphas, "wise_sparsity": plan.wise_sparsity}
+                "finetune": cfg.finetune.to_json(), "sections": list(sections), "region_sizes": levels,
+                "ood": ood_names, "baselines": baselines, "retrain_region_size": plan.retrain_region_size,
+                "alphas": plan.alphas, "wise_region_size": plan.wise_region_size}
     record = run_record(**settings, device=str(device), data=data_source(data_dir))
     with claim_out_dir(out, "analyze", settings=settings, overwrite=overwrite) as run_dir:
         out = run_dir.path

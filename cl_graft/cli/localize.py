@@ -21,27 +21,27 @@ def _split(text: str, what: str) -> list[str]:
     return items
 
 
-def parse_sparsities(text: str) -> list[float]:
-    """``"1e-4,1e-3"`` → ``[1e-4, 1e-3]``; each must be a number in (0, 1]."""
+def parse_region_sizes(text: str) -> list[float]:
+    """``"1e-4,1e-3"`` → ``[1e-4, 1e-3]`` (``--region-size``); each must be a number in (0, 1]."""
     out = []
-    for item in _split(text, "sparsity"):
+    for item in _split(text, "region-size"):
         try:
             value = float(item)
         except ValueError:
-            raise UserError(f"--sparsity {item!r} is not a number") from None
+            raise UserError(f"--region-size {item!r} is not a number") from None
         if not 0 < value <= 1:
-            raise UserError(f"--sparsity {item} is outside (0, 1]")
+            raise UserError(f"--region-size {item} is outside (0, 1]")
         out.append(value)
     return out
 
 
 def localize_config_options(f):
-    """One click option per :class:`~cl_graft.regions.config.LocalizeConfig` field except sparsity and seed."""
+    """One click option per :class:`~cl_graft.regions.config.LocalizeConfig` field except region_size and seed."""
     from ..regions.config import LocalizeConfig
 
     hints = typing.get_type_hints(LocalizeConfig)
     for fld in reversed(dataclasses.fields(LocalizeConfig)):
-        if fld.name not in ("sparsity", "seed"):
+        if fld.name not in ("region_size", "seed"):
             f = field_option(fld, hints[fld.name])(f)
     return f
 
@@ -50,7 +50,7 @@ def localize_config_options(f):
 @click.option("--task", required=True, help="Task name (see benchmarks.TASKS) or a folder name under --data-dir.")
 @click.option("--finetuned", type=click.Path(file_okay=False), default=None,
               help="Folder written by `cl-graft finetune` (default: fine-tune first, saved under --out/finetuned).")
-@click.option("--sparsity", "sparsities", default="1e-4,1e-3,1e-2", show_default=True,
+@click.option("--region-size", "region_sizes", default="1e-4,1e-3,1e-2", show_default=True,
               help="Comma-separated region sizes as fractions of the graftable parameters, each in (0, 1].")
 @click.option("--methods", default="graft,topk,random", show_default=True,
               help=f"Comma-separated region methods: {', '.join(REGION_METHODS)}; and the trained baselines "
@@ -61,11 +61,11 @@ def localize_config_options(f):
 @localize_config_options
 @console_options
 @common_options
-def localize(task, finetuned, sparsities, methods, ood, regions, quiet, verbose, model, head, fresh_head, preset,
+def localize(task, finetuned, region_sizes, methods, ood, regions, quiet, verbose, model, head, fresh_head, preset,
              data_dir, seed, device, out, overwrite, **settings):
     """Localize TASK's skill in a fine-tuned model: regions, grafted accuracy/ECE/agreement/OOD, anatomy PNGs.
 
-    Writes results.json, table.md, config.json and regions/<method>-<sparsity>/ (region + anatomy.png) under
+    Writes results.json, table.md, config.json and regions/<method>-<region size>/ (region + anatomy.png) under
     --out; the fine-tuned model too when --finetuned is not given.
     """
     import torch
@@ -81,7 +81,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, quiet, verbose,
     from ..presets import get_preset
     from ..provenance import run_record
     from ..regions.config import LocalizeConfig
-    from ..regions.problem import resolve_budget
+    from ..regions.problem import resolve_elements
     from ..regions.region import graftable_names
     from ..task import ood_rows
     from ..training.finetune import finetune_
@@ -90,8 +90,8 @@ def localize(task, finetuned, sparsities, methods, ood, regions, quiet, verbose,
     console = Console.from_flags(quiet=quiet, verbose=verbose)
     progress = console.live or console.verbose                     # tqdm bars on a terminal, or with --verbose
     device = resolve_device(device)
-    levels = parse_sparsities(sparsities)
-    cfgs = [LocalizeConfig(sparsity=s, seed=seed, **settings) for s in levels]
+    levels = parse_region_sizes(region_sizes)
+    cfgs = [LocalizeConfig(region_size=s, seed=seed, **settings) for s in levels]
     names = _split(methods, "methods")
     known = (*REGION_METHODS, *TRAINED_BASELINES)
     unknown = [m for m in names if m not in known]
@@ -116,12 +116,12 @@ def localize(task, finetuned, sparsities, methods, ood, regions, quiet, verbose,
     pre_params = dict(pre.named_parameters())
     numel = sum(pre_params[n].numel() for n in graftable_names(pre_params.items()))
     for c in cfgs:
-        resolve_budget(c, numel)
-    given = load_given_regions(regions, pre, ft, budget=settings["budget"])
+        resolve_elements(c, numel)
+    given = load_given_regions(regions, pre, ft, region_elements=settings["region_elements"])
     run = {"command": "localize", "task": task, "finetuned": finetuned, "model": source, "head": pre.head_kind,
            "fresh_head": fresh_head, "preset": cfg.name, "seed": seed, "k": cfg.k, "dev_k": cfg.dev_k,
            "eval_cap": cfg.eval_cap, "data_sha256": data_identity([task, *ood_sets], data_dir),
-           "localize": cfgs[0].to_json(), "sparsities": levels, "methods": names, "ood": list(ood_sets),
+           "localize": cfgs[0].to_json(), "region_sizes": levels, "methods": names, "ood": list(ood_sets),
            "regions": list(regions)}
     record = run_record(**run, device=str(device), data=data_source(data_dir))
     with claim_out_dir(out, "localize", settings=run, overwrite=overwrite) as run_dir:
@@ -132,7 +132,7 @@ def localize(task, finetuned, sparsities, methods, ood, regions, quiet, verbose,
             finetune_(ft, splits.train, splits.dev, cfg.finetune, progress=progress)
             save_classifier(ft, run_dir.path / FINETUNED_DIR)
         rows = localize_table(pre, ft, splits.train, splits.dev, splits.test, task=task, methods=names,
-                              sparsities=levels, cfg=cfgs[0], out=run_dir.path, ood=ood_sets, given=given,
+                              region_sizes=levels, cfg=cfgs[0], out=run_dir.path, ood=ood_sets, given=given,
                               recipe=cfg.finetune, progress=progress)
         table = format_table(rows, task=task)
         write_json(run_dir.path / RESULTS_FILE, {"task": task, "n_test": len(splits.test), "numel": numel,

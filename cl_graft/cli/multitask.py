@@ -42,12 +42,12 @@ def parse_groups(text: str | None) -> dict[str, tuple[str, ...]] | None:
                    "paraphrase, topic restricted to --tasks).")
 @click.option("--single/--no-single", default=True, show_default=True,
               help="Also fine-tune each task alone, for comparison with the multi-task model.")
-@click.option("--sparsity", type=float, default=None, help="Region budget per task, a fraction of the "
-              "graftable parameters (default: the preset's).")
+@click.option("--region-size", type=float, default=None, help="Each task's region size, a share of the "
+              "graftable parameters in (0, 1] (default: the preset's).")
 @console_options
 @common_options
-def multitask(tasks, groups, single, sparsity, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device,
-              out, overwrite):
+def multitask(tasks, groups, single, region_size, quiet, verbose, model, head, fresh_head, preset, data_dir, seed,
+              device, out, overwrite):
     """Train one model on TASKS, localize each task's skill in it and map overlap, transfer and composition.
 
     Writes skillmap.json, regions/<task>/ and figures/*.png under --out (redraw with `cl-graft plot`).
@@ -72,8 +72,8 @@ def multitask(tasks, groups, single, sparsity, quiet, verbose, model, head, fres
     for t in names:                                                   # every name known before any data loads
         get_task(t, data_dir)
     data, cfg = skillmap_setup(preset, len(names), seed=seed, single=single, groups=parse_groups(groups))
-    if sparsity is not None:
-        cfg = replace(cfg, localize=replace(cfg.localize, sparsity=sparsity))
+    if region_size is not None:
+        cfg = replace(cfg, localize=replace(cfg.localize, region_size=region_size))
     resolve_groups(cfg.groups, names)
     distributed.check_batch(cfg.multitask.batch_size)
     distributed.check_batch(cfg.localize.batch_size, "localization batch size")

@@ -29,15 +29,16 @@ def parse_ints(text: str, what: str) -> list[int]:
               help="Comma-separated k for the random-layers control (default: as --top-layers; '' for none).")
 @click.option("--fisher-rows", type=int, default=256, show_default=True, help="Training rows for the FIM scores.")
 @click.option("--fisher-batch", type=int, default=16, show_default=True, help="Rows per Fisher forward/backward.")
-@click.option("--anatomy-sparsity", type=float, default=1e-3, show_default=True,
-              help="Size of the graft region whose per-layer share is shown beside the FIM scores.")
+@click.option("--anatomy-region-size", type=float, default=1e-3, show_default=True,
+              help="Size (a share of the graftable parameters) of the graft region whose per-layer share is "
+                   "shown beside the FIM scores.")
 @click.option("--graft/--no-graft", default=True, show_default=True,
               help="Also graft a learned region as large as each top-k layer set.")
 @click.option("--stability/--no-stability", default=True, show_default=True,
               help="Also FIM ranks in the middle of full FT, not only start and end (costs half a fine-tuning run).")
 @console_options
 @common_options
-def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_batch, anatomy_sparsity, graft,
+def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_batch, anatomy_region_size, graft,
              stability, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out, overwrite):
     """Surgical fine-tuning of TASK (Lodha et al. 2023): FIM layer ranking, top-k layers vs full FT vs random
     layers vs grafting, ranking stability. Writes results.json, table.md, fim_layers.png, fim_groups.png and
@@ -65,8 +66,8 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
     rand = top if random_layers is None else parse_ints(random_layers, "random-layers")
     if not top:
         raise UserError("--top-layers is empty")
-    if not 0 < anatomy_sparsity <= 1 or fisher_batch < 1:
-        raise UserError("--anatomy-sparsity must be in (0, 1] and --fisher-batch >= 1")
+    if not 0 < anatomy_region_size <= 1 or fisher_batch < 1:
+        raise UserError("--anatomy-region-size must be in (0, 1] and --fisher-batch >= 1")
     cfg = get_preset(preset, seed=seed)
     distributed.check_batch(cfg.finetune.batch_size)
     splits = load_rows(task, data_dir, cfg, seed=seed)
@@ -84,7 +85,7 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
                 "eval_cap": cfg.eval_cap, "data_sha256": data_identity([task], data_dir),
                 "finetune": cfg.finetune.to_json(), "top_layers": top, "random_layers": rand,
                 "fisher_rows": len(sample), "graft": graft, "stability": stability,
-                "anatomy_sparsity": anatomy_sparsity}
+                "anatomy_region_size": anatomy_region_size}
     record = run_record(**settings, device=str(device), data=data_source(data_dir))
     with claim_out_dir(out, "surgical", settings=settings, overwrite=overwrite) as run_dir:
         out = run_dir.path
@@ -97,7 +98,7 @@ def surgical(task, finetuned, top_layers, random_layers, fisher_rows, fisher_bat
             ft_seconds = time.perf_counter() - t0
             save_classifier(ft, out / FINETUNED_DIR)
         plan = SurgicalPlan(top=top, random=rand, graft=graft, stability=stability,
-                            anatomy_sparsity=anatomy_sparsity, fisher_batch=fisher_batch, seed=seed)
+                            anatomy_region_size=anatomy_region_size, fisher_batch=fisher_batch, seed=seed)
         result = surgical_table(pre, ft, ft_seconds, fim_start, splits, sample, cfg.finetune, plan, progress=progress)
         draw_figures(result, out, task=task)
         table = format_surgical(result, task=task)

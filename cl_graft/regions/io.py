@@ -31,6 +31,7 @@ from torch import Tensor
 from ..errors import UserError
 from ..files import read_safetensors, version, write_folder
 from ..schema import ListOf, MapOf, Obj, check_json
+from .names import current_names
 
 CONFIG_NAME = "region_config.json"
 MASKS_NAME = "region.safetensors"
@@ -139,7 +140,8 @@ def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
     """Loads and verifies a region directory.
 
     Returns:
-        ``(masks, meta)``: name → bool tensor (CPU, saved order) and the saved ``meta`` dict.
+        ``(masks, meta)``: name → bool tensor (CPU, saved order) and the saved ``meta`` dict (``sparsity`` and
+        ``budget`` of a region saved before the rename read as ``region_size`` and ``region_elements``).
     """
     directory = Path(directory)
     config = _read_config(directory)
@@ -165,7 +167,7 @@ def read_region(directory: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
         raise UserError(f"{bits_path}: sha256 of the packed bits does not match {CONFIG_NAME}")
     if not isinstance(meta, dict):
         raise UserError(f"{cfg_path}: meta must be a JSON object")
-    return masks, meta
+    return masks, current_names(meta)                     # a region saved before the rename: its old names
 
 
 def load_heads(directory: str | os.PathLike) -> dict[str, Tensor]:

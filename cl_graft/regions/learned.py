@@ -4,8 +4,8 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 (https://arxiv.org/abs/2302.06600), Eq. 3, as the reference implements it, with these changes:
 
 1. **Base region.** γ_base = global top-k |Δ| (Δ = θ_ft − θ_pre over the graftable tensors, computed once),
-   k = ⌊base_fraction · budget⌋; with ``candidates`` only those elements can ever be selected. The default
-   base_fraction = 1 is the paper's (the base fills the budget; steps can only swap elements). With 0.5 the
+   k = ⌊base_fraction · region_elements⌋; with ``candidates`` only those elements can ever be selected. The default
+   base_fraction = 1 is the paper's (the base fills the region; steps can only swap elements). With 0.5 the
    steps choose half of the region: on MiniLM/SST-2 (500 test rows) that scored 80.2% vs 78.8% at 0.01% and
    82.0% vs 81.2% at 0.1% (FT 82.2%) — differences within the noise of one run.
 2. **Soft mask.** γ(S) = γ_base + (1 − 2γ_base) ⊙ σ(S − b), S ~ U[0, 1) (seeded), b = ``sigmoid_bias``.
@@ -15,16 +15,15 @@ Panigrahi, Saunshi, Zhao, Arora, "Task-Specific Skill Localization in Fine-tuned
 4. **Step scaling.** The paper's raw step S ← S − lr · u (lr = 1e7 for RoBERTa-base) depends on the scale of
    Δ and of the gradient, which differ by orders of magnitude between models and between SGD- and
    AdamW-trained θ_ft (on MiniLM lr = 1e7 barely moves the region, 1e9 grows it tenfold). So by default
-   (``normalize="budget"``) u is divided by its ``budget``-th largest magnitude (estimated on a fixed random
-   sample of :data:`SCALE_SAMPLE` elements when N is larger) and clipped to [−1, 1]:
-   S ← clamp(S − lr · clip(u / |u|_(budget), −1, 1), 0, 2b). About ``budget`` elements then move by ``lr``
-   per step in the direction of their gradient (the others proportionally less), so an element needs about
+   (``normalize="budget"``) u is divided by its k-th largest magnitude, k = ``region_elements`` (estimated on a
+   fixed random sample of :data:`SCALE_SAMPLE` elements when N is larger) and clipped to [−1, 1]:
+   S ← clamp(S − lr · clip(u / |u|_(k), −1, 1), 0, 2b). About k elements then move by ``lr`` per step in the direction of their gradient (the others proportionally less), so an element needs about
    b / lr consistent steps to flip, whatever the scale of Δ; clamping S to [0, 2b] keeps every flip
    reversible. ``normalize="max"`` divides by max |u| instead (only the leader moves by lr: very few flips);
    ``normalize="none"`` is the paper's raw step (no clamp of the move; use lr ≈ 1e7 there).
-5. **Budget.** The hard region is γ_base XOR [S > b]; if it holds more than ``budget`` elements (default
-   ⌊sparsity · N⌋), only the ``budget`` elements with the largest logit (b − S inside the base, S − b outside)
-   are kept, and the scores of the ones dropped are reset to the flip threshold, so they must win again.
+5. **Size.** The hard region is γ_base XOR [S > b]; if it holds more than ``region_elements`` elements
+   (default ⌊region_size · N⌋), only the ``region_elements`` elements with the largest logit (b − S inside the
+   base, S − b outside) are kept, and the scores of the ones dropped are reset to the flip threshold, so they must win again.
 6. **Selection.** Every ``eval_every`` steps (and at step 0), the hard region is evaluated by grafting: the
    score on ≤ ``select_rows`` training rows plus on ≤ ``select_rows`` dev rows; the best region wins (the
    earliest on ties). Its exact size is returned and recorded in ``meta``. A region identical to the last one
@@ -51,20 +50,20 @@ from ..training.finetune import check_finite
 from ..training.models import clone_model
 from .config import LocalizeConfig, LocalizeResult
 from .data import RegionData, region_data
-from .problem import Problem, budget_for, hard_region
+from .problem import Problem, elements_for, hard_region
 from .region import Region
 
 SCALE_SAMPLE = 1 << 20
-"""Above this many elements, |u|'s budget-th largest value is estimated on a fixed random sample of this size
+"""Above this many elements, |u|'s region_elements-th largest value is estimated on a fixed random sample of this size
 (the rank scaled to the sample): ~30 ms instead of ~150 ms for a full top-k over MiniLM's 10.6 M."""
 
 
-def _scale_step_(u: Tensor, budget: int, cfg: LocalizeConfig, sample: Tensor | None) -> Tensor:
+def _scale_step_(u: Tensor, region_elements: int, cfg: LocalizeConfig, sample: Tensor | None) -> Tensor:
     """Turns the paper's direction u (N,) IN PLACE into the step on S (item 4 of the module docstring)."""
     if cfg.normalize == "none":
         return u.mul_(cfg.lr)
     pool = u if sample is None else u[sample]                                # (N,) or (SCALE_SAMPLE,)
-    m = 1 if cfg.normalize == "max" else max(1, round(min(budget, u.numel()) * pool.numel() / u.numel()))
+    m = 1 if cfg.normalize == "max" else max(1, round(min(region_elements, u.numel()) * pool.numel() / u.numel()))
     top = torch.topk(pool.abs(), m, sorted=False).values                   # (m,)
     top = top[top > 0]
     if top.numel() == 0:
@@ -125,7 +124,7 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
         progress: show a progress bar.
 
     Returns:
-        The best region (meta: method, config, task, sparsity, budget, size, numel, density, best step,
+        The best region (meta: method, config, task, region_size, region_elements, size, numel, density, best step,
         θ_pre/θ_ft fingerprints, model source), the history (step, size, flips, loss, train/dev scores)
         and the seconds taken.
     """
@@ -141,7 +140,7 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
     logit = torch.rand(prob.numel, generator=gen).to(prob.device).sub_(b)   # T = S − b: (N,), flip iff T > 0
     sample = (torch.randperm(prob.numel, generator=gen)[:SCALE_SAMPLE].to(prob.device)
               if prob.numel > SCALE_SAMPLE and cfg.normalize == "budget" else None)
-    base = prob.base_mask(budget_for(cfg.base_fraction, prob.budget))        # (N,) bool
+    base = prob.base_mask(elements_for(cfg.base_fraction, prob.region_elements))        # (N,) bool
     # θ(S) = θ_pre + γ(S) ⊙ Δ = θ_base + D ⊙ σ(T) with θ_base = where(γ_base, θ_ft, θ_pre), D = (1 − 2γ_base) ⊙ Δ
     # (0 outside the candidates, so they keep θ_pre and get no step): one fused pass per step.
     theta_base = torch.where(base, prob.ft_flat, prob.pre_flat)             # (N,)
@@ -168,7 +167,7 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
         if tr + dv > best["score"]:
             best.update(score=tr + dv, step=step, hard=hard.clone())
 
-    select(0, hard_region(logit, base, prob.budget)[0], None)
+    select(0, hard_region(logit, base, prob.region_elements)[0], None)
     bar = tqdm(range(1, cfg.steps + 1), desc=f"localize {data.task}", disable=not progress)
     for step in bar:
         with torch.no_grad():
@@ -178,8 +177,8 @@ def learn_region(pre: nn.Module, ft: nn.Module, train_rows: list[dict] | RegionD
         check_finite(f"localize {data.task} step {step}", loss=loss)
         with torch.no_grad():
             u = grad.mul_(signed).mul_(sig.addcmul_(sig, sig, value=-1.0))   # ∂L/∂S = ∇L ⊙ D ⊙ σ'(S − b)
-            logit.sub_(_scale_step_(u, prob.budget, cfg, sample)).clamp_(-b, b)   # S ∈ [0, 2b]
-            hard, dropped = hard_region(logit, base, prob.budget)
+            logit.sub_(_scale_step_(u, prob.region_elements, cfg, sample)).clamp_(-b, b)   # S ∈ [0, 2b]
+            hard, dropped = hard_region(logit, base, prob.region_elements)
             logit[dropped] = 0.0                                             # back to the flip threshold
         if step % cfg.eval_every == 0 or step == cfg.steps:
             select(step, hard, loss)

@@ -3,9 +3,9 @@
 Every finder has the same contract: given θ_pre, θ_ft (any models), the task's data (text rows or a
 :class:`~cl_graft.regions.data.RegionData`) and a
 :class:`~cl_graft.regions.config.LocalizeConfig`, it returns a :class:`~cl_graft.regions.config.LocalizeResult` whose
-region covers the graftable tensors, holds at most ``budget`` (default ⌊sparsity · N⌋) elements, selects only
-``candidates`` when given, records its method/config/size/fingerprints in ``meta``, and is deterministic under
-``cfg.seed``. Add a finder by writing ``fn(ctx) -> (flat bool mask (N,), extra meta)`` and registering it.
+region covers the graftable tensors, holds at most ``region_elements`` (default ⌊region_size · N⌋) elements,
+selects only ``candidates`` when given, records its method/config/size/fingerprints in ``meta``, and is
+deterministic under ``cfg.seed``. Add a finder by writing ``fn(ctx) -> (flat bool mask (N,), extra meta)`` and registering it.
 """
 from __future__ import annotations
 
@@ -51,13 +51,13 @@ class RegionMethod:
 
 
 def _topk(ctx: Context) -> tuple[Tensor, dict]:
-    return ctx.prob.base_mask(ctx.prob.budget), {}
+    return ctx.prob.base_mask(ctx.prob.region_elements), {}
 
 
 def _random(ctx: Context) -> tuple[Tensor, dict]:
     gen = torch.Generator().manual_seed(ctx.cfg.seed)
     scores = torch.rand(ctx.prob.numel, generator=gen).to(ctx.prob.device)    # (N,) uniform ranks
-    return ctx.prob.topk(scores, ctx.prob.budget), {}
+    return ctx.prob.topk(scores, ctx.prob.region_elements), {}
 
 
 def _bias(ctx: Context) -> tuple[Tensor, dict]:
@@ -68,11 +68,11 @@ def _bias(ctx: Context) -> tuple[Tensor, dict]:
             is_bias[a:z] = True
     if not bool(is_bias.any()):
         raise UserError("the graftable tensors have no biases (method 'bias')")
-    return prob.topk(prob.delta.abs(), prob.budget, allowed=is_bias), {}
+    return prob.topk(prob.delta.abs(), prob.region_elements, allowed=is_bias), {}
 
 
 def _lottery(ctx: Context) -> tuple[Tensor, dict]:
-    return ctx.prob.base_mask(ctx.prob.budget), {"outside": "zero"}
+    return ctx.prob.base_mask(ctx.prob.region_elements), {"outside": "zero"}
 
 
 def _fish(ctx: Context) -> tuple[Tensor, dict]:
@@ -87,7 +87,7 @@ def _fish(ctx: Context) -> tuple[Tensor, dict]:
         p.requires_grad_(True)
     n_rows = min(ctx.cfg.n_batches * ctx.cfg.batch_size, len(ctx.data))
     fisher = diagonal_fisher(work, plist, ctx.data, n_rows, seed=ctx.cfg.seed, progress=ctx.progress)
-    return prob.topk(torch.cat([f.reshape(-1) for f in fisher]), prob.budget), {}
+    return prob.topk(torch.cat([f.reshape(-1) for f in fisher]), prob.region_elements), {}
 
 
 def _fim_layers(ctx: Context) -> tuple[Tensor, dict]:
@@ -103,7 +103,7 @@ def _fim_layers(ctx: Context) -> tuple[Tensor, dict]:
     scores = torch.empty(prob.numel, device=prob.device)                           # (N,) 2·order + |Δ|
     for n, (a, z) in zip(prob.names, prob.spans, strict=True):
         scores[a:z] = 2.0 * order[layer_index(n)] + closeness[a:z]
-    return prob.topk(scores, prob.budget), {"fim_ranking": fim.ranking(), "fim_scores": fim.scores}
+    return prob.topk(scores, prob.region_elements), {"fim_ranking": fim.ranking(), "fim_scores": fim.scores}
 
 
 REGION_METHODS: dict[str, RegionMethod] = {m.name: m for m in (

@@ -2,7 +2,7 @@
 
 Every region finder (:mod:`cl_graft.regions.learned`, :mod:`cl_graft.regions.methods`) works on the same picture:
 θ_pre, θ_ft and Δ = θ_ft − θ_pre concatenated over the graftable tensors (in ``names`` order) into ``(N,)``
-vectors computed once, a candidate mask (elements that may be selected), and a budget (max |γ|). A flat
+vectors computed once, a candidate mask (elements that may be selected), and ``region_elements`` (max |γ|). A flat
 bool vector becomes a :class:`~cl_graft.regions.region.Region` with the metadata every finder records.
 """
 from __future__ import annotations
@@ -19,20 +19,20 @@ from ..training.finetune import check_finite
 from .region import Region, fingerprint, graftable_names
 
 
-def budget_for(sparsity: float, numel: int) -> int:
-    """⌊sparsity · N⌋, robust to float rounding (0.29 · 100 = 28.999… counts as 29)."""
-    return math.floor(sparsity * numel + 1e-6)
+def elements_for(region_size: float, numel: int) -> int:
+    """⌊region_size · N⌋, robust to float rounding (0.29 · 100 = 28.999… counts as 29)."""
+    return math.floor(region_size * numel + 1e-6)
 
 
-def resolve_budget(cfg, numel: int) -> int:
-    """``cfg.budget`` or ⌊sparsity · N⌋, checked: at least 1 (not an empty region) and at most N."""
-    budget = cfg.budget if cfg.budget is not None else budget_for(cfg.sparsity, numel)
-    if budget < 1:
-        raise UserError(f"sparsity {cfg.sparsity:g} selects no element: {cfg.sparsity:g} × {numel} graftable "
-                        f"parameters < 1 (an empty region)")
-    if budget > numel:
-        raise UserError(f"budget {budget} is over the {numel} graftable parameters")
-    return budget
+def resolve_elements(cfg, numel: int) -> int:
+    """``cfg.region_elements`` or ⌊region_size · N⌋, checked: at least 1 (not an empty region) and at most N."""
+    elements = cfg.region_elements if cfg.region_elements is not None else elements_for(cfg.region_size, numel)
+    if elements < 1:
+        raise UserError(f"--region-size {cfg.region_size:g} selects no element: {cfg.region_size:g} × {numel} "
+                        f"graftable parameters < 1 (an empty region)")
+    if elements > numel:
+        raise UserError(f"region_elements {elements} is over the {numel} graftable parameters")
+    return elements
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Problem:
     ft_flat: Tensor
     delta: Tensor
     cand: Tensor
-    budget: int
+    region_elements: int
     fingerprints: dict[str, str]
 
     @property
@@ -60,11 +60,11 @@ class Problem:
     @classmethod
     def build(cls, pre: nn.Module, ft: nn.Module, cfg, *, names: list[str] | None = None,
               candidates: Region | None = None) -> Problem:
-        """Flattens the graftable tensors of ``pre`` and ``ft`` (on ``ft``'s device) and fixes the budget.
+        """Flattens the graftable tensors of ``pre`` and ``ft`` (on ``ft``'s device) and fixes ``region_elements``.
 
         Raises:
             UserError: models that differ in the graftable tensors, candidates over other tensors, an
-                empty region (sparsity · N < 1 or no candidates) or a budget larger than N.
+                empty region (region_size · N < 1 or no candidates) or ``region_elements`` larger than N.
         """
         pre_p, ft_p = dict(pre.named_parameters()), dict(ft.named_parameters())
         names = graftable_names(ft_p.items()) if names is None else list(names)
@@ -91,7 +91,7 @@ class Problem:
         else:
             candidates.check_model(shapes)
             cand = torch.cat([candidates.masks[n].reshape(-1) for n in names]).to(device)
-        budget = resolve_budget(cfg, numel)
+        elements = resolve_elements(cfg, numel)
         n_cand = int(cand.sum())
         if n_cand == 0:
             raise UserError("no candidate elements to localize among (the candidate region is empty)")
@@ -99,7 +99,7 @@ class Problem:
         for n in names:
             spans.append((start, start + math.prod(shapes[n])))
             start = spans[-1][1]
-        return cls(names, shapes, spans, pre_flat, ft_flat, ft_flat - pre_flat, cand, min(budget, n_cand),
+        return cls(names, shapes, spans, pre_flat, ft_flat, ft_flat - pre_flat, cand, min(elements, n_cand),
                    {"pre": fingerprint(pre_p, names), "ft": fingerprint(ft_p, names)})
 
     def bind(self, work: nn.Module) -> tuple[Tensor, list[Tensor]]:
@@ -138,29 +138,29 @@ class Problem:
         mask = flat_mask.detach().cpu()
         masks = {n: mask[a:z].reshape(self.shapes[n]).clone() for n, (a, z) in zip(self.names, self.spans)}
         size = int(mask.sum())
-        meta = {"method": method, "task": task, "sparsity": cfg.sparsity, "budget": self.budget, "size": size,
-                "numel": self.numel, "density": size / self.numel, "outside": "pre", "config": cfg.to_json(),
+        meta = {"method": method, "task": task, "region_size": cfg.region_size,
+                "region_elements": self.region_elements, "size": size, "numel": self.numel, "density": size / self.numel, "outside": "pre", "config": cfg.to_json(),
                 "candidates": None if bool(self.cand.all()) else int(self.cand.sum()),
                 "fingerprints": dict(self.fingerprints), "model": getattr(ft, "source", type(ft).__name__),
                 "head": getattr(ft, "head_kind", None), **extra}
         return Region.adopt(masks, meta)
 
 
-def hard_region(logit: Tensor, base: Tensor, budget: int) -> tuple[Tensor, Tensor]:
-    """γ = γ_base XOR [S > b], cut to the ``budget`` elements of largest margin (b − S inside the base, S − b
+def hard_region(logit: Tensor, base: Tensor, region_elements: int) -> tuple[Tensor, Tensor]:
+    """γ = γ_base XOR [S > b], cut to the ``region_elements`` elements of largest margin (b − S inside the base, S − b
     outside).
 
     Args:
         logit: T = S − b, ``(N,)``.
         base: γ_base, bool ``(N,)``.
-        budget: max |γ|.
+        region_elements: max |γ|.
 
     Returns:
-        ``(hard, dropped)``: the region and the elements that the budget cut out, both bool ``(N,)``.
+        ``(hard, dropped)``: the region and the elements that ``region_elements`` cut out, both bool ``(N,)``.
     """
     hard = (logit > 0) ^ base                                           # (N,)
-    if int(torch.count_nonzero(hard)) <= budget:
+    if int(torch.count_nonzero(hard)) <= region_elements:
         return hard, torch.zeros_like(hard)
     margin = torch.where(base, -logit, logit).masked_fill_(~hard, -math.inf)   # (N,) > 0 ⇔ in γ
-    kept = ops.topk_mask({"flat": margin}, budget, absolute=False)["flat"]
+    kept = ops.topk_mask({"flat": margin}, region_elements, absolute=False)["flat"]
     return kept, hard & ~kept

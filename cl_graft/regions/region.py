@@ -173,7 +173,7 @@ class Region:
         return ops.density(self.masks)
 
     def density_over(self, total: int) -> float:
-        """|γ| / ``total``, e.g. sparsity over the whole model rather than the graftable set."""
+        """|γ| / ``total``, e.g. the share of the whole model rather than the graftable set."""
         if total <= 0:
             raise UserError(f"density_over needs a positive total, got {total}")
         return self.size / total

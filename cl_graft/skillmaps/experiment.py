@@ -207,7 +207,7 @@ def run_skillmap(base: TextClassifier, splits: Mapping[str, TaskRows], cfg: Skil
     sm = SkillMap(
         tasks=tasks, groups=groups, acc_pre=acc_pre, acc_mt=acc_mt, acc_graft=acc_graft,
         acc_single=None if m_single is None else np.array([m_single[t]["accuracy"] for t in tasks]),
-        acc_union=acc_union, acc_union_steps=acc_steps, region_size=np.array([r.size for r in regions]),
+        acc_union=acc_union, acc_union_steps=acc_steps, region_elements=np.array([r.size for r in regions]),
         numel=regions[0].numel, intersections=analysis.intersection_counts(regions), union_size=union_size,
         anatomy=anatomy, info={
             "run": dict(info or {}), "config": cfg.to_json(), "seconds": seconds,

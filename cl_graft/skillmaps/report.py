@@ -79,7 +79,7 @@ def summary(sm: SkillMap) -> str:
     lines = [head]
     for i, t in enumerate(sm.tasks):
         single = _pct(sm.acc_single[i]) if sm.acc_single is not None else "n/a"
-        size = int(sm.region_size[i])
+        size = int(sm.region_elements[i])
         lines.append(f"{t:<10}{_pct(sm.acc_pre[i]):>7}{single:>8}{_pct(sm.acc_mt[i]):>7}"
                      f"{_pct(sm.acc_graft[i, i]):>7}{size:>9}{size / sm.numel:>10.2e}")
     chance = sm.chance_overlap

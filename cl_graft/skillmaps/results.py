@@ -58,7 +58,7 @@ class SkillMap:
         acc_graft: (T, T) θ_pre grafted with γ_i (row) evaluated on task j (column).
         acc_union: (G, T) θ_pre grafted with the union of group g's regions.
         acc_union_steps: (G, T) the same after a few gradient steps on the union only.
-        region_size: (T,) |γ_i|.
+        region_elements: (T,) |γ_i|.
         numel: N, elements of the graftable set.
         intersections: (T, T) |γ_i ∩ γ_j|.
         union_size: (G,) |∪_{i∈g} γ_i|.
@@ -74,7 +74,7 @@ class SkillMap:
     acc_graft: np.ndarray
     acc_union: np.ndarray
     acc_union_steps: np.ndarray
-    region_size: np.ndarray
+    region_elements: np.ndarray
     numel: int
     intersections: np.ndarray
     union_size: np.ndarray
@@ -92,7 +92,7 @@ class SkillMap:
 
     @property
     def chance_overlap(self) -> np.ndarray:
-        return analysis.chance_overlap(self.region_size, self.numel)
+        return analysis.chance_overlap(self.region_elements, self.numel)
 
     @property
     def transfer(self) -> np.ndarray:
@@ -113,7 +113,7 @@ class SkillMap:
     # ----- JSON ------------------------------------------------------------------------------------
     _ARRAYS: ClassVar[dict[str, str]] = {  # key → shape in T (tasks) and G (groups)
         "acc_pre": "T", "acc_mt": "T", "acc_graft": "TT", "acc_union": "GT", "acc_union_steps": "GT",
-        "region_size": "T", "intersections": "TT", "union_size": "G"}
+        "region_elements": "T", "intersections": "TT", "union_size": "G"}
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION, "tasks": self.tasks,
@@ -144,6 +144,8 @@ class SkillMap:
         if d.get("format_version") != FORMAT_VERSION:
             raise UserError(f"{where}: results format version {d.get('format_version')!r}, this cl-graft "
                             f"reads {FORMAT_VERSION}")
+        if "region_elements" not in d and "region_size" in d:           # written before the rename: the count
+            d = {**d, "region_elements": d["region_size"]}              # was called region_size
         required = ("tasks", "groups", "numel", "anatomy", "acc_single", *cls._ARRAYS)
         missing = [k for k in required if k not in d]
         if missing:

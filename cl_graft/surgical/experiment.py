@@ -38,7 +38,7 @@ class SurgicalPlan:
     random: list[int]
     graft: bool = True
     stability: bool = True
-    anatomy_sparsity: float = 1e-3
+    anatomy_region_size: float = 1e-3
     fisher_batch: int = 16
     seed: int = 0
 
@@ -85,9 +85,9 @@ def surgical_table(pre: TextClassifier, ft: TextClassifier, ft_seconds: float | 
     numel = sum(params[n].numel() for n in graftable_names(params.items()))
     if plan.graft:
         for k in plan.top:
-            budget = trained_count(pre, fim_start.top(k))
+            elements = trained_count(pre, fim_start.top(k))
             t0 = time.perf_counter()
-            lcfg = LocalizeConfig(sparsity=budget / numel, budget=budget, seed=seed)
+            lcfg = LocalizeConfig(region_size=elements / numel, region_elements=elements, seed=seed)
             region = find_region("graft", pre, ft, splits.train, splits.dev, lcfg, task=task, progress=progress).region
             scores, _ = score_model(graft_model(pre, ft, region), splits.test, task, ood={}, reference=ft_preds)
             rows.append(_row(f"graft ~top-{k}", "graft", None, region.size, time.perf_counter() - t0, scores))
@@ -105,11 +105,11 @@ def surgical_table(pre: TextClassifier, ft: TextClassifier, ft_seconds: float | 
     stages = list(fim)
     stability = {f"{a}-{b}": {str(k): rank_agreement(fim[a], fim[b], k) for k in ks}
                  for i, a in enumerate(stages) for b in stages[i + 1:]}
-    acfg = LocalizeConfig(sparsity=plan.anatomy_sparsity, seed=seed)
+    acfg = LocalizeConfig(region_size=plan.anatomy_region_size, seed=seed)
     region = find_region("graft", pre, ft, splits.train, splits.dev, acfg, task=task, progress=progress).region
     by_layer = region.breakdown()["by_layer"]
     per_layer = [by_layer.get(i, {"size": 0})["size"] / max(region.size, 1) for i in fim_start.layers]
-    anatomy = {"sparsity": plan.anatomy_sparsity, "size": region.size, "share": per_layer,
+    anatomy = {"region_size": plan.anatomy_region_size, "size": region.size, "share": per_layer,
                "top_layers": sorted(fim_start.layers, key=lambda i: -per_layer[fim_start.layers.index(i)])}
     return {"rows": rows, "fim": {k: v.to_json() for k, v in fim.items()}, "stability": stability,
             "anatomy": anatomy}

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..plotting import plot_anatomy, plot_grouped_bars
+from ..regions.names import current_names
 
 FIM_PNG = "fim_layers.png"
 GROUPS_PNG = "fim_groups.png"
@@ -27,8 +28,8 @@ def format_surgical(result: dict, *, task: str) -> str:
               "|---|" + "---|" * len(layers)]
     for stage, fim in result["fim"].items():
         lines.append(f"| FIM {stage} | " + " | ".join(pct(s) for s in fim["scores"]) + " |")
-    an = result["anatomy"]
-    lines.append(f"| graft region {an['sparsity']:g} | " + " | ".join(pct(s) for s in an["share"]) + " |")
+    an = current_names(result["anatomy"])                          # results written before the rename: sparsity
+    lines.append(f"| graft region {an['region_size']:g} | " + " | ".join(pct(s) for s in an["share"]) + " |")
     lines.append("")
     for pair, per_k in result["stability"].items():
         cells = ", ".join(f"top-{k} overlap {100 * v[f'top{k}_overlap']:.0f}%" for k, v in per_k.items())
@@ -42,7 +43,7 @@ def draw_figures(result: dict, out: Path, *, task: str) -> None:
     start = result["fim"]["start"]
     labels = [f"L{i}" for i in start["layers"]]
     bars = {f"FIM {stage}": fim["scores"] for stage, fim in result["fim"].items()}
-    bars[f"graft region {result['anatomy']['sparsity']:g}"] = result["anatomy"]["share"]
+    bars[f"graft region {current_names(result['anatomy'])['region_size']:g}"] = result["anatomy"]["share"]
     plot_grouped_bars(bars, out / FIM_PNG, labels=labels, title=f"{task}: FIM score vs graft region, per layer",
                       xlabel="layer", ylabel="share of total")
     plot_anatomy({lab: {g: v[i] for g, v in start["groups"].items()} for i, lab in enumerate(labels)},

@@ -62,15 +62,12 @@ from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
 from .adaptations import adaptation_record
-from .capacity import check_budget, experience_finder, plugin_finder, record_size_
 from .experience_undo import ExperienceUndo
 from .feature_fit import fit_task_features
 from .finders import RegionFinder
 from .owner_map import OwnerMap
-from .region_search import finder_data, localize_
-from .retrain import RegionRetrain
 from .routing import TASK_INFERENCE, TaskRouter
-from .sizing import RegionSize, SizedFinder
+from .sizing import RegionSize, SizeSearch
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
 from .task_features import DEFAULT_FORM, parse_form
 
@@ -88,18 +85,19 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         mode (str, default ``"stream"``): ``"stream"`` trains each task on every free element and then finds its
             region with ``finder``; ``"paper"`` trains each task only inside a region given up front in
             ``regions``.
-        size (RegionSize, float or None, default None): how big each task's region is. None without a
+        region_size (RegionSize, float or None, default None): how big each task's region is. None without a
             ``finder``: chosen per task (:class:`~.sizing.RegionSize`'s defaults: the smallest of 0.1% … 20% of
             the graftable elements that held-out rows vouch loses at most 2 points of the trained model's accuracy
             with 95% confidence, inside the task's allowance of every tensor's free elements; one setting for
-            pre-trained and from-scratch models, see :mod:`.sizing`; ``RegionSize(retrain=0.25)`` retrains a smaller
-            region in the last quarter of the steps, :mod:`.retrain`); a :class:`~.sizing.RegionSize`
-            sets those rules; a float is a fixed share of the graftable elements (``LocalizeConfig(sparsity=size)``).
+            pre-trained and from-scratch models, see the size search, :mod:`.sizing`; ``RegionSize(retrain=0.25)``
+            retrains a smaller region in the last quarter of the steps, :mod:`.sizing.retrain`); a
+            :class:`~.sizing.RegionSize` sets those rules; a float is a fixed share of the graftable elements
+            (``LocalizeConfig(region_size=region_size)``).
         finder (RegionFinder, default ``LocalizeFinder()``: the learned region of the paper, method ``graft``,
-            with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``size``): finds a task's
+            with :class:`~cl_graft.regions.config.LocalizeConfig`'s defaults, sized by ``region_size``): finds a task's
             region among the free elements after the task trains (stream mode); ``LocalizeFinder("topk",
             LocalizeConfig(...))`` etc., or any callable of :class:`~.finders.RegionFinder`'s signature. Given
-            without ``size``, its own fixed budget is used (no size search).
+            without ``region_size``, its own fixed size is used (no size search).
         regions (dict task name → Region, default None): the tasks' regions, required in paper mode (e.g.
             from :func:`~.finders.experience_regions`); task names are ``str(task_label)``.
         reconstruct (str, default ``"experience"``): how evaluation rebuilds a task's model: once per
@@ -126,6 +124,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
 
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
+        search: the size search (:class:`~.sizing.SizeSearch`): each task's region in stream mode, its size
+            searched or fixed; ``finder`` is its finder.
         localize_seconds: wall time of each region search (stream mode).
         feature_seconds: wall time of each task's feature statistics.
         task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
@@ -137,7 +137,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
-                 size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM) -> None:
+                 region_size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM) -> None:
         """A grafting plugin; every argument is keyword-only and listed, with its default, in the class docstring."""
         super().__init__()
         if mode not in MODES:
@@ -151,13 +151,12 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.feature_form = feature_form
         self.graftable, self.heads = graftable, heads
         self.task_inference = task_inference
-        self.finder: RegionFinder = plugin_finder(finder, size)
+        self.search = SizeSearch(finder=finder, region_size=region_size)
         self.regions = dict(regions or {})
         self.valid = {int(e.task_labels[0]): e.dataset for e in (valid_stream or []) if len(e.task_labels) == 1}
         self.owners = owners
         self.localize_seconds: list[float] = []
         self.feature_seconds: list[float] = []
-        self._split: tuple | None = None                  # (training rows, held-out rows) of this experience
         self.task_id: dict[int, list[int]] = {}
         self.confined = [0, 0]
         self._freeze: ElementFreeze | None = None
@@ -167,7 +166,15 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._routed = False
         self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
         self.undo: ExperienceUndo | None = None             # the running experience's snapshot
-        self._retrain: RegionRetrain | None = None          # the running experience's retraining (auto size)
+
+    @property
+    def finder(self) -> RegionFinder:
+        """The region finder (a :class:`~.sizing.SizedFinder` when each task's size is searched)."""
+        return self.search.finder
+
+    @finder.setter
+    def finder(self, finder: RegionFinder) -> None:
+        self.search.finder = finder
 
     @property
     def task_inference(self) -> str | None:
@@ -192,7 +199,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         raises; a plain template gets it at its next ``train``."""
         if self.undo is not None:
             self.undo.restore_(self.owners)
-            self.undo, self._freeze, self._retrain = None, None, None
+            self.undo, self._freeze = None, None
+            self.search.end()
 
     def before_training(self, strategy, **kwargs) -> None:
         self.undo_failed_experience_()
@@ -215,23 +223,14 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.mode == "paper":
             self._paper_region(task)
         else:
-            check_budget(self.finder, self.owners, self.owners.free())
+            self.search.check(self.owners)
 
     def after_train_dataset_adaptation(self, strategy, **kwargs) -> None:
-        """With an automatic region size and no ``valid_stream`` experience for the task, holds out
-        :meth:`~.sizing.RegionSize.split` of the experience's training examples: the strategy trains on the rest
-        (``strategy.adapted_dataset`` becomes its subset) and the size is chosen on the held-out rows."""
-        self._split = None
-        if self.mode != "stream" or not isinstance(self.finder, SizedFinder):
-            return
-        label, _ = self._task(self.target(strategy), strategy.experience)
-        dataset = strategy.experience.dataset
-        if label in self.valid:
-            self._split = (dataset, self.valid[label])
-            return
-        train, held = self.finder.size.split(len(dataset), seed=self.finder.config.seed, label=label)
-        strategy.adapted_dataset = strategy.adapted_dataset.subset(train)
-        self._split = (dataset.subset(train), dataset.subset(held))
+        """With a searched region size and no ``valid_stream`` experience for the task, holds out rows for the size
+        search (:meth:`~.sizing.SizeSearch.hold_out_`): the strategy trains on the rest."""
+        if self.mode == "stream":
+            label, _ = self._task(self.target(strategy), strategy.experience)
+            self.search.hold_out_(strategy, label, self.valid)
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         self._record_adaptation(strategy, training=True)
@@ -247,19 +246,18 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if self.mode == "paper":
             free = free & self._paper_region(task)
         self._train_only_(strategy, target, label, free)
-        self._retrain = RegionRetrain.of(self.finder, strategy, done=len(self.owners.tasks)) \
-            if self.mode == "stream" else None
+        if self.mode == "stream":
+            self.search.begin(strategy, done=len(self.owners.tasks))
 
     def after_training_iteration(self, strategy, **kwargs) -> None:
-        """At the retraining switch (:mod:`.retrain`), grafts the model and trains only the retrained region and
-        the task's head from the next step on."""
-        if self._retrain is None or not self._retrain.tick():
+        """At the retraining switch (:mod:`.sizing.retrain`), grafts the model and trains only the retrained
+        region and the task's head from the next step on."""
+        if not self.search.tick():
             return
         target = self.target(strategy)
         label, task = self._task(target, strategy.experience)
-        data = finder_data(strategy, target, label, task, self._split, self.valid)
-        self._train_only_(strategy, target, label,
-                          self._retrain.switch_(target, self.owners, self.owners.free(), data, label, task))
+        self._train_only_(strategy, target, label, self.search.switch_(strategy, target, self.owners, label, task,
+                                                                       self.valid))
 
     def _train_only_(self, strategy, target: GraftTarget, label: int, region: Region) -> None:
         """From now on only ``region``'s elements and task ``label``'s head train (the previous freeze ends)."""
@@ -283,21 +281,12 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._freeze = None
         target = self.target(strategy)
         label, task = self._task(target, strategy.experience)
-        free = self.owners.free()
         if self.mode == "paper":
-            region = free & self._paper_region(task)
+            region = self.owners.free() & self._paper_region(task)
         else:
-            if self._retrain is not None and self._retrain.switched:          # its region and values are chosen
-                region = self._retrain.finish_(target).restrict(self.owners.names) & free
-                seconds = round(self._retrain.seconds, 3)
-            else:
-                finder = experience_finder(self.finder, strategy.experience, done=len(self.owners.tasks))
-                data = finder_data(strategy, target, label, task, self._split, self.valid)
-                region, seconds = localize_(target, self.owners, free, data, finder)
+            region, seconds = self.search.region_(strategy, target, self.owners, label, task, self.valid)
             self.localize_seconds.append(seconds)
-            record_size_(self.finder, target.root, self.owners, task, free, region)
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
-        self._split, self._retrain = None, None
         distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
         self._fit_features(strategy, target, label, task)
         strategy.model.zero_grad(set_to_none=True)

@@ -64,7 +64,8 @@ REST_FILE = "model_rest.safetensors"
 FORMAT_VERSION = 1
 SETTINGS_SCHEMA = Obj({}, {"mode": str, "reconstruct": str, "task_inference": Nullable(str), "guard": bool,
                            "feature_form": str,
-                           "finder": Nullable(Obj({"method": str, "config": dict})), "size": Nullable(dict)})
+                           "finder": Nullable(Obj({"method": str, "config": dict})),
+                           "region_size": Nullable(dict), "size": Nullable(dict)})
 RUN_SCHEMA = Obj({"format_version": int, "pre": bool, "rest": ListOf(str), "settings": SETTINGS_SCHEMA},
                  {"files": MapOf(str)})
 UNFINISHED_SCHEMA = Obj({"format_version": int, "unfinished": ListOf(str)})
@@ -165,7 +166,7 @@ def read_settings(directory: str | os.PathLike) -> dict:
 def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     """The :class:`~.strategy.GraftStrategy` arguments a save recorded: ``mode``, ``reconstruct``,
     ``task_inference``, ``guard``, ``feature_form`` and, when recorded, ``finder`` (a :class:`~.finders.LocalizeFinder`) and
-    ``size`` (a :class:`~.sizing.RegionSize`).
+    ``region_size`` (a :class:`~.sizing.RegionSize`; saves made before it had that name wrote ``size``).
 
     Raises:
         UserError: a recorded value that is not valid, naming ``graft_run.json`` and the field.
@@ -179,12 +180,14 @@ def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     if "feature_form" in saved:
         _built(path, "settings.feature_form", lambda: parse_form(saved["feature_form"]))
     args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form") if k in saved}
-    finder, size = saved.get("finder"), saved.get("size")
+    finder = saved.get("finder")
+    size_key = "region_size" if "region_size" in saved else "size"             # saves before the rename: "size"
+    region_size = saved.get(size_key)
     if finder:
         args["finder"] = _built(path, "settings.finder", lambda: LocalizeFinder(
             finder["method"], LocalizeConfig.from_json(finder["config"])))
-    if size:
-        args["size"] = _built(path, "settings.size", lambda: RegionSize(**size))
+    if region_size:
+        args["region_size"] = _built(path, f"settings.{size_key}", lambda: RegionSize(**region_size))
     return args
 
 

@@ -93,5 +93,5 @@ class GraftSettings(RegionServing):
         return {"localization batch size": self.localize.batch_size}
 
     def localize_config(self) -> LocalizeConfig:
-        """The region search's settings: with a fixed size, its sparsity is that size."""
-        return self.localize if isinstance(self.size, RegionSize) else replace(self.localize, sparsity=self.size)
+        """The region search's settings: with a fixed size, its region_size is that size."""
+        return self.localize if isinstance(self.size, RegionSize) else replace(self.localize, region_size=self.size)

@@ -63,7 +63,7 @@ _ARGS = """Args:
         gradients).
     mode (str, default ``"stream"``): ``"stream"`` trains each task on every free element and then finds its
         region with ``finder``; ``"paper"`` trains each task only inside its region from ``regions``.
-    size (RegionSize, float or None, default None): each task's region size. None: chosen per task as the
+    region_size (RegionSize, float or None, default None): each task's region size. None: chosen per task as the
         smallest region (0.1% … 20% of the graftable elements) that held-out rows vouch loses at most 2 points
         of the trained model's accuracy with 95% confidence (``valid_stream`` when given, else 10% of the
         experience's training examples held out from training), else the largest the task may take (its
@@ -71,8 +71,8 @@ _ARGS = """Args:
         the graftable elements.
     finder (RegionFinder, default ``LocalizeFinder()``): finds a task's region among the free elements after it
         trains; the default is the paper's learned region (method ``graft``) with ``LocalizeConfig()``'s defaults,
-        sized by ``size``. ``LocalizeFinder("topk", LocalizeConfig(sparsity=0.01))`` etc. (both exported here);
-        a finder given without ``size`` keeps its own fixed budget.
+        sized by ``region_size``. ``LocalizeFinder("topk", LocalizeConfig(region_size=0.01))`` etc. (both exported
+        here); a finder given without ``region_size`` keeps its own fixed size.
     regions (dict task name -> Region, default None): paper mode's regions (e.g. ``experience_regions(...)``);
         a task's name is ``str(task_label)``.
     reconstruct (str, default ``"experience"``): how evaluation rebuilds a learned task's model: once per
@@ -117,11 +117,13 @@ Attributes:
                  regions: Mapping[str, Region] | None = None, reconstruct: str = "experience",
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
-                 size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM, **base_kwargs) -> None:
+                 region_size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM,
+                 **base_kwargs) -> None:
         self._held_out_checked = None                   # the experience whose valid_stream rows were checked
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  valid_stream=valid_stream, graftable=graftable, heads=heads,
-                                 task_inference=task_inference, owners=owners, guard=guard, size=size,
+                                 task_inference=task_inference, owners=owners, guard=guard,
+                                 region_size=region_size,
                                  feature_form=feature_form)
         super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
                          train_mb_size=train_mb_size,
@@ -184,13 +186,14 @@ Attributes:
             owners = OwnerMap({n: params[n] for n in target.names()})
         else:
             owners = self.graft.owners
-        finder, size = self.graft.finder, None
+        finder, region_size = self.graft.finder, None
         if isinstance(finder, SizedFinder):
-            finder, size = finder.finder, finder.size.to_json()
+            finder, region_size = finder.finder, finder.region_size.to_json()
         settings = {"mode": self.graft.mode, "reconstruct": self.graft.reconstruct,
                     "task_inference": self.graft.task_inference, "guard": self.graft.guard,
                     "feature_form": self.graft.feature_form,
-                    "finder": finder.to_json() if isinstance(finder, LocalizeFinder) else None, "size": size}
+                    "finder": finder.to_json() if isinstance(finder, LocalizeFinder) else None,
+                    "region_size": region_size}
         return save_run(directory, owners, target.root, heads=target.heads(None), pre=pre, settings=settings)
 
     @classmethod
@@ -204,8 +207,8 @@ Attributes:
             optimizer: an optimizer over ``model``'s parameters (optimizer state is not saved: each experience
                 starts it afresh; heads the replay adds join it at the next experience, as in Avalanche).
             **kwargs: any other :class:`GraftStrategy` argument; ``mode``, ``reconstruct``, ``task_inference``,
-                ``guard``, ``feature_form``, a ``LocalizeFinder`` and the automatic ``size`` rules default to the
-                saved ones.
+                ``guard``, ``feature_form``, a ``LocalizeFinder`` and the automatic ``region_size`` rules default to
+                the saved ones.
 
         Raises:
             UserError: a missing or malformed folder, or a model that does not match the run.
@@ -216,6 +219,6 @@ Attributes:
         for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form"):
             if key in saved:
                 kwargs.setdefault(key, saved[key])
-        if "finder" not in kwargs and "size" not in kwargs:
-            kwargs.update({k: saved[k] for k in ("finder", "size") if k in saved})
+        if "finder" not in kwargs and "region_size" not in kwargs:
+            kwargs.update({k: saved[k] for k in ("finder", "region_size") if k in saved})
         return cls(model=model, optimizer=optimizer, owners=owners, **kwargs)

@@ -7,7 +7,7 @@ only if the trained model's test accuracy was kept: the grafted model replaces i
 is chosen, it scores the model as trained on the task's test experience, and once the task's region exists it
 writes ``trained_test`` (accuracy, a share) and ``trained_test_seconds`` into the region's size record (saved with
 the skills, so a resumed run keeps them). Nothing reads them while the run goes on: no choice sees test rows.
-A task whose region was retrained (:mod:`.retrain`) ends training already inside its region: its record gets
+A task whose region was retrained (:mod:`.sizing.retrain`) ends training already inside its region: its record gets
 ``trained_test`` None.
 """
 from __future__ import annotations

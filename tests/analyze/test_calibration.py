@@ -87,7 +87,7 @@ def _run(args):
 def test_cli_end_to_end(cli_setup):
     root, base = cli_setup
     out = root / "run"
-    res = _run(["--task", "sst2", "--sparsity", "0.01,0.05", "--alphas", "0,1", *base, "--out", str(out)])
+    res = _run(["--task", "sst2", "--region-size", "0.01,0.05", "--alphas", "0,1", *base, "--out", str(out)])
     assert res.exit_code == 0, res.output
     result = json.loads((out / "results.json").read_text())
     names = [r["name"] for r in result["rows"]]
@@ -102,7 +102,7 @@ def test_cli_end_to_end(cli_setup):
     assert json.loads((out / "config.json").read_text())["command_line"].startswith("cl-graft analyze")
     for f in ("reliability.png", "wise.png", "table.md"):
         assert (out / f).stat().st_size > 0
-    only = _run(["ood", "--task", "sst2", "--ood", "yelp", "--sparsity", "0.01", "--finetuned",
+    only = _run(["ood", "--task", "sst2", "--ood", "yelp", "--region-size", "0.01", "--finetuned",
                  str(out / "finetuned"), *base, "--out", str(root / "ood")])
     assert only.exit_code == 0, only.output
     again = json.loads((root / "ood" / "results.json").read_text())
@@ -115,7 +115,7 @@ def test_cli_end_to_end(cli_setup):
     (["ood", "--task", "yelp"], "no OOD pairs known"),
     (["nonsense", "--task", "sst2"], "unknown section"),
     (["--task", "sst2", "--alphas", "0,2"], "[0, 1]"),
-    (["--task", "sst2", "--wise-sparsity", "0.5"], "not one of --sparsity"),
+    (["--task", "sst2", "--wise-region-size", "0.5"], "not one of --region-size"),
 ])
 def test_cli_bad_input_is_one_line_exit_2_nothing_written(cli_setup, args, message):
     root, base = cli_setup

@@ -25,7 +25,7 @@ def setup(tmp_path_factory):
     write_sentiment_task(root / "data", "toyood", 80, 1)
     base = ["--model", str(root / "tiny"), "--data-dir", str(root / "data"), *FAST]
     out = root / "run"
-    res = _run(["--task", "toy", "--sparsity", "0.01,0.05", "--methods", "graft,topk,random", "--ood", "toyood",
+    res = _run(["--task", "toy", "--region-size", "0.01,0.05", "--methods", "graft,topk,random", "--ood", "toyood",
                 *base, "--out", str(out)])
     assert res.exit_code == 0, res.output
     return root, base, out, res.output
@@ -37,13 +37,13 @@ def _run(args):
 
 def test_graft_retraining_and_bitfit_are_rows_of_the_table(setup, tmp_path):
     _, base, out, _ = setup
-    res = _run(["--task", "toy", "--finetuned", str(out / "finetuned"), "--sparsity", "0.05",
+    res = _run(["--task", "toy", "--finetuned", str(out / "finetuned"), "--region-size", "0.05",
                 "--methods", "retrain,bitfit", *base, "--out", str(tmp_path / "trained")])
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "trained" / "results.json").read_text())["rows"]
     assert [r["name"] for r in rows] == ["FT", "retrain-0.05", "bitfit"]
     graft = Region.load(out / "regions" / "graft-0.05")              # same settings and seed: same region
-    assert rows[1]["size"] == graft.size and rows[2]["sparsity"] is None and rows[2]["size"] > 0
+    assert rows[1]["size"] == graft.size and rows[2]["region_size"] is None and rows[2]["size"] > 0
     assert all(0 <= r["accuracy"] <= 1 and 0 <= r["agreement"] <= 1 for r in rows)
     assert not (tmp_path / "trained" / "regions").exists()            # trained baselines save no region
 
@@ -55,7 +55,7 @@ def test_end_to_end_writes_table_regions_and_png(setup):
     assert names == ["FT", "graft-0.01", "topk-0.01", "random-0.01", "graft-0.05", "topk-0.05", "random-0.05"]
     for row in results["rows"][1:]:
         region = Region.load(out / "regions" / row["name"])
-        assert region.size == row["size"] <= int(row["sparsity"] * results["numel"] + 1e-6)
+        assert region.size == row["size"] <= int(row["region_size"] * results["numel"] + 1e-6)
         assert region.meta["method"] == row["method"] and 0 <= row["agreement"] <= 1
         assert set(row["ood"]) == {"toyood"} and row["seconds"] >= 0
         assert (out / "regions" / row["name"] / "anatomy.png").stat().st_size > 1000
@@ -71,7 +71,8 @@ def test_end_to_end_writes_table_regions_and_png(setup):
 
 def test_finetuned_model_and_saved_region(setup):
     root, base, out, _ = setup
-    res = _run(["--task", "toy", "--finetuned", str(out / "finetuned"), "--sparsity", "0.02", "--methods", "lottery",
+    res = _run(["--task", "toy", "--finetuned", str(out / "finetuned"), "--region-size", "0.02",
+                "--methods", "lottery",
                 "--region", str(out / "regions" / "graft-0.01"), *base, "--quiet", "--out", str(root / "run2")])
     assert res.exit_code == 0 and res.stdout == "", res.output                       # --quiet: errors only
     rows = json.loads((root / "run2" / "results.json").read_text())["rows"]
@@ -102,13 +103,13 @@ def _bad_region(root, out, kind: str):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--sparsity", "0"], "--sparsity 0 is outside (0, 1]"),
-    (["--sparsity", "1.5"], "--sparsity 1.5 is outside (0, 1]"),
-    (["--sparsity", "abc"], "--sparsity 'abc' is not a number"),
-    (["--sparsity", "1e-3,"], "empty item"),
-    (["--sparsity", "1e-9"], "empty region"),
-    (["--budget", "0"], "empty region"),
-    (["--budget", "99999999"], "over the 13578 graftable parameters"),
+    (["--region-size", "0"], "--region-size 0 is outside (0, 1]"),
+    (["--region-size", "1.5"], "--region-size 1.5 is outside (0, 1]"),
+    (["--region-size", "abc"], "--region-size 'abc' is not a number"),
+    (["--region-size", "1e-3,"], "empty item"),
+    (["--region-size", "1e-9"], "empty region"),
+    (["--region-elements", "0"], "empty region"),
+    (["--region-elements", "99999999"], "over the 13578 graftable parameters"),
     (["--methods", "graft,magic"], "unknown region method 'magic'"),
     (["--ood", "nosuch"], "unknown task 'nosuch'"),
     (["--lr", "-1"], "lr a positive number"),
@@ -116,7 +117,7 @@ def _bad_region(root, out, kind: str):
     (["--region", "empty"], "is empty"),
     (["--region", "truncated"], "truncated"),
     (["--region", "tampered"], "region.safetensors: "),
-    (["--region", "topk-0.05", "--budget", "10"], "over the budget of 10"),
+    (["--region", "topk-0.05", "--region-elements", "10"], "over --region-elements 10"),
     (["--finetuned", "/no/such/model"], "not found"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(setup, args, message):
@@ -125,8 +126,8 @@ def test_bad_input_one_line_exit_2_nothing_written(setup, args, message):
         args = ["--region", str(out / "regions" / args[1]) if args[1].startswith("topk") else
                 _bad_region(root, out, args[1]), *args[2:]]
     target = root / "never"
-    sparsity = [] if "--sparsity" in args else ["--sparsity", "0.01"]
-    res = _run(["--task", "toy", *sparsity, *base, *args, "--out", str(target)])
+    size = [] if "--region-size" in args else ["--region-size", "0.01"]
+    res = _run(["--task", "toy", *size, *base, *args, "--out", str(target)])
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output, res.output
     errors = [line for line in res.output.splitlines() if line.startswith("error:")]
@@ -137,7 +138,7 @@ def test_bad_input_one_line_exit_2_nothing_written(setup, args, message):
 def test_existing_results_are_not_overwritten(setup):
     _, base, out, _ = setup
     before = (out / "results.json").read_bytes()
-    res = _run(["--task", "toy", "--sparsity", "0.01", "--methods", "topk", *base, "--out", str(out)])
+    res = _run(["--task", "toy", "--region-size", "0.01", "--methods", "topk", *base, "--out", str(out)])
     assert res.exit_code == 2 and "already holds" in res.output
     assert (out / "results.json").read_bytes() == before
 
@@ -147,7 +148,7 @@ def test_real_minilm_smoke_on_real_sst2(minilm_sst2, tmp_path):
     finetuned, data, made = minilm_sst2                          # conftest: the real MiniLM fine-tuned on sst2
     assert made.exit_code == 0, made.output
     res = _run(["--task", "sst2", "--data-dir", str(data), "--finetuned", str(finetuned), "--preset", "smoke",
-                "--sparsity", "1e-4", "--methods", "graft,topk", "--steps", "2", "--n-batches", "1",
+                "--region-size", "1e-4", "--methods", "graft,topk", "--steps", "2", "--n-batches", "1",
                 "--select-rows", "32", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "o" / "results.json").read_text())["rows"]

@@ -90,7 +90,7 @@ def test_guard_stops_multitask_and_localization(toy_rows):
     with torch.no_grad():
         dict(ft.named_parameters())[name].view(-1)[0] = float("nan")
     with pytest.raises(UserError, match="fine-tuned model: .* NaN"):
-        learn_region(pre, ft, toy_rows, [], LocalizeConfig(sparsity=0.05, steps=1), progress=False)
+        learn_region(pre, ft, toy_rows, [], LocalizeConfig(region_size=0.05, steps=1), progress=False)
     with pytest.raises(UserError, match="sigmoid_bias"):
         LocalizeConfig(sigmoid_bias=float("nan"))
 
@@ -117,7 +117,7 @@ def _user_folder(tmp_path):
 
 COMMANDS = {
     "finetune": ["finetune", "--task", "alpha", "--steps", "2"],
-    "localize": ["localize", "--task", "alpha", "--sparsity", "0.05", "--methods", "topk", *LOCALIZE_FAST],
+    "localize": ["localize", "--task", "alpha", "--region-size", "0.05", "--methods", "topk", *LOCALIZE_FAST],
     "multitask": ["multitask", "--tasks", "alpha,beta", "--no-single"],
     "run": ["run", "--stream", "alpha,beta", "--strategies", "naive", "--quiet"],
 }
@@ -145,10 +145,10 @@ def test_plot_and_localize_refuse_other_commands_folders(env, tmp_path):
 def test_overwrite_replaces_own_output_completely_and_nothing_else(env, tmp_path):
     out = tmp_path / "loc"
     args = ["localize", "--task", "alpha", "--finetuned", env / "ft", "--methods", "topk", *LOCALIZE_FAST]
-    assert cli(env, *args, "--sparsity", "0.05", "--out", out).exit_code == 0
+    assert cli(env, *args, "--region-size", "0.05", "--out", out).exit_code == 0
     (out / "notes.txt").write_text("the user's own notes")
-    assert "already holds results" in one_error(cli(env, *args, "--sparsity", "0.1", "--out", out))
-    res = cli(env, *args, "--sparsity", "0.1", "--out", out, "--overwrite")
+    assert "already holds results" in one_error(cli(env, *args, "--region-size", "0.1", "--out", out))
+    res = cli(env, *args, "--region-size", "0.1", "--out", out, "--overwrite")
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (out / "regions").iterdir()) == ["topk-0.1"]        # no stale regions
     assert (out / "notes.txt").read_text() == "the user's own notes"

@@ -24,7 +24,8 @@ from cl_graft.files import write_json
 from cl_graft.outdir import claim_out_dir
 
 FAST = ["--preset", "smoke"]
-LOCALIZE_FAST = ["--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk", "--sparsity", "0.05"]
+LOCALIZE_FAST = ["--steps", "2", "--n-batches", "1", "--select-rows", "16", "--methods", "topk",
+                 "--region-size", "0.05"]
 GRAFT_RUN = ["run", "--stream", "alpha,beta", "--strategies", "graft", "--quiet"]
 
 
@@ -191,7 +192,7 @@ def test_5_a_failed_experience_restores_model_optimizer_and_owner_map():
     model = MTSimpleMLP(input_size=16, hidden_size=32)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
     strategy = GraftStrategy(model=model, optimizer=opt, train_mb_size=16, train_epochs=2,
-                             finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=4, select_rows=64)),
+                             finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=4, select_rows=64)),
                              evaluator=EvaluationPlugin(accuracy_metrics(experience=True), loggers=[]))
     strategy.train(clean.train_stream[0])
     acc0 = strategy.eval([clean.test_stream[0]])

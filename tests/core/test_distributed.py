@@ -24,7 +24,7 @@ from helpers import save_tiny_model, sentiment_rows, write_task
 
 FAST = ["--preset", "smoke", "--device", "cpu"]
 LOCALIZE = ["localize", "--task", "alpha", "--steps", "3", "--n-batches", "2", "--select-rows", "16",
-            "--sparsity", "0.01", "--methods", "graft", *FAST]
+            "--region-size", "0.01", "--methods", "graft", *FAST]
 STREAM = ["run", "--stream", "alpha,beta", "--strategies", "graft,naive", "--steps", "6", "--quiet", *FAST]
 
 

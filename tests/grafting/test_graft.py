@@ -197,7 +197,7 @@ def test_patch_mismatch(pair):
 
 def test_patch_save_load_round_trip_and_size(pair, tmp_path):
     pre, ft = pair
-    region = _region(ft, 321, seed=9, method="random", sparsity=0.01)
+    region = _region(ft, 321, seed=9, method="random", region_size=0.01)
     patch = SkillPatch.from_model(ft, region, extra_names=ft.head_parameter_names())
     patch.save(tmp_path / "p")
     loaded = SkillPatch.load(tmp_path / "p")

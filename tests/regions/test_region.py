@@ -157,10 +157,10 @@ def test_random_region_exact_seeded_and_recorded():
 
 
 def test_set_operations_keep_and_record_meta():
-    a = Region(_random(15, 1).masks, {"method": "graft", "config": {"sparsity": 0.1}, "task": "sst2"})
+    a = Region(_random(15, 1).masks, {"method": "graft", "config": {"region_size": 0.1}, "task": "sst2"})
     b = Region(_random(20, 2).masks, {"method": "free elements", "derived": [{"op": "~"}]})
     for result, op in ((a & b, "&"), (a | b, "|"), (a - b, "-"), (a ^ b, "^")):
-        assert result.meta["method"] == "graft" and result.meta["config"] == {"sparsity": 0.1}
+        assert result.meta["method"] == "graft" and result.meta["config"] == {"region_size": 0.1}
         assert result.meta["derived"] == [{"op": op, "other": {"method": "free elements"}}]
     assert ((a & b) - b).meta["derived"][1]["op"] == "-"
     assert (~a).meta["derived"] == [{"op": "~"}] and "derived" not in a.meta   # operands untouched
@@ -240,7 +240,7 @@ def test_check_model():
 
 def test_round_trip_bit_exact(tmp_path):
     shapes = {"a.layer.0.w": (3, 7), "a.layer.0.b": (5,), "a.layer.1.w": (1,), "a.layer.1.z": (2, 0)}
-    meta = {"method": "magnitude_topk", "sparsity": 1e-4, "fingerprints": {"pre": "x", "ft": "y"}}
+    meta = {"method": "magnitude_topk", "region_size": 1e-4, "fingerprints": {"pre": "x", "ft": "y"}}
     for k in (0, 1, 13, 27):
         r = Region(ops.random_mask(shapes, k, seed=k), meta=meta)
         r.save(tmp_path / str(k))

@@ -68,7 +68,7 @@ def _acc(pre, ft, region, rows) -> float:
     return evaluate(graft_model(pre, ft, region), rows)[0]["accuracy"]
 
 
-CFG = LocalizeConfig(sparsity=PLANTED / 13578, steps=30, lr=1.0, n_batches=4, base_fraction=0.5, seed=0)
+CFG = LocalizeConfig(region_size=PLANTED / 13578, steps=30, lr=1.0, n_batches=4, base_fraction=0.5, seed=0)
 
 
 def test_learned_region_recovers_planted_skill(planted):
@@ -79,12 +79,12 @@ def test_learned_region_recovers_planted_skill(planted):
     assert ft_acc >= 0.8 and empty_acc <= 0.6                 # the skill is real and lives in P
     res = learn_region(pre, ft, train, dev, CFG, progress=False)
     learned = res.region
-    assert learned.size == learned.meta["size"] <= PLANTED == learned.meta["budget"]
+    assert learned.size == learned.meta["size"] <= PLANTED == learned.meta["region_elements"]
     acc = _acc(pre, ft, learned, test)
     base_only = find_region("graft", pre, ft, train, dev, LocalizeConfig(**{**CFG.to_json(), "steps": 0}),
                             progress=False).region
-    rand = find_region("random", pre, ft, train, dev, LocalizeConfig(**{**CFG.to_json(), "budget": learned.size}),
-                       progress=False).region
+    rand = find_region("random", pre, ft, train, dev,
+                       LocalizeConfig(**{**CFG.to_json(), "region_elements": learned.size}), progress=False).region
     assert rand.size == learned.size and base_only.size == PLANTED // 2
     assert acc >= ft_acc - 0.05, (acc, ft_acc)
     assert acc >= _acc(pre, ft, rand, test) + 0.2
@@ -101,7 +101,7 @@ def test_an_unchanged_region_keeps_its_scores_without_a_pass(planted):
     """With b / lr = 10 steps to flip, the first steps see the base region again: only step 0 and the steps
     whose hard region changed are scored, and the repeats carry the same scores."""
     pre, ft, _, train, dev, _ = planted
-    res = learn_region(pre, ft, train, dev, LocalizeConfig(sparsity=0.01, steps=12, lr=1.0, n_batches=1),
+    res = learn_region(pre, ft, train, dev, LocalizeConfig(region_size=0.01, steps=12, lr=1.0, n_batches=1),
                        progress=False)
     rescored = [h["rescored"] for h in res.history]
     assert rescored[:10] == [True] + [False] * 9 and any(rescored[10:])        # flips start at step 10
@@ -115,7 +115,7 @@ def test_same_seed_same_bits_and_inputs_untouched(planted):
     pre, ft, _, train, dev, _ = planted
     before_pre, before_ft = _state(pre), _state(ft)
     modes = [m.training for m in (*pre.modules(), *ft.modules())]
-    cfg = LocalizeConfig(sparsity=0.01, steps=6, n_batches=2, seed=3)
+    cfg = LocalizeConfig(region_size=0.01, steps=6, n_batches=2, seed=3)
     a = learn_region(pre, ft, train, dev, cfg, progress=False).region
     b = learn_region(pre, ft, train, dev, cfg, progress=False).region
     assert a == b and a.size <= 135
@@ -129,10 +129,10 @@ def test_same_seed_same_bits_and_inputs_untouched(planted):
 def test_budget_and_candidates(planted):
     pre, ft, region, train, dev, _ = planted
     free = ~region                                              # e.g. parameters no earlier task owns
-    cfg = LocalizeConfig(sparsity=0.01, steps=5, n_batches=2, budget=50, lr=3.0)
+    cfg = LocalizeConfig(region_size=0.01, steps=5, n_batches=2, region_elements=50, lr=3.0)
     for method in REGION_METHODS:
         r = find_region(method, pre, ft, train, dev, cfg, candidates=free, progress=False).region
-        assert r.size <= 50 and r.meta["budget"] == 50 and r.meta["size"] == r.size, method
+        assert r.size <= 50 and r.meta["region_elements"] == 50 and r.meta["size"] == r.size, method
         assert (r & region).is_empty, method                   # never outside the candidates
         assert r.meta["candidates"] == free.size
 
@@ -140,7 +140,7 @@ def test_budget_and_candidates(planted):
 @pytest.mark.parametrize("method", sorted(REGION_METHODS))
 def test_methods_registry(planted, method):
     pre, ft, _, train, dev, _ = planted
-    cfg = LocalizeConfig(sparsity=0.005, steps=3, n_batches=2, seed=1)
+    cfg = LocalizeConfig(region_size=0.005, steps=3, n_batches=2, seed=1)
     res = find_region(method, pre, ft, train, dev, cfg, progress=False)
     again = find_region(method, pre, ft, train, dev, cfg, progress=False)
     r = res.region
@@ -158,21 +158,21 @@ def test_methods_registry(planted, method):
     else:
         assert r.meta["outside"] == "pre"
     if method == "random":
-        other = find_region(method, pre, ft, train, dev, LocalizeConfig(sparsity=0.005, seed=2), progress=False)
+        other = find_region(method, pre, ft, train, dev, LocalizeConfig(region_size=0.005, seed=2), progress=False)
         assert other.region != r
 
 
 def test_bad_input(planted):
     pre, ft, region, train, dev, _ = planted
     for bad in (0.0, -0.1, 1.5):
-        with pytest.raises(UserError, match=r"sparsity must be in \(0, 1\]"):
-            LocalizeConfig(sparsity=bad)
+        with pytest.raises(UserError, match=r"--region-size must be in \(0, 1\]"):
+            LocalizeConfig(region_size=bad)
     with pytest.raises(UserError, match="empty region"):
-        find_region("topk", pre, ft, train, dev, LocalizeConfig(sparsity=1e-6))
+        find_region("topk", pre, ft, train, dev, LocalizeConfig(region_size=1e-6))
     with pytest.raises(UserError, match="empty region"):
-        LocalizeConfig(budget=0)
+        LocalizeConfig(region_elements=0)
     with pytest.raises(UserError, match="over the 13578"):
-        find_region("topk", pre, ft, train, dev, LocalizeConfig(budget=20000))
+        find_region("topk", pre, ft, train, dev, LocalizeConfig(region_elements=20000))
     with pytest.raises(UserError, match="candidate region is empty"):
         find_region("graft", pre, ft, train, dev, LocalizeConfig(), candidates=region - region)
     with pytest.raises(UserError, match="unknown region method 'magic'"):
@@ -192,7 +192,7 @@ def test_bad_input(planted):
 @pytest.mark.parametrize("normalize, lr", [("budget", 2.0), ("max", 5.0), ("none", 1e7)])
 def test_step_scalings_respect_the_budget(planted, normalize, lr):
     pre, ft, _, train, dev, _ = planted
-    cfg = LocalizeConfig(sparsity=0.01, steps=8, n_batches=2, lr=lr, normalize=normalize, base_fraction=0.5)
+    cfg = LocalizeConfig(region_size=0.01, steps=8, n_batches=2, lr=lr, normalize=normalize, base_fraction=0.5)
     res = learn_region(pre, ft, train, dev, cfg, progress=False)
     assert res.region.size <= 135 and len(res.history) == 9
     assert res.history[0]["size"] == 67 and res.region.meta["config"]["normalize"] == normalize

@@ -38,7 +38,7 @@ def test_skillmap_run_end_to_end(tmp_path):
     assert sm.acc_single.shape == (2,) and sm.acc_union.shape == (2, 2)
     # saved regions reproduce the graft row: θ_pre + γ_toy ⊙ Δ evaluated on toy
     region = Region.load(tmp_path / "regions" / "toy")
-    assert region.size == sm.region_size[0] == sm.intersections[0, 0] > 0
+    assert region.size == sm.region_elements[0] == sm.intersections[0, 0] > 0
     assert set(load_heads(tmp_path / "regions" / "toy")) == {"heads.toy.weight", "heads.toy.bias"}
     # a single-member group's union is that task's region: same accuracies as its graft row
     np.testing.assert_allclose(sm.acc_union, sm.acc_graft)
@@ -135,7 +135,7 @@ def test_cli_plot_redraws_without_recomputing(cli_run, tmp_path):
     (["--tasks", "sst2,cr", "--preset", "huge"], "unknown preset 'huge'"),
     (["--tasks", "sst2,cr", "--groups", "nli=mnli"], "'mnli' is not one of the run's tasks"),
     (["--tasks", "sst2,cr", "--groups", "oops"], "expected NAME=TASK"),
-    (["--tasks", "sst2,cr", "--sparsity", "0"], "sparsity must be in (0, 1]"),
+    (["--tasks", "sst2,cr", "--region-size", "0"], "--region-size must be in (0, 1]"),
 ])
 def test_cli_multitask_bad_input(tmp_path, args, message):
     res = _cli(["multitask", *args, "--data-dir", tmp_path, "--out", tmp_path / "out"])

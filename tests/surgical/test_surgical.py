@@ -129,7 +129,7 @@ def test_fim_layers_region_fills_top_layers_first(toy_rows):
         for p in ft.parameters():
             p.add_(0.01 * torch.randn_like(p))
     numel = trained_count(pre, [0, 1])
-    cfg = LocalizeConfig(sparsity=0.6, seed=0, n_batches=1, batch_size=8)
+    cfg = LocalizeConfig(region_size=0.6, seed=0, n_batches=1, batch_size=8)
     region = find_region("fim-layers", pre, ft, toy_rows, [], cfg, progress=False).region
     ranking = region.meta["fim_ranking"]
     per_layer = {i: sum(int(m.sum()) for n, m in region.masks.items() if layer_index(n) == i) for i in (0, 1)}
@@ -153,7 +153,7 @@ def test_cli_end_to_end(cli_setup):
     root, base = cli_setup
     out = root / "run"
     res = _run(["--task", "toy", "--top-layers", "1,2", "--random-layers", "1", "--fisher-rows", "20",
-                "--anatomy-sparsity", "0.01", *base, "--out", str(out)])
+                "--anatomy-region-size", "0.01", *base, "--out", str(out)])
     assert res.exit_code == 0, res.output
     result = json.loads((out / "results.json").read_text())
     assert [r["name"] for r in result["rows"]] == ["FT", "FIM top-1", "FIM top-2", "random-1", "graft ~top-1",
@@ -168,7 +168,7 @@ def test_cli_end_to_end(cli_setup):
     assert (out / "fim_layers.png").stat().st_size > 0 and (out / "fim_groups.png").stat().st_size > 0
     assert "FIM top-2" in (out / "table.md").read_text()
     no_mid = _run(["--task", "toy", "--top-layers", "1", "--random-layers", "", "--no-graft", "--no-stability",
-                   "--fisher-rows", "20", "--anatomy-sparsity", "0.01", "--finetuned", str(out / "finetuned"),
+                   "--fisher-rows", "20", "--anatomy-region-size", "0.01", "--finetuned", str(out / "finetuned"),
                    *base, "--out", str(root / "again")])
     assert no_mid.exit_code == 0, no_mid.output
     again = json.loads((root / "again" / "results.json").read_text())

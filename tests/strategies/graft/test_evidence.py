@@ -1,4 +1,4 @@
-"""The evidence a region size is chosen on (cl_graft.strategies.graft.evidence): the two loss bounds and when
+"""The evidence a region size is chosen on (cl_graft.strategies.graft.sizing.evidence): the two loss bounds and when
 the labels overrule the trained model's beliefs, temperature scaling, chance level and the Wilson bound."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 pytest.importorskip("avalanche")
 
-from cl_graft.strategies.graft.evidence import (
+from cl_graft.strategies.graft.sizing.evidence import (
     Outputs,
     calibrate,
     chance_level,

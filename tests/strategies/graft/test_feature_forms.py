@@ -234,7 +234,7 @@ def test_single_head_graft_strategy_routes_by_features():
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True), TaskInferenceAccuracy(), loggers=[])
     strategy = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
                              train_epochs=2, eval_mb_size=64, evaluator=evaluator, task_inference="features",
-                             finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=4, select_rows=64)))
+                             finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=4, select_rows=64)))
     for exp in bm.train_stream:
         strategy.train(exp)
     owners = strategy.graft.owners
@@ -268,7 +268,7 @@ def test_feature_form_is_a_strategy_setting_saved_with_the_run(tmp_path):
 
     def strategy(model, **kw):
         return GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=32,
-                             finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=2, select_rows=32)),
+                             finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=2, select_rows=32)),
                              **kw)
 
     def mlp():

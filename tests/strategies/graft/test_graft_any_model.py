@@ -35,7 +35,7 @@ from cl_graft.regions.region import Region
 
 from helpers import EvalOutputs
 
-FINDER = LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=4, select_rows=64))
+FINDER = LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=4, select_rows=64))
 DIM, CLASSES = 16, 4
 
 
@@ -318,7 +318,7 @@ def test_region_finders_on_an_mlp(bm):
     data = ExperienceData(bm.train_stream[0].dataset, criterion=nn.CrossEntropyLoss(), task="0")
     names = graft_target(model).names()
     free = Region.random({n: tuple(p.shape) for n, p in model.named_parameters() if n in names}, 300, seed=0)
-    cfg = LocalizeConfig(budget=40, steps=3, select_rows=32, seed=0)
+    cfg = LocalizeConfig(region_elements=40, steps=3, select_rows=32, seed=0)
     with pytest.raises(UserError, match="fim-layers .* text rows"):      # ranks a text classifier's layers
         find_region("fim-layers", model, ft, data, [], cfg, names=names, candidates=free, progress=False)
     for method in (m for m in REGION_METHODS if m != "fim-layers"):
@@ -335,9 +335,10 @@ def test_bad_input_is_refused_before_training(bm):
     head_only = nn.Sequential(nn.Linear(DIM, CLASSES))
     with pytest.raises(UserError, match="no graftable"):
         run(bm, head_only, graftable=lambda n, p: False)
-    greedy, _, _ = run(bm, mlp(), stop=1, finder=LocalizeFinder("topk", LocalizeConfig(sparsity=0.6)))
+    greedy, _, _ = run(bm, mlp(), stop=1, finder=LocalizeFinder("topk", LocalizeConfig(region_size=0.6)))
     before = {n: p.detach().clone() for n, p in greedy.model.named_parameters()}
-    with pytest.raises(UserError, match="budget .* larger than the .* free"):
+    with pytest.raises(UserError, match="a region of .* elements is larger than the .* free graftable elements; "
+                                        "lower --region-size"):
         greedy.train(bm.train_stream[1])                  # 60% more of the 40% left
     assert all(torch.equal(p, before[n]) for n, p in greedy.model.named_parameters() if n in before)
     from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_classes_timeline

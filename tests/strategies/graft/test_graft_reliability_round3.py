@@ -55,7 +55,7 @@ def stream(*, relabel: int | None = None, nan: bool = False, task_labels: bool =
 
 def strategy_for(model: nn.Module, **kw) -> GraftStrategy:
     return GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
-                         finder=LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=2, select_rows=32)),
+                         finder=LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=2, select_rows=32)),
                          evaluator=EvaluationPlugin(loggers=[]), **kw)
 
 
@@ -125,8 +125,9 @@ def test_1_tampered_skills_are_refused_naming_file_and_field(saves, tmp_path, ta
 # ----- 4. every field of a save's JSON files is checked ------------------------------------------------------------
 @pytest.mark.parametrize("edit, message", [
     ("settings a list", "graft_run.json: field 'settings' must be a JSON object, got []"),
-    ("size.bogus", "graft_run.json: field 'settings.size' is not valid"),
-    ('size "abc"', "graft_run.json: field 'settings.size' must be a JSON object, got \"abc\""),
+    ("region_size.bogus", "graft_run.json: field 'settings.region_size' is not valid"),
+    ("old size.bogus", "graft_run.json: field 'settings.size' is not valid"),
+    ('region_size "abc"', "graft_run.json: field 'settings.region_size' must be a JSON object, got \"abc\""),
     ('finder "abc"', "graft_run.json: field 'settings.finder' must be a JSON object, got \"abc\""),
     ('mode "abc"', "graft_run.json: field 'settings.mode' must be one of"),
     ('adaptations "abc"', "skills.json: field 'adaptations' must be a list, got \"abc\""),
@@ -139,8 +140,10 @@ def test_4_edited_save_files_are_one_line_naming_file_and_field(saves, tmp_path,
     unhashed(folder)
     run, skills = folder / "graft_run.json", folder / "skills.json"
     change = {"settings a list": (run, lambda d: {**d, "settings": []}),
-              "size.bogus": (run, lambda d: {**d, "settings": {**d["settings"], "size": {"bogus": 1}}}),
-              'size "abc"': (run, lambda d: {**d, "settings": {**d["settings"], "size": "abc"}}),
+              "region_size.bogus": (run, lambda d: {**d, "settings": {**d["settings"], "region_size": {"bogus": 1}}}),
+              "old size.bogus": (run, lambda d: {**d, "settings": {**{k: v for k, v in d["settings"].items()
+                                                                       if k != "region_size"}, "size": {"bogus": 1}}}),
+              'region_size "abc"': (run, lambda d: {**d, "settings": {**d["settings"], "region_size": "abc"}}),
               'finder "abc"': (run, lambda d: {**d, "settings": {**d["settings"], "finder": "abc"}}),
               'mode "abc"': (run, lambda d: {**d, "settings": {**d["settings"], "mode": "abc"}}),
               'adaptations "abc"': (skills, lambda d: {**d, "adaptations": "abc"}),

@@ -41,7 +41,7 @@ from helpers import (
     sentiment_rows,
 )
 
-FINDER = LocalizeFinder("graft", LocalizeConfig(sparsity=0.3, steps=10, n_batches=4, select_rows=64))
+FINDER = LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=10, n_batches=4, select_rows=64))
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""Retraining inside a smaller region in the last steps of an experience (cl_graft.strategies.graft.retrain): when
-it switches, that only the retrained region and the head move afterwards, the choice between the retrained region
+"""Retraining inside a smaller region in the last steps of an experience (cl_graft.strategies.graft.sizing.retrain):
+when it switches, that only the retrained region and the head move afterwards, the choice between the retrained region
 and the vouched graft, and the search after training when the switch never comes."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from avalanche.benchmarks import nc_benchmark
 from avalanche.core import SupervisedPlugin
 from avalanche.models import MTSimpleMLP
 from cl_graft.strategies import GraftStrategy, RegionSize
-from cl_graft.strategies.graft.retrain import planned_steps
+from cl_graft.strategies.graft.sizing.retrain import planned_steps
 from cl_graft.strategies.graft.sizing import sizing_records
 
 DIM, CLASSES = 16, 4
@@ -81,12 +81,12 @@ class Limit(SupervisedPlugin):
 RETRAIN = RegionSize(retrain=0.25)
 
 
-def _train(bm, *plugins, size=RETRAIN, seed=0):
+def _train(bm, *plugins, region_size=RETRAIN, seed=0):
     torch.manual_seed(seed)
     model = MTSimpleMLP(input_size=DIM, hidden_size=32)
     strategy = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), train_mb_size=16,
                              train_epochs=3, eval_mb_size=64, plugins=list(plugins),
-                             size=size)
+                             region_size=region_size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for exp in bm.train_stream:
@@ -120,7 +120,7 @@ def test_a_retrained_region_that_scores_lower_gives_way_to_the_vouched_graft(bm)
     switch."""
     moves = Moves()
     size = RegionSize(ladder=(1e-4, 0.2), shrink=5, retrain=0.25)
-    strategy = _train(bm, moves, size=size)
+    strategy = _train(bm, moves, region_size=size)
     record = sizing_records(strategy.graft.owners)[0]
     r = record["retrain"]
     assert not r["kept"] and r["score"] < r["fallback_score"] == record["score"]
@@ -133,7 +133,7 @@ def test_a_retrained_region_that_scores_lower_gives_way_to_the_vouched_graft(bm)
 
 def test_no_retraining_when_training_stops_before_the_switch_or_it_is_off(bm):
     for plugins, size in (((StopAt(5),), RETRAIN), ((), RegionSize())):
-        strategy = _train(bm, *plugins, size=size)
+        strategy = _train(bm, *plugins, region_size=size)
         for record in sizing_records(strategy.graft.owners):
             assert "retrain" not in record and "refined_gain" in record      # the search after training
 

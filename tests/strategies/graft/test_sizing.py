@@ -28,13 +28,15 @@ from cl_graft.strategies import (
     RegionSize,
     SizedFinder,
 )
-from cl_graft.strategies.graft.ladder import allowed
 from cl_graft.strategies.graft.sizing import sizing_records
+from cl_graft.strategies.graft.sizing.ladder import allowed
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.problem import Problem
 from cl_graft.regions.region import Region
+
+from helpers import cli
 
 DIM, CLASSES = 16, 4
 QUICK = LocalizeFinder("graft", LocalizeConfig(steps=2, select_rows=64))
@@ -77,7 +79,7 @@ def test_search_goes_down_to_the_smallest_rung_the_rows_vouch_for():
     assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
     assert (region.meta.get("method") == "topk") == (record["refined_gain"] < 0)  # the finder's region kept or not
     assert record["refined_same"] == bool(region.masks["weight"].reshape(-1).eq(
-        Problem.build(pre, ft, LocalizeConfig(budget=10), names=["weight"]).base_mask(10)).all())
+        Problem.build(pre, ft, LocalizeConfig(region_elements=10), names=["weight"]).base_mask(10)).all())
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
 
 
@@ -124,7 +126,7 @@ def test_allowance_is_taken_from_every_tensor():
         ft.bias.copy_(pre.bias + 5.0)                                            # the bias has the largest |Δ|
     names = ["weight", "bias"]
     free = Region({"weight": torch.ones(10, 10, dtype=torch.bool), "bias": torch.arange(10) < 4})
-    prob = Problem.build(pre, ft, LocalizeConfig(budget=1), names=names, candidates=free)
+    prob = Problem.build(pre, ft, LocalizeConfig(region_elements=1), names=names, candidates=free)
     mask = allowed(prob, 0.5)
     assert int(mask[:100].sum()) == 50 and int(mask[100:].sum()) == 2 and not bool(mask[104:].any())
 
@@ -140,10 +142,11 @@ def test_size_settings_are_checked():
     assert RegionSize(tolerance=np.float32(0.05), rows=np.int64(100)).rows == 100
     with pytest.raises(UserError, match="not both"):
         GraftStrategy(model=nn.Linear(2, 2), optimizer=torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1),
-                      finder=QUICK, size=0.05)
+                      finder=QUICK, region_size=0.05)
     model = nn.Linear(2, 2)
-    fixed = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), size=np.float32(0.05))
-    assert fixed.graft.finder.config.sparsity == pytest.approx(0.05)
+    fixed = GraftStrategy(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                          region_size=np.float32(0.05))
+    assert fixed.graft.finder.config.region_size == pytest.approx(0.05)
 
 
 # ----- in a stream ----------------------------------------------------------------------------------------
@@ -288,7 +291,7 @@ def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
     warning naming the task, the accuracy it lost and the free share; with ``on_full="error"`` a UserError that
     records nothing and leaves no trained value of the task outside θ_pre."""
     size = RegionSize(ladder=(1e-4,), tolerance=0.0)
-    strategy = _strategy(_single_head(), size=size)
+    strategy = _strategy(_single_head(), region_size=size)
     torch.manual_seed(0)
     with pytest.warns(CapacityWarning, match=r"task '0' lost [0-9.]+ points of its trained model's dev accuracy "
                                              r"\(tolerance 0\) with 0\.[0-9]+% .*; 100\.0% were free"):
@@ -297,7 +300,8 @@ def test_a_task_that_cannot_reach_its_target_warns_or_stops(bm):
     record = sizing_records(owners)[0]
     assert not record["met"] and record["loss"] > 0 and record["kept"] < 1.0 and record["elements"] == 1
     strategy.graft.finder = SizedFinder(strategy.graft.finder.finder, replace(size, on_full="error"))
-    with pytest.raises(UserError, match=r"task '1' lost .*; 99\.9% were free"):
+    with pytest.raises(UserError, match=r"task '1' lost .*; 99\.9% were free.*; give --expected-tasks or a larger "
+                                        r"--tolerance \(RegionSize expected_tasks="):
         strategy.train(bm.train_stream[1])
     assert owners.tasks == ["0"]
     params = dict(strategy.model.named_parameters())
@@ -321,7 +325,7 @@ def test_a_task_at_chance_warns_even_when_its_graft_keeps_its_trained_score():
     noise = nc_benchmark(_noise(1600, 1), _noise(64, 2), n_experiences=2, task_labels=True, seed=0,
                          fixed_class_order=[0, 1, 2, 3])
     size = RegionSize(tolerance=0.5)
-    strategy = _strategy(_mlp(), size=size)
+    strategy = _strategy(_mlp(), region_size=size)
     torch.manual_seed(0)
     with pytest.warns(CapacityWarning, match=r"task '0' scores [0-9.]+% on its 80 dev rows \(its trained model "
                                              r"[0-9.]+%\), not surely above chance \(5[0-9.]+%, its most frequent "
@@ -330,7 +334,8 @@ def test_a_task_at_chance_warns_even_when_its_graft_keeps_its_trained_score():
     record = sizing_records(strategy.graft.owners)[0]
     assert record["met"] and not record["above_chance"] and record["score_low"] <= record["chance"]
     strategy.graft.finder = SizedFinder(strategy.graft.finder.finder, replace(size, on_full="error"))
-    with pytest.raises(UserError, match=r"task '1' scores .* not surely above chance .*more free elements"):
+    with pytest.raises(UserError, match=r"task '1' scores .* not surely above chance .*more free elements "
+                                        r"\(--expected-tasks"):
         strategy.train(noise.train_stream[1])
     assert strategy.graft.owners.tasks == ["0"]
 
@@ -340,3 +345,12 @@ def test_a_task_that_learned_is_above_chance(default_run):
     records = sizing_records(default_run[0].graft.owners)
     assert all(r["above_chance"] and r["score_low"] > r["chance"] for r in records)
     assert all(0.5 <= r["chance"] < 0.6 for r in records)                  # two classes, balanced
+
+
+def test_a_run_refusal_names_the_option_of_run(env, tmp_path):
+    """``cl-graft run --region-size`` too small for one element is refused naming ``--region-size`` (the option of
+    the command the user ran, and of every other command), never an option ``run`` does not have."""
+    out = tmp_path / "out"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--region-size", "1e-9", "--out", str(out))
+    assert result.exit_code == 2 and "--region-size 1e-09 selects no element" in result.output, result.output
+    assert "sparsity" not in result.output and "budget" not in result.output

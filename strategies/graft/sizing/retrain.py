@@ -2,7 +2,8 @@
 
 Top-|Δ| grafts of small regions lose part of what the task learned (MiniLM, quick preset: 1% of the graftable
 elements scored 78.6 against the fine-tuned model's 80.8, mean over sst2, qnli, agnews and 3 seeds,
-benchmarks/results/retrain_probe/retrain_seeds.md), so the size search of :mod:`.sizing` keeps larger ones.
+benchmarks/results/retrain_probe/retrain_seeds.md), so the size search (:mod:`cl_graft.strategies.graft.sizing`)
+keeps larger ones.
 Sparse fine-tuning is reported to recover it (Ansell et al. 2022, LT-SFT, https://arxiv.org/abs/2110.07560:
 train every element, keep those that moved most, put the rest back to θ_pre, train only those). Done inside the
 experience's own step budget, a task trains as many steps as with every other strategy:
@@ -40,12 +41,11 @@ from torch import Tensor
 from cl_graft.regions.data import RegionData
 from cl_graft.regions.region import Region
 
-from .capacity import experience_finder
+from ..owner_map import OwnerMap
+from ..region_search import start_model
+from ..targets import GraftTarget
+from .finder import SizedFinder
 from .ladder import Ladder, accuracy
-from .owner_map import OwnerMap
-from .region_search import start_model
-from .sizing import SizedFinder
-from .targets import GraftTarget
 
 
 def planned_steps(strategy) -> int | None:
@@ -64,13 +64,14 @@ class RegionRetrain:
     """Steps 1–3 of the module docstring for one experience of ``steps`` planned optimizer steps.
 
     Args:
-        finder: the experience's sized finder (its allowance set); ``finder.size.retrain`` and ``.shrink`` apply.
+        finder: the experience's sized finder (its allowance set); ``finder.region_size.retrain`` and ``.shrink``
+            apply.
         steps: the experience's planned steps (:func:`planned_steps`); None: no switch.
     """
 
     def __init__(self, finder: SizedFinder, steps: int | None) -> None:
         self.finder = finder
-        share = finder.size.retrain
+        share = finder.region_size.retrain
         self.at = steps - math.ceil(share * steps) if steps and share > 0 else None
         self.at = self.at if self.at is not None and 0 < self.at < steps else None
         self.steps = steps
@@ -81,14 +82,6 @@ class RegionRetrain:
         self.mask: Tensor | None = None                 # (N,) bool, the retrained region
         self.heads: dict[str, Tensor] = {}              # the task's head at the switch (f₁'s)
         self.task: str | None = None
-
-    @classmethod
-    def of(cls, finder, strategy, *, done: int) -> RegionRetrain | None:
-        """The retraining of ``strategy``'s current experience (``done`` tasks learned before it), or None when
-        ``finder`` does not size regions or its ``retrain`` is 0."""
-        if not isinstance(finder, SizedFinder) or finder.size.retrain <= 0:
-            return None
-        return cls(experience_finder(finder, strategy.experience, done=done), planned_steps(strategy))
 
     @property
     def switched(self) -> bool:
@@ -107,10 +100,10 @@ class RegionRetrain:
         t0 = time.perf_counter()
         root, was_training = target.root, target.model.training
         pre = start_model(root, owners, free)
-        ladder = Ladder(self.finder.size, self.finder.config, self.finder.allowance, pre, root, data,
+        ladder = Ladder(self.finder.region_size, self.finder.config, self.finder.allowance, pre, root, data,
                         names=owners.names, candidates=free)
         self.chosen = ladder.search()
-        self.mask = ladder.prob.base_mask(ladder.below(self.chosen, self.finder.size.shrink))   # (N,) bool
+        self.mask = ladder.prob.base_mask(ladder.below(self.chosen, self.finder.region_size.shrink))   # (N,) bool
         params = dict(root.named_parameters())
         self.heads = {n: params[n].detach().clone() for n in target.heads(label)}
         self.ladder, self.task = ladder, task

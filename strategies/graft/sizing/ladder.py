@@ -1,7 +1,7 @@
-"""One task's size search over the rungs of a :class:`~.sizing.RegionSize` (step 3 of :mod:`.sizing`): the
-held-out passes, the evidence of each rung against the trained model, and the record of what was chosen.
+"""One task's size search over the rungs of a :class:`~.rules.RegionSize` (steps 1–3 of the package docstring):
+the held-out passes, the evidence of each rung against the trained model, and the record of what was chosen.
 
-:class:`~.sizing.SizedFinder` runs it after an experience trained; :mod:`.retrain` runs it part-way through
+:class:`~.finder.SizedFinder` runs it after an experience trained; :mod:`.retrain` runs it part-way through
 training and keeps its reference to judge the region retrained after it.
 """
 from __future__ import annotations
@@ -57,35 +57,36 @@ class Ladder:
     (rungs are grafted onto a private copy).
 
     Args:
-        size: the :class:`~.sizing.RegionSize` rules.
+        region_size: the :class:`~.rules.RegionSize` rules.
         cfg: the finder's :class:`~cl_graft.regions.config.LocalizeConfig` (its seed picks the rows).
         allowance: share of each tensor's free elements the task may take.
         names: graftable tensors; candidates: the free elements (None: all).
     """
 
     @torch.no_grad()
-    def __init__(self, size, cfg, allowance: float, pre: nn.Module, ft: nn.Module, data: RegionData, *,
+    def __init__(self, region_size, cfg, allowance: float, pre: nn.Module, ft: nn.Module, data: RegionData, *,
                  names: list[str], candidates: Region | None) -> None:
         self.t0 = time.perf_counter()
-        self.size, self.cfg, self.allowance, self.data = size, cfg, allowance, data
-        prob = self.prob = Problem.build(pre, ft, replace(cfg, budget=1), names=names, candidates=candidates)
-        self.free = int(prob.cand.sum())
+        self.region_size, self.cfg, self.allowance, self.data = region_size, cfg, allowance, data
+        prob = self.prob = Problem.build(pre, ft, replace(cfg, region_elements=1), names=names, candidates=candidates)
+        self.free_elements = int(prob.cand.sum())
         prob.cand = allowed(prob, allowance)
-        self.cap = int(prob.cand.sum())
-        if self.cap < 1:
-            raise UserError(f"no graftable element is left for this task: its allowance, {allowance:.3g} of "
-                            f"each tensor's free elements ({self.free} free in all), selects none; plan for fewer "
-                            f"tasks (RegionSize expected_tasks=, reserve=) or give a larger model")
+        self.cap_elements = int(prob.cand.sum())
+        if self.cap_elements < 1:
+            raise UserError(f"no graftable element is left for this task: its allowance, {allowance:.3g} of each "
+                            f"tensor's free elements ({self.free_elements} free in all), selects none; plan for "
+                            f"fewer tasks (--expected-tasks, --reserve; RegionSize expected_tasks=, reserve=) or "
+                            f"give a larger model")
         self.split = "dev" if has_dev(data) else "train"
         self.work = clone_model(ft).eval()
         self.theta, _ = prob.bind(self.work)                                # (N,) buffer at θ_ft
-        self.labels = data.labels(self.split, limit=size.rows, seed=cfg.seed)
+        self.labels = data.labels(self.split, limit=region_size.rows, seed=cfg.seed)
         reference, ref_more = self.outputs()
         self.scale = temperature(reference.probs, self.labels)              # θ_ft calibrated on held-out labels
         self.reference = Outputs(calibrate(reference.probs, self.scale), self.labels)
         self.ref_more = calibrate(ref_more, self.scale) if ref_more is not None else None
-        self.z = z_value(size.confidence)
-        self.rungs = list(reversed(size.rungs(prob.numel, self.cap)))       # top down: the cap first
+        self.z = z_value(region_size.confidence)
+        self.rungs = list(reversed(region_size.rungs(prob.numel, self.cap_elements)))       # top down: the cap first
         self.tried: list[dict] = []
         self.search_seconds = 0.0
 
@@ -97,7 +98,7 @@ class Ladder:
         model = self.work if model is None else model
         was_training = model.training
         model.eval()
-        rows, seed = self.size.rows, self.cfg.seed
+        rows, seed = self.region_size.rows, self.cfg.seed
         held = Outputs(self.data.probabilities(model, self.split, limit=rows, seed=seed), self.labels)
         extra = self.data.probabilities(model, "train", limit=rows, seed=seed) if more and self.split == "dev" \
             else None
@@ -111,7 +112,7 @@ class Ladder:
     def evidence(self, out: Outputs, more: Tensor | None) -> dict:
         """:func:`~.evidence.loss_evidence` of outputs against the trained model's (on the training inputs too
         when ``more`` holds them)."""
-        return loss_evidence(self.reference, out, z=self.z, tolerance=self.size.tolerance,
+        return loss_evidence(self.reference, out, z=self.z, tolerance=self.region_size.tolerance,
                              ref_more=self.ref_more if more is not None else None, graft_more=more)
 
     @torch.no_grad()
@@ -142,25 +143,26 @@ class Ladder:
 
     def region(self, mask: Tensor, *, task: str | None, ft: nn.Module, **extra) -> Region:
         """The top-|Δ| Region of ``mask`` ``(N,)``."""
-        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, budget=int(mask.sum())), task=task,
+        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, region_elements=int(mask.sum())), task=task,
                                 ft=ft, **extra)
 
-    def record(self, size: int, chosen: dict, out: Outputs, more: Tensor | None, **extra) -> dict:
-        """The ``meta["sizing"]`` record of a region of ``size`` elements at rung ``chosen`` whose held-out
-        outputs are ``out`` / ``more`` (see :mod:`.sizing`); ``extra`` joins it."""
+    def record(self, elements: int, chosen: dict, out: Outputs, more: Tensor | None, **extra) -> dict:
+        """The ``meta["sizing"]`` record of a region of ``elements`` elements at rung ``chosen`` whose held-out
+        outputs are ``out`` / ``more`` (see the package docstring); ``extra`` joins it."""
         evidence = self.evidence(out, more)
-        chance = chance_level(self.data.labels("train", limit=self.size.rows, seed=self.cfg.seed))
-        score_low = wilson_low(out.hits, NormalDist().inv_cdf(self.size.confidence))
+        chance = chance_level(self.data.labels("train", limit=self.region_size.rows, seed=self.cfg.seed))
+        score_low = wilson_low(out.hits, NormalDist().inv_cdf(self.region_size.confidence))
         ref_acc = accuracy(self.reference.hits)
         numel = self.prob.numel
         return {
-            "share": size / numel, "elements": size, "loss": evidence["loss"], "bound": evidence["bound"],
+            "share": elements / numel, "elements": elements, "loss": evidence["loss"], "bound": evidence["bound"],
             "kept": accuracy(out.hits) / ref_acc if ref_acc else 1.0, "score": accuracy(out.hits),
             "score_low": score_low, "chance": chance, "above_chance": score_low > chance, "reference": ref_acc,
-            "temperature": self.scale, "tolerance": self.size.tolerance, "confidence": self.size.confidence,
-            "met": evidence["loss"] <= self.size.tolerance + 1e-9, "allowance": self.allowance,
-            "cap_share": self.cap / numel, "below_cap": chosen["elements"] != self.rungs[0],
-            "free_before": self.free / numel, **extra, "validation": self.split, "rows": len(self.labels),
+            "temperature": self.scale, "tolerance": self.region_size.tolerance,
+            "confidence": self.region_size.confidence,
+            "met": evidence["loss"] <= self.region_size.tolerance + 1e-9, "allowance": self.allowance,
+            "cap_share": self.cap_elements / numel, "below_cap": chosen["elements"] != self.rungs[0],
+            "free_before": self.free_elements / numel, **extra, "validation": self.split, "rows": len(self.labels),
             "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
                                          "disagree", "vouched")} for r in self.tried],
             "search_seconds": round(self.search_seconds, 3), "seconds": round(time.perf_counter() - self.t0, 3)}

@@ -1,10 +1,10 @@
 """Evidence that a grafted model loses at most a tolerance of its trained model's accuracy, from held-out rows.
 
 Panigrahi et al. 2023 (https://arxiv.org/abs/2302.06600) claim a tiny region keeps nearly all of a task's
-fine-tuned accuracy; :mod:`.sizing` chooses each task's region size by asking, rung by rung, whether the rows at
-hand can vouch for that. With f the trained model (θ_ft), g a grafted one and y the label of a held-out row x,
-the quantity to bound is the accuracy g loses, L = P(f(x) = y) − P(g(x) = y). Two estimates of L are read from
-the same rows, each with a one-sided upper confidence bound at level α/2 (so that using either holds at level α:
+fine-tuned accuracy; the size search (:mod:`cl_graft.strategies.graft.sizing`) chooses each task's region size
+by asking, rung by rung, whether the rows at hand can vouch for that. With f the trained model (θ_ft), g a
+grafted one and y the label of a held-out row x, the quantity to bound is the accuracy g loses,
+L = P(f(x) = y) − P(g(x) = y). Two estimates of L are read from the same rows, each with a one-sided upper confidence bound at level α/2 (so that using either holds at level α:
 Bonferroni); a rung is vouched for when the paired bound is at most the tolerance τ, or when the beliefs' bound
 is and the labels do not contradict it (below):
 

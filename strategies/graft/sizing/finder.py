@@ -1,0 +1,82 @@
+"""The sized finder (:class:`SizedFinder`): steps 3–4 of the size search (package docstring) for one task after it
+trained: the ladder chooses the rung, the region finder runs once at that size, and the better of the two regions on
+the held-out rows is kept, with its size record in ``meta["sizing"]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor, nn
+
+from cl_graft.errors import UserError
+from cl_graft.regions.data import RegionData
+from cl_graft.regions.problem import Problem
+from cl_graft.regions.region import Region
+
+from ..finders import LocalizeFinder
+from .ladder import Ladder, accuracy
+from .rules import RegionSize
+
+
+@dataclass(frozen=True)
+class SizedFinder:
+    """A region finder that chooses each region's size (a :class:`~..finders.RegionFinder`).
+
+    Args:
+        finder: the finder run at the chosen size; it must have a ``config``
+            (:class:`~cl_graft.regions.config.LocalizeConfig`, whose ``region_elements`` is set per task). Default:
+            :class:`~..finders.LocalizeFinder` (the learned region).
+        region_size: the size search's rules.
+        allowance: share of each tensor's free elements this call may select (set per task by the plugin from
+            :meth:`RegionSize.allowance`); 1.0 = every candidate.
+    """
+
+    finder: object = field(default_factory=LocalizeFinder)
+    region_size: RegionSize = field(default_factory=RegionSize)
+    allowance: float = 1.0
+
+    def __post_init__(self) -> None:
+        if getattr(self.finder, "config", None) is None:
+            raise UserError("automatic region size needs a finder with a LocalizeConfig (.config)")
+
+    @property
+    def config(self):
+        return self.finder.config
+
+    def to_json(self) -> dict:
+        inner = self.finder.to_json() if hasattr(self.finder, "to_json") else {"finder": type(self.finder).__name__}
+        return {"region_size": self.region_size.to_json(), **inner}
+
+    @torch.no_grad()
+    def __call__(self, pre: nn.Module, ft: nn.Module, data: RegionData, *, names: list[str],
+                 candidates: Region | None) -> Region:
+        cfg = self.finder.config
+        ladder = Ladder(self.region_size, cfg, self.allowance, pre, ft, data, names=names, candidates=candidates)
+        prob = ladder.prob
+        chosen = ladder.search()
+        inner = replace(self.finder, config=replace(cfg, region_elements=chosen["elements"]))
+        with torch.enable_grad():
+            region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))
+        flat = torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device)
+        same = torch.equal(flat, chosen["mask"])                             # the finder kept the rung's region
+        out, more, gain = chosen["out"], chosen["more"], 0.0
+        if not same:                                                         # one more pass: the finder's region
+            ladder.graft_(flat)
+            found, found_more = ladder.outputs()
+            gain = accuracy(found.hits) - accuracy(out.hits)                 # against the rung's region
+            if gain >= 0:
+                out, more = found, found_more
+            else:                                                            # the rung's region scored higher
+                region = ladder.region(chosen["mask"], task=data.task, ft=ft, refined_score=accuracy(out.hits))
+        region.meta["sizing"] = ladder.record(region.size, chosen, out, more, refined_gain=gain, refined_same=same)
+        return region
+
+
+def _unflatten(prob: Problem, flat: Tensor) -> Region:
+    """The region of a flat ``(N,)`` bool mask over ``prob``'s tensors."""
+    flat = flat.cpu()
+    return Region.adopt({n: flat[a:z].reshape(prob.shapes[n]).clone() for n, (a, z) in zip(prob.names, prob.spans)},
+                        {"method": "allowance"})
+
+
