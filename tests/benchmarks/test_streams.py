@@ -39,8 +39,9 @@ def test_benchmark_has_one_task_labelled_experience_per_task():
     assert [r["text_a"] for r in rows] == ["is this a question", "no"] and rows[0]["targets_task_labels"] == 1
     x, y, t = bm.train_stream[0].dataset.collate_fn(experience_rows(bm.train_stream[0].dataset))
     enc = model.encode(SINGLE, "toy")
-    assert x.shape == (3, 2, enc["input_ids"].shape[1])
-    assert torch.equal(x[:, 0], enc["input_ids"]) and torch.equal(x[:, 1], enc["attention_mask"])
+    width = enc["input_ids"].shape[1]
+    assert x.shape == (3, 2, model.max_length) and not x[:, 1, width:].any()      # padded to the model's width
+    assert torch.equal(x[:, 0, :width], enc["input_ids"]) and torch.equal(x[:, 1, :width], enc["attention_mask"])
     assert y.tolist() == [1, 0, 0] and t.tolist() == [0, 0, 0]
 
 
