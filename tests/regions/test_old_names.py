@@ -1,6 +1,7 @@
-"""Records written before the region size had one name per quantity (``sparsity`` for the share, ``budget`` for the
-count) load under today's names, ``region_size`` and ``region_elements`` (cl_graft.regions.names): committed run
-configs, skill map configs, surgical results and saved region folders."""
+"""Records written before the region size had one name per quantity (``sparsity`` and graft's setting ``size`` for
+the share, ``budget`` and graft's ``info["region_sizes"]`` for the count) load under today's names, ``region_size``
+and ``region_elements`` (cl_graft.regions.names): committed run configs, tuning choices, results, skill map configs,
+surgical results and saved region folders."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from cl_graft import ops
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.io import CONFIG_NAME
-from cl_graft.regions.names import current_names
+from cl_graft.regions.names import current_names, current_setting_names, region_elements
 from cl_graft.regions.region import Region
 from cl_graft.skillmaps.experiment import SkillmapConfig
 from cl_graft.skillmaps.results import load_skillmap
@@ -77,3 +78,30 @@ def test_old_and_new_names_together_are_refused():
     assert current_names({"sparsity": 0.1, "steps": 2}) == {"region_size": 0.1, "steps": 2}
     with pytest.raises(UserError, match="both 'sparsity' and 'region_size' given"):
         LocalizeConfig.from_json({"sparsity": 0.1, "region_size": 0.2})
+
+
+def test_committed_graft_settings_with_size_read_as_region_size():
+    """A committed run (``--settings-from`` a tuned seed) recorded graft's setting and its choice as ``size``."""
+    run = json.loads((RESULTS / "digits/runs/split-digits-cnn-task/seed1/results.json").read_text())["run"]
+    graft, chosen = run["strategy_settings"]["graft"], run["settings_from"]["graft"]["chosen"]
+    assert "size" in graft and "region_size" not in graft and chosen == {"size": 0.1}
+    now = current_setting_names(graft)
+    assert now["region_size"] == graft["size"] and now["region_size"]["tolerance"] == 0.02 and "size" not in now
+    assert {k: v for k, v in now.items() if k != "region_size"} == {k: v for k, v in graft.items() if k != "size"}
+    assert current_setting_names(chosen) == {"region_size": 0.1}
+    assert current_setting_names({"size": "auto", "size.tolerance": 0.01, "ewc_lambda": 5}) == \
+        {"region_size": "auto", "region_size.tolerance": 0.01, "ewc_lambda": 5}
+    with pytest.raises(UserError, match="both 'size.tolerance' and 'region_size.tolerance' given"):
+        current_setting_names({"size.tolerance": 0.1, "region_size.tolerance": 0.2})
+
+
+def test_committed_region_counts_in_region_sizes_read_as_region_elements():
+    """graft's results written before the rename held each task's element count as ``info["region_sizes"]``."""
+    info = json.loads((RESULTS / "text_size/text_quick/seed0/results.json").read_text())["strategies"]["graft"]["info"]
+    assert "region_sizes" in info and "region_elements" not in info
+    counts = region_elements(info)
+    assert counts == info["region_sizes"] == [106467, 532339, 532339]
+    assert [c / info["graftable"] for c in counts] == pytest.approx(info["region_density"], abs=1e-12)
+    assert region_elements({"region_elements": [3, 4]}) == [3, 4] and region_elements({"bytes": 1}) is None
+    with pytest.raises(UserError, match="both 'region_sizes' and 'region_elements' given"):
+        region_elements({"region_sizes": [3], "region_elements": [3]})
