@@ -25,6 +25,7 @@ from cl_graft.strategies.comparison.metrics import paired_interval
 from cl_graft.strategies.comparison.progress import human_bytes
 
 from cl_graft.files import read_json
+from cl_graft.regions.names import current_setting_names
 from cl_graft.task import SCENARIOS
 
 from .digits_report import CEILINGS, SEES, bonferroni_verdict
@@ -273,7 +274,7 @@ def _digits_row(row: dict) -> dict:
 
 def _own_variant(graft: dict | None) -> str:
     """The ``graft[...]`` row label of the size graft's own row ran with (tuning's choice, else ``auto``)."""
-    size = ((graft or {}).get("chosen") or {}).get("size", "auto")
+    size = current_setting_names((graft or {}).get("chosen") or {}).get("region_size", "auto")
     return f"graft[{size}]"
 
 

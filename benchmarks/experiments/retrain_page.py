@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 import click
+from cl_graft.regions.names import current_setting_names
 from cl_graft.strategies.comparison.metrics import paired_interval
 
 from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
@@ -25,7 +26,7 @@ def variant(run: dict) -> tuple[tuple, float, int]:
     rec = run["run"]
     if "graft" not in run["strategies"] or "graft" not in rec.get("strategy_settings", {}):
         raise ScriptError(f"{rec.get('command_line')}: holds no graft run")
-    size = rec["strategy_settings"]["graft"]["size"]
+    size = current_setting_names(rec["strategy_settings"]["graft"])["region_size"]
     if not isinstance(size, dict):
         raise ScriptError(f"{rec['command_line']}: a fixed region size, not the automatic one")
     scenario = run.get("scenario") or rec.get("scenario", "task")        # a text run's record names none

@@ -2,7 +2,7 @@
 
 Each :class:`~..interface.entry.StrategyEntry` lists candidate points in the order to try them
 (``entry.grid``: keys of its settings class, :mod:`..interface.settings`, dotted for nested ones, e.g.
-``"size.tolerance"``). A run has one tuning budget, the same for every strategy (``cl-graft run
+``"region_size.tolerance"``). A run has one tuning budget, the same for every strategy (``cl-graft run
 --tune-budget``, default :data:`TUNE_BUDGET`, recorded in the results): with ``--tune`` the first ``budget``
 points of each grid (all of a shorter grid) are run on the stream with *dev* rows in place of the test rows
 and scored by their final average dev accuracy; the best point (the first on ties) is then run on the test
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_graft.errors import UserError
+from cl_graft.regions.names import current_setting_names
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 
 from ..interface.settings import Settings, apply_point, has_setting
@@ -79,6 +80,9 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
         strategy → ``{"chosen": point, "from": "<run_dir> (seed s)"}``, the record a run keeps in
         ``info["tuning"]``.
 
+    A point recorded under a setting's old name (graft's ``size``) is read under its name now
+    (:func:`cl_graft.regions.names.current_setting_names`).
+
     Raises:
         UserError: no ``results.json`` in ``run_dir``, a strategy that was not tuned there, or a recorded point
             that is not in the strategy's grid (the file is not a tuning record of this version).
@@ -93,6 +97,7 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
         point = (((results["strategies"].get(name) or {}).get("info") or {}).get("tuning") or {}).get("chosen")
         if point is None:
             raise UserError(f"{path}: strategy {name!r} was not tuned there (run it with --tune first)")
+        point = current_setting_names(point)
         if point not in [dict(p) for p in STRATEGIES[name].grid]:
             raise UserError(f"{path}: {name!r} chose {point}, which is not a point of its grid")
         out[name] = {"chosen": dict(point), "from": f"{Path(run_dir)} (seed {seed})"}

@@ -99,7 +99,7 @@ def _finder(ctx: BuildContext):
 
     settings: GraftSettings = ctx.settings
     finder = LocalizeFinder(settings.method, settings.localize_config(), progress=ctx.progress)
-    return SizedFinder(finder, settings.size) if isinstance(settings.size, RegionSize) else finder
+    return SizedFinder(finder, settings.region_size) if isinstance(settings.region_size, RegionSize) else finder
 
 
 def _stream_mode(ctx: BuildContext):
@@ -120,7 +120,7 @@ def check_size(settings: GraftSettings, stream) -> None:
     Raises:
         UserError: size × tasks above the graftable elements.
     """
-    size, tasks = settings.size, len(stream.tasks)
+    size, tasks = settings.region_size, len(stream.tasks)
     if not isinstance(size, RegionSize) and size * tasks > 1 + 1e-9:
         raise UserError(f"--region-size {size:g} for {tasks} tasks needs {size * tasks:.0%} of the graftable "
                         f"elements; at most {1 / tasks:.4g} per task fits (or --region-size auto)")

@@ -19,7 +19,8 @@ RECONSTRUCT = ("experience", "minibatch", "all")
 """The plugin's evaluation modes (:class:`~.plugin.GraftPlugin`'s ``reconstruct``), checked when settings are
 made rather than when the plugin is built after earlier strategies ran."""
 
-SIZE_GRID = ({"size": "auto"}, {"size": 0.01}, {"size": 0.1}, {"size": 0.05}, {"size": 0.001})
+SIZE_GRID = ({"region_size": "auto"}, {"region_size": 0.01}, {"region_size": 0.1}, {"region_size": 0.05},
+             {"region_size": 0.001})
 """Region sizes ``--tune`` tries, in order: the run's budget takes the first ones."""
 
 
@@ -35,7 +36,7 @@ class RegionServing(Settings):
             raise UserError(f"reconstruct must be experience, minibatch or all, got {self.reconstruct!r}")
 
 
-def parse_size(value) -> RegionSize | float:
+def parse_region_size(value) -> RegionSize | float:
     """A region size setting: a :class:`~.sizing.RegionSize` (``"auto"``: its defaults) or a fixed share in
     (0, 1] (a number or its text).
 
@@ -61,9 +62,9 @@ class GraftSettings(RegionServing):
 
     method: str = field(default="graft", metadata={
         "help": "Region method of graft (cl_graft.regions.methods; graft = learned, Eq. 3)."})
-    size: RegionSize | float = field(default_factory=RegionSize, metadata={
-        "name": "region_size", "shown": "auto", "help": "Each task's region size: auto (the smallest its dev rows vouch for, "
-        "cl_graft.strategies.graft.sizing) or a fixed share of the graftable parameters, e.g. 0.01.",
+    region_size: RegionSize | float = field(default_factory=RegionSize, metadata={
+        "name": "region_size", "shown": "auto", "help": "Each task's region size: auto (the smallest its dev rows "
+        "vouch for, cl_graft.strategies.graft.sizing) or a fixed share of the graftable parameters, e.g. 0.01.",
         "options": {"tolerance": "With --region-size auto: accuracy (a share) a task's graft may lose against its "
                                  "trained model on dev rows.",
                     "confidence": "With --region-size auto: the level of that statement.",
@@ -83,7 +84,7 @@ class GraftSettings(RegionServing):
         super().__post_init__()
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
-        object.__setattr__(self, "size", parse_size(self.size))
+        object.__setattr__(self, "region_size", parse_region_size(self.region_size))
 
     @classmethod
     def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:
@@ -94,4 +95,5 @@ class GraftSettings(RegionServing):
 
     def localize_config(self) -> LocalizeConfig:
         """The region search's settings: with a fixed size, its region_size is that size."""
-        return self.localize if isinstance(self.size, RegionSize) else replace(self.localize, region_size=self.size)
+        return self.localize if isinstance(self.region_size, RegionSize) else \
+            replace(self.localize, region_size=self.region_size)

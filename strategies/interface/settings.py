@@ -3,11 +3,12 @@ beside its method (:mod:`.entry`).
 
 A settings class subclasses :class:`Settings` and is a frozen dataclass whose fields carry ``metadata["help"]``.
 Its fields are changed by *keys*: the field's name, or ``"outer.inner"`` for a field of a nested dataclass (e.g.
-``"size.tolerance"``). Keys are the names of record: ``cl-graft run`` options (``--ewc-lambda``; ``--tolerance``
+``"region_size.tolerance"``). Keys are the names of record: ``cl-graft run`` options (``--ewc-lambda``; ``--tolerance``
 for an inner field a nested field lists in its ``metadata["options"]``, inner name → help or None for the
 inner field's own; a nested field with a ``metadata["name"]`` is also an option itself, given as text:
 ``--region-size``), grid points (:mod:`..comparison.tuning`) and the
-``info["tuning"]["chosen"]`` of results files, so one option name means one setting across the registry.
+``info["tuning"]["chosen"]`` of results files, so one option name means one setting across the registry (keys
+recorded before a rename are read under today's in one place, :func:`cl_graft.regions.names.current_setting_names`).
 A field whose default the preset sizes says so with ``metadata["preset"]`` and the class overrides
 :meth:`Settings.from_preset`; a field with ``metadata["option"] = False`` gets no command-line option.
 """
@@ -75,8 +76,8 @@ class SettingOption:
 
     @property
     def name(self) -> str:
-        """The option's name without dashes: the field's ``metadata["name"]`` for a field that has one (``size``
-        → ``region_size``), else the key's last part (``ewc_lambda``; ``size.tolerance`` → ``tolerance``)."""
+        """The option's name without dashes: the field's ``metadata["name"]`` for a field that has one (graft's
+        ``region_size``), else the key's last part (``ewc_lambda``; ``region_size.tolerance`` → ``tolerance``)."""
         return (None if "." in self.key else self.field.metadata.get("name")) or self.key.rpartition(".")[2]
 
 
@@ -139,9 +140,9 @@ def apply_point(settings: Settings, point: Mapping[str, Any]) -> Settings:
 
 def in_options(text: str, cls: type[Settings]) -> str:
     """``text`` (an error about settings of ``cls``) with the fields it names written as their command-line options:
-    ``'size.tolerance'`` and ``tolerance`` → ``--tolerance``, ``size = 0.1`` → ``--region-size 0.1``. A field whose
-    option is named otherwise (``size``) is replaced only where quoted or followed by `` =``: the bare word is
-    English too."""
+    ``'region_size.tolerance'`` and ``tolerance`` → ``--tolerance``, ``region_size = 0.1`` → ``--region-size 0.1``.
+    A field whose option is named otherwise is replaced only where quoted or followed by `` =``: the bare word may
+    be English too."""
     quoted, bare = {}, {}
     for opt in setting_options(cls):
         flag = "--" + opt.name.replace("_", "-")

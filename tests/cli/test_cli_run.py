@@ -95,7 +95,7 @@ def test_region_size_is_one_option_auto_or_a_share(env, tmp_path):
     results = json.loads((tmp_path / "a" / "results.json").read_text())
     sizing = results["strategies"]["graft"]["info"]["sizing"]
     assert [s["tolerance"] for s in sizing] == [0.5, 0.5] and all("rungs" in s for s in sizing)
-    assert results["run"]["strategy_settings"]["graft"]["size"]["tolerance"] == 0.5
+    assert results["run"]["strategy_settings"]["graft"]["region_size"]["tolerance"] == 0.5
 
 
 def test_the_trained_models_test_accuracy_is_recorded_per_task(env, tmp_path):

@@ -143,9 +143,9 @@ def test_a_setting_of_no_chosen_strategy_is_refused(run_args, tmp_path):
 def test_settings_that_name_another_strategys_setting_alike_are_refused():
     @dataclass(frozen=True)
     class Clash(Settings):
-        tolerance: float = 0.5                       # --tolerance already means graft's size.tolerance
+        tolerance: float = 0.5                       # --tolerance already means graft's region_size.tolerance
 
     assert "loss_scale" in [o.name for o in registry_options([*STRATEGIES.values(), ENTRY])]
-    with pytest.raises(ValueError, match="clashes with another strategy's 'size.tolerance'"):
+    with pytest.raises(ValueError, match="clashes with another strategy's 'region_size.tolerance'"):
         registry_options([*STRATEGIES.values(), StrategyEntry(name="clash", help="x", stores="y", build=print,
                                                               kept_bytes=print, settings=Clash)])

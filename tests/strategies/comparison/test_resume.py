@@ -22,7 +22,7 @@ from cl_graft.strategies.interface.config import continual_setup
 from helpers import build_model, stream_rows
 
 DATA, CFG = continual_setup("smoke", seed=0)
-SETTINGS = strategy_settings("graft", DATA, seed=0, given={"size": 0.05})
+SETTINGS = strategy_settings("graft", DATA, seed=0, given={"region_size": 0.05})
 
 
 def _run(state_dir):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,11 @@ from cl_graft.strategies.baselines.ewc import EWCSettings
 from cl_graft.strategies.comparison.registry import STRATEGIES, StrategyEntry, strategy_settings
 from cl_graft.strategies.comparison.tuning import TUNE_BUDGET, tune
 from cl_graft.strategies.interface.config import continual_setup
-from cl_graft.strategies.interface.settings import apply_point
+from cl_graft.strategies.interface.settings import apply_point, has_setting
+
+COMMITTED = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "digits" / "runs" / "split-digits-cnn-task"
+"""A committed tuned seed (seed0) and a seed that reused its choice (seed1), both written when graft's setting
+``region_size`` was called ``size``."""
 
 
 def test_every_grid_fills_the_default_budget_with_valid_settings():
@@ -38,23 +43,24 @@ def test_every_grid_fills_the_default_budget_with_valid_settings():
 def test_apply_point_and_tune_pick_the_best_first_on_ties():
     data = continual_setup("smoke", seed=0)[0]
     graft = strategy_settings("graft", data, seed=0)
-    assert graft.size == RegionSize()                                # the default: sized per task on dev rows
-    fixed = apply_point(graft, {"size": "0.1"})                      # --region-size 0.1
-    assert fixed.size == 0.1 and apply_point(graft, {"size": "auto"}).size == RegionSize()
-    assert strategy_settings("graft", data, seed=0, given={"size": 0.02}).size == 0.02
-    strict = apply_point(graft, {"size": "auto", "size.tolerance": 0.01})   # --region-size auto --tolerance 0.01
-    assert strict.size == RegionSize(tolerance=0.01)
-    with pytest.raises(UserError, match="does not apply to size = 0.1"):
-        apply_point(fixed, {"size.tolerance": 0.01})
+    assert graft.region_size == RegionSize()                         # the default: sized per task on dev rows
+    fixed = apply_point(graft, {"region_size": "0.1"})               # --region-size 0.1
+    assert fixed.region_size == 0.1 and apply_point(graft, {"region_size": "auto"}).region_size == RegionSize()
+    assert strategy_settings("graft", data, seed=0, given={"region_size": 0.02}).region_size == 0.02
+    strict = apply_point(graft, {"region_size": "auto",            # --region-size auto --tolerance 0.01
+                                 "region_size.tolerance": 0.01})
+    assert strict.region_size == RegionSize(tolerance=0.01)
+    with pytest.raises(UserError, match="does not apply to region_size = 0.1"):
+        apply_point(fixed, {"region_size.tolerance": 0.01})
     for bad in ("0", "1.5", "abc", "nan", True):
         with pytest.raises(UserError, match="region size must be auto or a share"):
-            apply_point(graft, {"size": bad})
+            apply_point(graft, {"region_size": bad})
     ewc = strategy_settings("ewc", data, seed=0)
     assert apply_point(ewc, {"ewc_lambda": 5.0}).ewc_lambda == 5.0 and ewc.ewc_lambda == 1e4
     with pytest.raises(UserError, match="not a setting"):
         apply_point(graft, {"localize.nope": 1})
     with pytest.raises(UserError, match="not a setting of EWCSettings"):
-        apply_point(ewc, {"size": 0.1})
+        apply_point(ewc, {"region_size": 0.1})
     lams = [p["ewc_lambda"] for p in STRATEGIES["ewc"].grid]              # its candidates, in order
     scores = dict(zip(lams, [0.5, 0.7, 0.7, 0.9, 0.1]))
     chosen, record = tune("ewc", ewc, lambda s: scores[s.ewc_lambda])
@@ -140,6 +146,27 @@ def _tuned(folder, name: str, info: dict) -> None:
                                                                  {name: strategy_json([0.8, 0.8], info=info)})))
 
 
+def test_settings_from_a_committed_run_tuned_before_the_rename_runs_the_same_settings(env, tmp_path):
+    """``--settings-from`` a committed tuned run whose record names graft's choice ``size``: the choice is read as
+    ``region_size`` (cl_graft.regions.names) and the run gets the settings the committed seed 1 ran with."""
+    tuning = json.loads((COMMITTED / "seed0" / "results.json").read_text())["strategies"]["graft"]["info"]["tuning"]
+    assert tuning["chosen"] == {"size": 0.1} and all(list(p) == ["size"] for p in tuning["grid"])
+    assert not any(has_setting(e.settings, "size") for e in STRATEGIES.values())     # the old name is free
+    out = tmp_path / "o"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--settings-from", str(COMMITTED / "seed0"),
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["run"]["settings_from"]["graft"]["chosen"] == {"region_size": 0.1}
+    assert saved["strategies"]["graft"]["info"]["tuning"]["chosen"] == {"region_size": 0.1}
+    ran = saved["run"]["strategy_settings"]["graft"]                   # what ran: the committed seed 1's choice
+    committed = json.loads((COMMITTED / "seed1" / "results.json").read_text())["run"]
+    assert ran["region_size"] == committed["settings_from"]["graft"]["chosen"]["size"] == 0.1 and "size" not in ran
+    before = committed["strategy_settings"]["graft"]                    # its settings before the choice
+    assert {k: ran[k] for k in ("method", "reconstruct")} == {k: before[k] for k in ("method", "reconstruct")}
+    assert [round(d, 2) for d in saved["strategies"]["graft"]["info"]["region_density"]] == [0.1, 0.1]
+
+
 @pytest.mark.parametrize("make, extra, message", [
     (lambda d: None, [], "no results.json of a finished `cl-graft run`"),
     (lambda d: _tuned(d, "ewc", {}), [], "'ewc' was not tuned there"),
@@ -162,8 +189,8 @@ def test_settings_from_bad_input_is_one_line_exit_2(env, tmp_path, make, extra, 
 def test_replay_matched_is_sized_by_the_bytes_of_the_graft_that_was_run(env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    _tuned(src, "graft", {"tuning": {"chosen": {"size": 0.1}}})
-    assert strategy_settings("graft", continual_setup("smoke", seed=0)[0], seed=0).size != 0.1
+    _tuned(src, "graft", {"tuning": {"chosen": {"region_size": 0.1}}})
+    assert strategy_settings("graft", continual_setup("smoke", seed=0)[0], seed=0).region_size != 0.1
     out = tmp_path / "o"
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft,replay-matched", "--settings-from", str(src),
                  "--out", str(out))
@@ -192,11 +219,12 @@ def test_a_grid_point_the_stream_cannot_run_is_skipped_not_fatal():
     graft = strategy_settings("graft", data, seed=0)
 
     def score(s):                                    # the 0.1 point outgrows a long stream's capacity
-        if s.size == 0.1:
+        if s.region_size == 0.1:
             raise UserError("region budget 1921 is larger than the 0 free graftable elements")
-        return 0.9 if s.size == 0.01 else 0.8
+        return 0.9 if s.region_size == 0.01 else 0.8
 
     chosen, record = tune("graft", graft, score)
-    assert chosen.size == 0.01 and record["dev_average"][2] is None and "larger than" in record["failed"]["2"]
+    assert chosen.region_size == 0.01 and record["dev_average"][2] is None
+    assert "larger than" in record["failed"]["2"]
     with pytest.raises(UserError, match="none of its 3 grid points ran"):
-        tune("graft", graft, lambda s: score(apply_point(s, {"size": 0.1})))
+        tune("graft", graft, lambda s: score(apply_point(s, {"region_size": 0.1})))
