@@ -24,6 +24,7 @@ import statistics
 from pathlib import Path
 
 import click
+from cl_graft.regions.names import region_elements
 from cl_graft.strategies.comparison.metrics import paired_interval
 
 from .run_records import record_note
@@ -62,7 +63,7 @@ def int32_bytes(graft: dict) -> int | None:
     info = graft.get("info", {})
     if not isinstance(info.get("bytes"), dict) or "graftable" not in info:
         return None
-    owned = sum(info["region_sizes"])
+    owned = sum(region_elements(info))
     regions = min(8 * owned, info["graftable"] + 4 * owned)
     return info["bytes"]["total"] - info["bytes"]["regions"] + regions
 

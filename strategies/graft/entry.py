@@ -46,21 +46,23 @@ def class_scenario_rule(ctx: BuildContext, rule: str = "entropy") -> str | None:
 
 
 def region_kept_bytes(strategy, model) -> tuple[int, dict]:
-    """Regions + heads + feature statistics of the owner map, in all and per task, with each task's region size,
-    density, the free share after it, the size search's record and the seconds of each search and of each task's
-    feature statistics (a resumed run's earlier sessions included, :func:`.run_state.task_seconds`); after an
-    evaluation routed by features, ``confined`` (:attr:`.plugin.GraftPlugin.confined`)."""
+    """Regions + heads + feature statistics of the owner map, in all and per task, with each task's region
+    element count (``region_elements``; results written before call it ``region_sizes``, read both with
+    :func:`cl_graft.regions.names.region_elements`), its density, the free share after it, the size search's record
+    and the seconds of each search and of each task's feature statistics (a resumed run's earlier sessions
+    included, :func:`.run_state.task_seconds`); after an evaluation routed by features, ``confined``
+    (:attr:`.plugin.GraftPlugin.confined`)."""
     from .sizing import sizing_records
 
     plugin = region_plugin(strategy)
     owners = plugin.owners
-    sizes = [p.region.size for p in owners.patches]
+    elements = [p.region.size for p in owners.patches]
     numel = sum(o.numel() for o in owners.owner.values())
     stored = owners.bytes()
-    return stored["total"], {"region_sizes": sizes, "graftable": numel, "bytes": stored,
+    return stored["total"], {"region_elements": elements, "graftable": numel, "bytes": stored,
                              "task_bytes": owners.task_bytes(),
-                             "region_density": [s / numel for s in sizes],
-                             "free_share": [1 - sum(sizes[:i + 1]) / numel for i in range(len(sizes))],
+                             "region_density": [e / numel for e in elements],
+                             "free_share": [1 - sum(elements[:i + 1]) / numel for i in range(len(elements))],
                              "sizing": sizing_records(owners), **task_seconds(plugin),
                              **({"confined": plugin.confined} if plugin.confined[1] else {})}
 

@@ -89,6 +89,7 @@ def test_region_size_is_one_option_auto_or_a_share(env, tmp_path):
     assert fixed.exit_code == 0, fixed.output
     info = json.loads((tmp_path / "f" / "results.json").read_text())["strategies"]["graft"]["info"]
     assert [round(d, 3) for d in info["region_density"]] == [0.05, 0.05] and "loss" not in info["sizing"][0]
+    assert [e / info["graftable"] for e in info["region_elements"]] == info["region_density"]   # counts
     auto = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--region-size", "auto", "--tolerance", "0.5",
                "--out", str(tmp_path / "a"))
     assert auto.exit_code == 0, auto.output

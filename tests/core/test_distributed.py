@@ -118,7 +118,7 @@ def test_a_grafting_stream_on_2_processes_matches_one_process(env, streams):
     for s in ("graft", "naive"):
         assert _flat(streams[1][s]) == pytest.approx(_flat(streams[2][s]), abs=1e-6)
     assert streams[2]["graft"]["summary"]["forgetting"] == 0.0
-    assert streams[1]["graft"]["info"]["region_sizes"] == streams[2]["graft"]["info"]["region_sizes"]
+    assert streams[1]["graft"]["info"]["region_elements"] == streams[2]["graft"]["info"]["region_elements"]
     skills = [env / f"stream{n}" / "graft" / "state" / "skills" / "skills.json" for n in (1, 2)]
     assert skills[0].read_text() == skills[1].read_text()
 
@@ -143,7 +143,7 @@ def test_an_interrupted_distributed_stream_resumes_to_the_same_results(env, stre
     assert done.returncode == 0, done.stderr[-3000:]
     full, resumed = streams[2]["graft"], json.loads((out / "graft" / "result.json").read_text())
     assert _flat(resumed) == pytest.approx(_flat(full), abs=1e-6)
-    assert resumed["info"]["region_sizes"] == full["info"]["region_sizes"]
+    assert resumed["info"]["region_elements"] == full["info"]["region_elements"]
 
 
 def test_bad_input_under_torchrun_stops_every_rank_with_one_line(env):

@@ -64,11 +64,14 @@ def test_page_says_where_grafts_time_went():
     graft, naive = run["strategies"]["graft"], run["strategies"]["naive"]
     for i, s in enumerate(graft["info"]["sizing"]):
         s["seconds"] = 3.0 + 2 * (i + 1)                                         # finder: 2 and 4 s
-    graft["info"].update(train_seconds=100.0, eval_seconds=15.0, feature_seconds=[5.0, 5.0], region_sizes=[2 ** 18] * 2,
-                         graftable=2 ** 24, bytes={"regions": 3 * 2 ** 20, "total": 4 * 2 ** 20})
+    graft["info"].update(train_seconds=100.0, eval_seconds=15.0, feature_seconds=[5.0, 5.0],
+                         region_elements=[2 ** 18] * 2, graftable=2 ** 24,
+                         bytes={"regions": 3 * 2 ** 20, "total": 4 * 2 ** 20})
     naive["info"] = {"train_seconds": 80.0, "eval_seconds": 15.0}
     text = page_text([run], [run["strategies"]["single"]])
     assert "stored 4.0 MB (5.0 MB with int32 indices)" in text                # 2^19 elements: 4 MB of index + value
+    graft["info"]["region_sizes"] = graft["info"].pop("region_elements")      # results written before the rename
+    assert page_text([run], [run["strategies"]["single"]]) == text
     assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (6.0% of graft's "
             "training calls); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
             "saving) 5 vs 5.") in text

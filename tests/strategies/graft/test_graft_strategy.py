@@ -91,18 +91,18 @@ def test_earlier_region_and_head_bit_identical(bm, opt, guard):
         assert torch.equal(bits(after1[n])[m], bits(owners.pre[n])[m]), n
 
 
-def test_zero_forgetting_and_region_sizes(graft_run):
+def test_zero_forgetting_and_region_elements(graft_run):
     strategy, _, results = graft_run
     assert acc(results[1], 0) == acc(results[0], 0)
     assert acc(results[0], 0) >= 0.7                                  # well above chance (0.5)
     owners = strategy.graft.owners
     assert owners.tasks == TASKS
-    sizes = [p.region.size for p in owners.patches]
-    assert all(0 < s <= int(0.3 * owners.patches[0].region.numel) for s in sizes)
+    elements = [p.region.size for p in owners.patches]
+    assert all(0 < e <= int(0.3 * owners.patches[0].region.numel) for e in elements)
     numel = owners.patches[0].region.numel                              # float32 value + gap-coded index, or
     code = sum(gap_bytes(i) for p in owners.patches for i in p.indices.values())   # an owner byte per element
-    assert sum(sizes) <= code < 2 * sum(sizes)
-    assert owners.bytes()["regions"] == 4 * sum(sizes) + min(code, numel)
+    assert sum(elements) <= code < 2 * sum(elements)
+    assert owners.bytes()["regions"] == 4 * sum(elements) + min(code, numel)
 
 
 def test_zero_forgetting_logits_across_experiences(bm):
