@@ -8,7 +8,8 @@ PackNet's ``info["region_elements"]``). Run records, results and region metadata
 them otherwise; they are read here, in one place, so that committed artifacts load unchanged:
 
 - :data:`OLD_NAMES` (``sparsity``, ``budget``): localization configs, region metadata, surgical results;
-- :data:`OLD_SETTING_NAMES` (``size``): graft's setting in ``strategy_settings`` and tuning points;
+- :data:`OLD_SETTING_NAMES` (``size``): graft's setting in ``strategy_settings``, tuning points and the settings of
+  a saved graft run (``graft_run.json``);
 - :data:`OLD_INFO_NAMES` (``region_sizes``, which held counts): a strategy result's ``info``.
 """
 from __future__ import annotations
@@ -61,6 +62,12 @@ def current_setting_names(point: Mapping[str, Any]) -> dict[str, Any]:
             raise UserError(f"both {key!r} and {new!r} given; {outer!r} is the old name of {new.partition('.')[0]!r}")
         out[new] = value
     return out
+
+
+def recorded_key(record: Mapping[str, Any], key: str) -> str:
+    """The key under which ``record`` holds setting ``key``: ``key`` itself, else an old name of it
+    (:data:`OLD_SETTING_NAMES`), else ``key``; for errors that name the field as the file wrote it."""
+    return next((k for k in (key, *(old for old, new in OLD_SETTING_NAMES.items() if new == key)) if k in record), key)
 
 
 def region_elements(info: Mapping[str, Any]) -> list[int] | None:

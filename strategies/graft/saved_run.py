@@ -47,6 +47,7 @@ from cl_graft.files import read_json, read_safetensors, write_json, write_safete
 from cl_graft.folder_lock import LOCK_FILE, FolderLock
 from cl_graft.outdir import refuse_links
 from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.names import OLD_SETTING_NAMES, recorded_key
 from cl_graft.schema import ListOf, MapOf, Nullable, Obj, check_json
 from cl_graft.written import is_temporary, note
 
@@ -65,7 +66,7 @@ FORMAT_VERSION = 1
 SETTINGS_SCHEMA = Obj({}, {"mode": str, "reconstruct": str, "task_inference": Nullable(str), "guard": bool,
                            "feature_form": str,
                            "finder": Nullable(Obj({"method": str, "config": dict})),
-                           "region_size": Nullable(dict), "size": Nullable(dict)})
+                           "region_size": Nullable(dict), **dict.fromkeys(OLD_SETTING_NAMES, Nullable(dict))})
 RUN_SCHEMA = Obj({"format_version": int, "pre": bool, "rest": ListOf(str), "settings": SETTINGS_SCHEMA},
                  {"files": MapOf(str)})
 UNFINISHED_SCHEMA = Obj({"format_version": int, "unfinished": ListOf(str)})
@@ -181,7 +182,7 @@ def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
         _built(path, "settings.feature_form", lambda: parse_form(saved["feature_form"]))
     args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form") if k in saved}
     finder = saved.get("finder")
-    size_key = "region_size" if "region_size" in saved else "size"             # saves before the rename: "size"
+    size_key = recorded_key(saved, "region_size")                  # saves before the rename: "size"
     region_size = saved.get(size_key)
     if finder:
         args["finder"] = _built(path, "settings.finder", lambda: LocalizeFinder(

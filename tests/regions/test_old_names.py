@@ -13,7 +13,7 @@ from cl_graft import ops
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.io import CONFIG_NAME
-from cl_graft.regions.names import current_names, current_setting_names, region_elements
+from cl_graft.regions.names import current_names, current_setting_names, recorded_key, region_elements
 from cl_graft.regions.region import Region
 from cl_graft.skillmaps.experiment import SkillmapConfig
 from cl_graft.skillmaps.results import load_skillmap
@@ -89,6 +89,8 @@ def test_committed_graft_settings_with_size_read_as_region_size():
     assert now["region_size"] == graft["size"] and now["region_size"]["tolerance"] == 0.02 and "size" not in now
     assert {k: v for k, v in now.items() if k != "region_size"} == {k: v for k, v in graft.items() if k != "size"}
     assert current_setting_names(chosen) == {"region_size": 0.1}
+    assert recorded_key(graft, "region_size") == "size" and recorded_key(now, "region_size") == "region_size"
+    assert recorded_key({}, "region_size") == "region_size"
     assert current_setting_names({"size": "auto", "size.tolerance": 0.01, "ewc_lambda": 5}) == \
         {"region_size": "auto", "region_size.tolerance": 0.01, "ewc_lambda": 5}
     with pytest.raises(UserError, match="both 'size.tolerance' and 'region_size.tolerance' given"):
