@@ -261,9 +261,10 @@ class FeatureRouter:
         self.tasks = len(stats)
         self.classes = [s.class_labels.long() for s in stats] if classes else None   # each task's labels
 
-    def scores(self, f: Tensor) -> Tensor:
-        """``(T, B)``: ``−½ ‖L⁻¹(f − μ_k)‖² / d`` for features ``f`` ``(B, d)`` (the Gaussian log-likelihood up to
-        a constant shared by every task, per dimension).
+    def mean_scores(self, f: Tensor) -> Tensor:
+        """``(M, B)`` float64: ``−½ ‖L⁻¹(f − μ_m)‖² / d`` for features ``f`` ``(B, d)`` and each of the M means
+        (the classes' when every task keeps them, else the tasks'): the Gaussian log-likelihood up to a constant
+        shared by every mean, per dimension.
 
         Raises:
             UserError: ``f`` does not have d columns.
@@ -273,7 +274,15 @@ class FeatureRouter:
             raise UserError(f"features of shape {tuple(f.shape)} do not match statistics of width {d}")
         dev = f.detach().double().cpu()[None] - self.means[:, None]          # (M, B, d)
         z = torch.linalg.solve_triangular(self.chol, dev.reshape(-1, d).T, upper=False)   # (d, M·B)
-        score = (-0.5 * (z ** 2).sum(0) / d).reshape(dev.shape[0], dev.shape[1])          # (M, B)
+        return (-0.5 * (z ** 2).sum(0) / d).reshape(dev.shape[0], dev.shape[1])
+
+    def scores(self, f: Tensor) -> Tensor:
+        """``(T, B)``: each task's best :meth:`mean_scores` for features ``f`` ``(B, d)``.
+
+        Raises:
+            UserError: ``f`` does not have d columns.
+        """
+        score = self.mean_scores(f)                                          # (M, B)
         best = torch.full((self.tasks, score.shape[1]), -torch.inf, dtype=score.dtype)
         best = best.scatter_reduce(0, self.owner[:, None].expand_as(score), score, reduce="amax")
         return best.float().to(f.device)                                     # (T, B): each task's best
