@@ -1,0 +1,64 @@
+"""The class-answers probe rebuilds a saved class-scenario run and scores its rules; graft's own rule (the chosen
+task's classes) on the test rows is exactly the run's accuracy after the last experience."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from helpers import cli, save_tiny_model, write_task
+
+avalanche = pytest.importorskip("avalanche")
+
+WORDS = ["great", "good", "terrible", "boring", "movie", "film", "plot", "news", "world", "fun", "dull", "wonderful"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """A saved tiny BERT and a six-class task ``intents`` (two words mark each class)."""
+    root = tmp_path_factory.mktemp("answers")
+    save_tiny_model(root / "model")
+    rng = random.Random(1)
+
+    def rows(n):
+        return [{"text": " ".join([WORDS[2 * (i % 6)], WORDS[2 * (i % 6) + 1], *rng.sample(WORDS, 2)]),
+                 "label": i % 6} for i in range(n)]
+
+    write_task(root / "data" / "intents", [f"c{i}" for i in range(6)], {"train": rows(240), "test": rows(60)})
+    return root
+
+
+def test_graft_rule_is_the_runs_accuracy(env, tmp_path):
+    from click.testing import CliRunner
+
+    from cl_graft.benchmarks.experiments.probes.class_answers import RULES, main
+
+    run = tmp_path / "run"
+    res = cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "graft", "--out", str(run))
+    assert res.exit_code == 0, res.output
+    out = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out",
+                                    str(tmp_path / "answers")])
+    assert out.exit_code == 0, out.output
+    rules = json.loads((tmp_path / "answers" / "class_answers.json").read_text())["rules"]
+    graft = json.loads((run / "results.json").read_text())["strategies"]["graft"]
+    test = rules["test"]
+    rows = test["experience_rows"]
+    assert test["rows"] == sum(rows) and all(0 <= test[r] <= 1 for r in RULES)
+    final = sum(a * n for a, n in zip(graft["matrix"][-1], rows)) / sum(rows)
+    assert test["chosen task's classes"] == pytest.approx(final)
+    identified = sum(a * n for a, n in zip(graft["info"]["task_id"], rows)) / sum(rows)
+    assert test["task identified"] == pytest.approx(identified)
+
+
+def test_a_run_without_graft_state_is_one_line(env, tmp_path):
+    from click.testing import CliRunner
+
+    from cl_graft.benchmarks.experiments.probes.class_answers import main
+
+    run = tmp_path / "run"
+    assert cli(env, "--stream", "split-intents:2", "--scenario", "class", "--strategies", "naive",
+               "--out", str(run)).exit_code == 0
+    out = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out",
+                                    str(tmp_path / "a")])
+    assert out.exit_code == 2 and "not a class-scenario run with graft" in out.output
