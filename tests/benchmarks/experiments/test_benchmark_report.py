@@ -251,7 +251,7 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path, m
 
 
 def test_the_reliability_page_marks_a_record_made_from_uncommitted_changes():
-    from cl_graft.benchmarks.experiments.reliability_probe import page_text
+    from cl_graft.benchmarks.experiments.probes.reliability.probe import page_text
 
     record = {"command_line": "probe", "git_revision": "abc123456789", "device_name": "cpu"}
     assert "`probe` at abc123456789 on cpu:" in page_text([], 0, record)
