@@ -42,9 +42,10 @@ SCRATCH_ENV = "CL_GRAFT_SCRATCH"
 the commands it starts (they inherit the variable): their ``--out`` may be inside it, though its owner holds the
 folder's lock. Folders inside the lent one are still checked (a command another of them is writing)."""
 OWNER_SCHEMA = Obj({"command": str, "settings": dict, "kept": ListOf(str)}, {"failed": str})
-"""``failed``: the error a resumable run stopped on after it wrote files (:meth:`OutDir.__exit__`); ``--resume``
-cannot continue such a run (the same settings stop on the same error), so the next claim says to pass
-``--overwrite``."""
+"""``failed``: the error a resumable run stopped on after it wrote files in that session (:meth:`OutDir.__exit__`);
+``--resume`` cannot continue such a run (the same settings stop on the same error), so the next claim says to pass
+``--overwrite``. An error before the session wrote anything (a resumed run's saved state refused, say) leaves the
+folder as it was, to be resumed once the cause is mended."""
 OVERWRITE_HINT = "pass --overwrite (it removes only the files cl-graft wrote there) or choose a new folder"
 RECORD_SCHEMA = Obj({"files": ListOf(str)})
 
@@ -204,7 +205,7 @@ class OutDir:
                     self.discard()
                     return
                 self._prune()
-                if issubclass(kind, UserError) and _files(self.path) - self.kept - {RUN_CONFIG}:      # a partial run
+                if issubclass(kind, UserError) and self.ledger.relative() - self.kept:    # this session wrote: partial
                     self._mark_failed(str(exc))
                     raise UserError(f"{exc}; --out {self.path} keeps the files of this run, which --resume cannot "
                                     f"continue: {OVERWRITE_HINT}") from None

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from cl_graft.errors import UserError
+from cl_graft.files import write_json
 from cl_graft.outdir import OWNER_FILE, claim_out_dir
 
 
@@ -17,7 +18,7 @@ def _fail_after_writing(out, command: str, *, resume: bool = False) -> str:
     """Claims ``out`` as a resumable run, writes a file, stops on a check; the error's text."""
     with pytest.raises(UserError) as error, claim_out_dir(out, command, settings={"a": 1}, resume=resume,
                                                           keep_on_error=True) as run_dir:
-        (run_dir.path / "state.json").write_text("{}")
+        write_json(run_dir.path / "state.json", {})                         # as cl-graft writes (noted as the run's)
         raise UserError("experience 2: label 9 is not a class of the model's 2 outputs")
     return str(error.value)
 
@@ -49,7 +50,7 @@ def test_the_next_claim_says_resume_cannot_continue_it_and_overwrite_removes_the
 def test_a_failure_of_a_resumed_run_is_noted_too(tmp_path):
     out = tmp_path / "out"
     with claim_out_dir(out, "run", settings={"a": 1}, keep_on_error=True) as run_dir:
-        (run_dir.path / "progress.json").write_text("{}")                       # an interrupted run, say
+        write_json(run_dir.path / "progress.json", {})                          # an interrupted run, say
     message = _fail_after_writing(out, "run", resume=True)
     assert "--resume cannot continue" in message
     with pytest.raises(UserError, match="--resume cannot continue"):
@@ -96,3 +97,19 @@ def test_a_run_that_fails_at_its_second_experience(tmp_path, monkeypatch):
         assert result.exit_code == 2 and len(errors) == 1, result.output
         assert "--resume cannot continue" in errors[0] and "--overwrite" in errors[0], errors[0]
     assert (out / "graft").is_dir() and not (out / "config.json").exists()
+
+
+def test_a_resumed_run_refused_before_it_writes_stays_resumable(tmp_path):
+    """A resumed run whose saved state is refused (an edited progress file, say) wrote nothing: the folder is left
+    as it was, the error names no --overwrite, and once the cause is mended --resume continues."""
+    out = tmp_path / "out"
+    with claim_out_dir(out, "run", settings={"a": 1}, keep_on_error=True) as run_dir:
+        write_json(run_dir.path / "progress.json", {"rows": []})
+    owner = (out / OWNER_FILE).read_bytes()
+    with pytest.raises(UserError) as error, claim_out_dir(out, "run", settings={"a": 1}, resume=True,
+                                                          keep_on_error=True):
+        raise UserError("progress.json: field 'rows[0][0]' must be a number of at least 0, at most 1, got 5.0")
+    assert "--overwrite" not in str(error.value) and (out / OWNER_FILE).read_bytes() == owner
+    with claim_out_dir(out, "run", settings={"a": 1}, resume=True, keep_on_error=True) as run_dir:
+        run_dir.finish({"command": "run"})
+    assert (out / "config.json").is_file()
