@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,12 @@ pytest.importorskip("avalanche")
 
 from cl_graft.benchmarks.experiments.probes.reliability import scripts  # noqa: E402
 from cl_graft.benchmarks.experiments.probes.reliability.harness import Case, Probe, first_error  # noqa: E402
-from cl_graft.benchmarks.experiments.probes.reliability.probe import GROUPS, all_cases, page_text  # noqa: E402
+from cl_graft.benchmarks.experiments.probes.reliability.probe import (  # noqa: E402
+    GROUPS,
+    all_cases,
+    page_text,
+    portable,
+)
 
 
 @pytest.fixture
@@ -64,3 +70,14 @@ def test_the_first_error_line_skips_progress_output():
     case = Case("x", [])
     assert first_error("training...\nwarning: task 'a' ...\nerror: bad\n") == "warning: task 'a' ..."
     assert first_error("") == "" and case.group == ""
+
+
+def test_no_machine_path_reaches_the_artifact(tmp_path, monkeypatch):
+    """However a message spells the probe's folders: joined to the working folder, resolved, or as given."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "out/work/probe-x").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "src")
+    tmp, data = Path("../out/work/probe-x"), tmp_path / "data"
+    text = (f"inside {tmp_path}/src/../out/work/probe-x/busy; {tmp_path}/out/work/probe-x/b; {tmp}/a; "
+            f"{data}/sst2")
+    assert portable(text, tmp, data) == "inside $TMP/busy; $TMP/b; $TMP/a; $DATA/sst2"

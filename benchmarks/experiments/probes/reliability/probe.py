@@ -88,8 +88,8 @@ def run_cases(data_dir: Path, scratch: Path) -> tuple[list[dict], int]:
     with tempfile.TemporaryDirectory(prefix="cl-graft-probe-", dir=scratch) as tmp:
         probe = Probe(Path(tmp), data_dir.resolve())
 
-        def rel(text) -> str:                                          # no absolute paths in the artifact
-            return str(text).replace(tmp, "$TMP").replace(str(probe.data), "$DATA")
+        def rel(text) -> str:
+            return portable(str(text), Path(tmp), probe.data)
 
         for case in all_cases(probe):
             case.setup()
@@ -110,6 +110,16 @@ def run_cases(data_dir: Path, scratch: Path) -> tuple[list[dict], int]:
             print(f"{'ok ' if ok else 'BAD'} {code:>4} {case.name}: {rows[-1]['first_line'][:100]} | {kept}",
                   flush=True)
     return rows, failed
+
+
+def portable(text: str, tmp: Path, data: Path) -> str:
+    """``text`` with the probe's temporary folder as ``$TMP`` and the data folder as ``$DATA``, however a message
+    spells them (as given, resolved, or joined to the working folder): no machine path in the artifact."""
+    spellings = {str(Path.cwd() / tmp): "$TMP", str(tmp.resolve()): "$TMP", str(tmp): "$TMP",
+                 str(data): "$DATA", str(data.resolve()): "$DATA"}
+    for path in sorted(spellings, key=len, reverse=True):                        # the longest spelling first
+        text = text.replace(path, spellings[path])
+    return text
 
 
 def page_text(rows: list[dict], failed: int, record: dict) -> str:
