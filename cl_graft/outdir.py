@@ -41,7 +41,12 @@ SCRATCH_ENV = "CL_GRAFT_SCRATCH"
 """The environment variable naming a folder inside a running command's output folder that the command lends to
 the commands it starts (they inherit the variable): their ``--out`` may be inside it, though its owner holds the
 folder's lock. Folders inside the lent one are still checked (a command another of them is writing)."""
-OWNER_SCHEMA = Obj({"command": str, "settings": dict, "kept": ListOf(str)})
+OWNER_SCHEMA = Obj({"command": str, "settings": dict, "kept": ListOf(str)}, {"failed": str})
+"""``failed``: the error a resumable run stopped on after it wrote files in that session (:meth:`OutDir.__exit__`);
+``--resume`` cannot continue such a run (the same settings stop on the same error), so the next claim says to pass
+``--overwrite``. An error before the session wrote anything (a resumed run's saved state refused, say) leaves the
+folder as it was, to be resumed once the cause is mended."""
+OVERWRITE_HINT = "pass --overwrite (it removes only the files cl-graft wrote there) or choose a new folder"
 RECORD_SCHEMA = Obj({"files": ListOf(str)})
 
 
@@ -196,12 +201,20 @@ class OutDir:
     def __exit__(self, kind, exc, tb) -> None:
         try:
             if kind is not None and issubclass(kind, (UserError, OSError)):
-                if self.keep_on_error:
-                    self._prune()
-                else:
+                if not self.keep_on_error:
                     self.discard()
+                    return
+                self._prune()
+                if issubclass(kind, UserError) and self.ledger.relative() - self.kept:    # this session wrote: partial
+                    self._mark_failed(str(exc))
+                    raise UserError(f"{exc}; --out {self.path} keeps the files of this run, which --resume cannot "
+                                    f"continue: {OVERWRITE_HINT}") from None
         finally:
             self.close()
+
+    def _mark_failed(self, error: str) -> None:
+        """Notes in the owner file that the run stopped on ``error`` (its first line), for the next claim."""
+        write_json(self.path / OWNER_FILE, {**_owner(self.path), "failed": error.splitlines()[0] if error else ""})
 
 
 def _owner(out: Path) -> dict:
@@ -269,9 +282,13 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
     if mine:
         _inside(owner_path, check_json(owner_path, owner, OWNER_SCHEMA)["kept"])
     present = _files(out)
+    failed = owner.get("failed") if mine and present - set(owner.get("kept", [])) else None
     if resume:
         if not mine:
             raise UserError(f"--resume: {out} holds no output of cl-graft {command} to resume")
+        if failed is not None:
+            raise UserError(f"--resume: {out} holds a run of cl-graft {command} that stopped on an error "
+                            f"({failed}); --resume cannot continue it: {OVERWRITE_HINT}")
         _check_same(out, owner.get("settings") or {}, settings)
         kept = set(owner.get("kept", []))
         stale = {f for f in present - kept if _temporary(f)}
@@ -288,9 +305,7 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
             else present - kept
         earlier |= {f for f in present - kept if _temporary(f)}
         if earlier and not overwrite:
-            state = "results" if record else "an unfinished run"
-            raise UserError(f"--out {out} already holds {state} of cl-graft {command}; choose a new folder or pass "
-                            f"--overwrite")
+            raise UserError(_held(out, command, record=record, failed=failed, resumable=keep_on_error))
         _remove(out, earlier)
         _remove_empty_temporaries(out)
         present -= earlier
@@ -303,6 +318,18 @@ def _claim_locked(out: Path, command: str, settings: dict, overwrite: bool, resu
     except UserError as e:
         raise UserError(f"--out {out}: cannot write there ({e})") from None
     return OutDir(out, kept=present, created=created, keep_on_error=keep_on_error, record_name=record_name)
+
+
+def _held(out: Path, command: str, *, record: dict | None, failed: str | None, resumable: bool) -> str:
+    """The error for an ``out`` that holds an earlier run of ``command`` (naming ``--resume`` only where the
+    command has it: a ``resumable`` one, whose files are kept on an error)."""
+    if record:
+        return f"--out {out} already holds results of cl-graft {command}; {OVERWRITE_HINT}"
+    if failed is not None:
+        return (f"--out {out} holds a run of cl-graft {command} that stopped on an error ({failed}), which --resume "
+                f"cannot continue; {OVERWRITE_HINT}")
+    resume = "continue it with --resume, or " if resumable else ""
+    return f"--out {out} already holds an unfinished run of cl-graft {command}; {resume}{OVERWRITE_HINT}"
 
 
 def _scratch_copy(out: Path) -> Path:

@@ -92,7 +92,8 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("surgical.md", "surgical fine-tuning, calibration, OOD, WiSE",
      ("`surgical_*/`", "`analyze_*/`")),
     ("distributed.md", "data-parallel scaling under torchrun", ("`distributed.json`",)),
-    ("reliability.md", "every command against bad input and interruption", ("`reliability.json`",)),
+    ("reliability.md", "the reliability probe: every command and the Python API against bad input, foreign folders, "
+     "interruption and tampered state, its cases grouped by what they protect", ("`reliability.json`",)),
 )
 """The hand-written results pages (paths under ``RESULTS``): page, what it shows, its artifacts (Markdown; notes
 name the artifacts whose run record lacks the git revision, the command line or the device)."""

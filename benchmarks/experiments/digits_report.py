@@ -6,13 +6,11 @@ time over seeds, the settings tuning chose, the seeds on which :func:`~cl_graft.
 sanity_flags` flags it (its matrix equals Naive's of the same seed, or it sits at chance on most tasks), graft's
 region sizes (per task, how many the size search chose below their cap, how many missed the target and raised a
 ``CapacityWarning``), and graft minus the strategy paired by seed with Holm-corrected intervals
-(:func:`holm_intervals`). :func:`render` writes the Markdown page.
+(:func:`.verdicts.holm_intervals`). :func:`render` writes the Markdown page.
 """
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,93 +18,19 @@ from cl_graft.strategies.comparison.metrics import flag_text, sanity_flags
 from cl_graft.strategies.comparison.progress import human_bytes
 
 from .script_out import load_results
+from .verdicts import VERDICT, bonferroni_verdict, holm_intervals, mean_sd, pm
 
 REFERENCE = "graft"
-ALPHA = 0.05
 SEES = {"task": "task label given", "class": "no task label"}
 """What a strategy's test rows carry in each scenario (a table's column)."""
-VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
 CEILINGS = ("cumulative",)
 """Strategies that keep every training row: the ceiling a table is read against, not a peer (they stay in the
 Holm family, which only makes the peers' intervals wider)."""
 
 
-def _t_quantile(q: float, df: int) -> float:
-    from scipy.stats import t
-
-    return float(t.ppf(q, df))
-
-
-def _two_sided_p(mean: float, sd: float, n: int) -> float:
-    """The paired t-test's two-sided p-value of ``mean`` ≠ 0 (``sd`` of the differences, ``n`` pairs). Where
-    every pair differs by the same amount (``sd`` = 0, e.g. one test row on every seed) the t-test is undefined
-    (it would say p = 0): the exact two-sided sign test's p-value, 2 · 0.5ⁿ, is used instead."""
-    from scipy.stats import t
-
-    if sd == 0:
-        return min(1.0, 2 * 0.5 ** n) if mean != 0 else 1.0
-    return float(2 * t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-
-
-def holm_intervals(diffs: dict[str, Sequence[float]], *, alpha: float = ALPHA) -> dict[str, dict]:
-    """Paired t-intervals of each comparison's differences (one value per seed) at Holm's step-down levels.
-
-    The comparisons are ordered by their paired t-test p-values; the k-th smallest (k = 0, 1, ...) is tested at
-    ``alpha / (m − k)`` while every earlier one was rejected; from the first that is not, every later one keeps
-    that step's level. Each interval is the two-sided t-interval at its level, so it excludes 0 exactly where
-    Holm's procedure rejects (family-wise error ≤ ``alpha`` over the ``m`` comparisons); ``p_holm`` is Holm's
-    adjusted p-value.
-
-    Returns:
-        name → ``{"n", "mean", "sd", "p", "p_holm", "level", "low", "high", "ahead"}`` (``ahead``: 1, −1, or 0
-        where the interval holds 0); names with fewer than 2 values are left out.
-    """
-    stats = {}
-    for name, values in diffs.items():
-        d = np.asarray(values, dtype=float)
-        if d.size < 2:
-            continue
-        mean, sd = float(d.mean()), float(d.std(ddof=1))
-        stats[name] = {"n": int(d.size), "mean": mean, "sd": sd, "p": _two_sided_p(mean, sd, d.size)}
-    m = len(stats)
-    order = sorted(stats, key=lambda k: stats[k]["p"])
-    rejecting, level, adjusted = True, alpha / max(m, 1), 0.0
-    for k, name in enumerate(order):
-        s = stats[name]
-        if rejecting:
-            level = alpha / (m - k)
-            rejecting = s["p"] <= level
-        adjusted = max(adjusted, min(1.0, (m - k) * s["p"]))
-        half = _t_quantile(1 - level / 2, s["n"] - 1) * s["sd"] / math.sqrt(s["n"])
-        low, high = s["mean"] - half, s["mean"] + half
-        if s["sd"] == 0 and not rejecting:                   # the sign test keeps 0: so does the interval
-            low, high = min(low, 0.0), max(high, 0.0)
-        s.update(p_holm=adjusted, level=level, low=low, high=high,
-                 ahead=(1 if s["mean"] > 0 else -1) if rejecting else 0)
-    return stats
-
-
-def bonferroni_verdict(d: dict, m: int, *, alpha: float = ALPHA) -> int:
-    """The verdict (1, −1, 0) of one comparison of a :func:`holm_intervals` result under Bonferroni over ``m``
-    comparisons: its t-interval at ``alpha / m`` (simultaneous with the other ``m − 1``), or the exact sign test
-    at that level where every pair differs by the same amount."""
-    if d["sd"] == 0:
-        rejects = d["mean"] != 0 and _two_sided_p(d["mean"], 0.0, d["n"]) <= alpha / m
-        return (1 if d["mean"] > 0 else -1) if rejects else 0
-    half = _t_quantile(1 - alpha / (2 * m), d["n"] - 1) * d["sd"] / math.sqrt(d["n"])
-    return 1 if d["mean"] - half > 0 else -1 if d["mean"] + half < 0 else 0
-
-
 def _read(folder: Path) -> dict:
     """The checked ``results.json`` in ``folder`` (:func:`.script_out.load_results`)."""
     return load_results(folder)
-
-
-def _mean_sd(values: Sequence[float]) -> dict:
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return {"mean": None, "sd": None}
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else None}
 
 
 def _graft_sizes(infos: list[dict]) -> dict | None:
@@ -153,12 +77,12 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
         results = [res for res, _ in by_seed.values()]
         tuning = results[0]["info"].get("tuning") or {}
         rows[row] = {"seeds": list(by_seed), "average": [r["summary"]["average"] for r in results],
-                     "forgetting": _mean_sd([r["summary"]["forgetting"] for r in results]),
+                     "forgetting": mean_sd([r["summary"]["forgetting"] for r in results]),
                      "bytes": float(np.mean([r["bytes"] for r in results])),
-                     "seconds": _mean_sd([r["seconds"] for r in results]),
+                     "seconds": mean_sd([r["seconds"] for r in results]),
                      "chosen": tuning.get("chosen"), "sanity": flags,
                      "sizes": _graft_sizes([r["info"] for r in results]) if row.startswith(REFERENCE) else None}
-        rows[row].update(_mean_sd(rows[row]["average"]))
+        rows[row].update(mean_sd(rows[row]["average"]))
     ref = {seed: res["summary"]["average"] for seed, (res, _) in runs.get(REFERENCE, {}).items()}
     diffs = {row: [ref[s] - runs[row][s][0]["summary"]["average"] for s in seeds if s in ref and s in runs[row]]
              for row in rows if row != REFERENCE}
@@ -171,17 +95,6 @@ def benchmark_summary(folders: dict[str, list[Path]], *, root: Path) -> dict:
                                                       "torch", "avalanche", "cl_graft_version")} for r in mains],
             "rows": rows, "graft_minus": holm_intervals({r: d for r, d in diffs.items() if r not in sizes}),
             "graft_minus_sizes": holm_intervals(sizes)}
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
-
-
-def _pm(d: dict, scale: float = 100.0, fmt: str = ".1f") -> str:
-    if d["mean"] is None:
-        return "–"
-    mean = format(scale * d["mean"], fmt)
-    return mean if d["sd"] is None else f"{mean} ± {format(scale * d['sd'], fmt)}"
 
 
 def _setting(chosen: dict | None) -> str:
@@ -236,8 +149,8 @@ def table_lines(s: dict) -> list[str]:
                 [f"{100 * d['mean']:+.1f}", f"[{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] at {d['level']:.3g}",
                  f"{d['p_holm']:.2g}", VERDICT[d["ahead"]]])
         label = f"{name}!" if row["sanity"] else name
-        lines.append(f"| {label} | {sees} | {_setting(row['chosen'])} | {_pm(row)} | {_pm(row['forgetting'])} | "
-                     f"{human_bytes(row['bytes'])} | {_pm(row['seconds'], 1.0, '.0f')} | " + " | ".join(diff) + " |")
+        lines.append(f"| {label} | {sees} | {_setting(row['chosen'])} | {pm(row)} | {pm(row['forgetting'])} | "
+                     f"{human_bytes(row['bytes'])} | {pm(row['seconds'], 1.0, '.0f')} | " + " | ".join(diff) + " |")
     lines += ["", verdict_line(s)]
     flags = [f"! {name} probably misconfigured on seeds {', '.join(map(str, sd))}: {text}"
              for name, row in s["rows"].items() for text, sd in row["sanity"].items()]

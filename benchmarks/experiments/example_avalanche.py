@@ -25,10 +25,10 @@ from .script_out import adopt, claimed, out_options
 @click.option("--model", default="minilm", show_default=True)
 @click.option("--k", type=int, default=32, show_default=True, help="training rows per class")
 @click.option("--epochs", type=int, default=2, show_default=True)
-@click.option("--sparsity", type=float, default=0.01, show_default=True,
+@click.option("--region-size", type=float, default=0.01, show_default=True,
               help="each task's region, fraction of the layers")
 @out_options()
-def main(stream, data_dir, model, k, epochs, sparsity, out, overwrite) -> dict:
+def main(stream, data_dir, model, k, epochs, region_size, out, overwrite) -> dict:
     """Runs the example; returns Avalanche's last metrics."""
     from avalanche.evaluation.metrics import accuracy_metrics, bwt_metrics, forgetting_metrics
     from avalanche.logging import CSVLogger, InteractiveLogger, TextLogger
@@ -56,7 +56,7 @@ def main(stream, data_dir, model, k, epochs, sparsity, out, overwrite) -> dict:
             benchmark = make_benchmark(tasks, clf)                       # train_stream / test_stream, task labels
             model = TaskAdapter(clf, [t.spec.name for t in tasks])       # x (B, 2, L) + task labels -> logits
             optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-            finder = LocalizeFinder("graft", LocalizeConfig(region_size=sparsity, steps=4, n_batches=2,
+            finder = LocalizeFinder("graft", LocalizeConfig(region_size=region_size, steps=4, n_batches=2,
                                                             select_rows=32))
             with open(log_dir / "log.txt", "w") as log:
                 evaluator = EvaluationPlugin(

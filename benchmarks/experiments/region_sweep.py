@@ -51,6 +51,8 @@ from cl_graft.training.evaluate import evaluate
 from cl_graft.training.models import build_classifier, resolve_device
 
 from .script_out import claimed, out_options, settings_of, write_page
+from .verdicts import pct as _pct
+from .verdicts import se_verdict
 
 RESULT = "region_sweep.json"
 
@@ -95,15 +97,6 @@ def paired_se(correct_a: np.ndarray, correct_b: np.ndarray) -> float:
     if d.size < 2:
         return float("nan")
     return float(d.std(ddof=1) / math.sqrt(d.size))
-
-
-def verdict(diff: float, se: float) -> str:
-    """Declared rule: "beats" if diff > 2·SE, "loses" if diff < −2·SE, else "within noise"."""
-    if diff > 2 * se:
-        return "beats"
-    if diff < -2 * se:
-        return "loses"
-    return "within noise"
 
 
 def grid_label(point: Mapping) -> str:
@@ -156,7 +149,7 @@ def run_cell(pre, ft, splits, dev_select, dev_choose, *, task: str, sparsity: fl
     se_pair = paired_se(correct[chosen], correct[0])
     best_test = max(range(1, len(cands)), key=lambda i: cands[i]["test"]["accuracy"])
     cell.update({"candidates": cands, "diff_test": diff, "se_single": se_single, "se_paired": se_pair,
-                 "verdict": verdict(diff, se_pair), "diff_dev_choose": cands[chosen]["dev_choose"] -
+                 "verdict": se_verdict(diff, se_pair), "diff_dev_choose": cands[chosen]["dev_choose"] -
                  cands[0]["dev_choose"],
                  "posthoc_best_test": {"name": cands[best_test]["name"],   # NOT a valid selection: reported only
                                        "diff_test": cands[best_test]["test"]["accuracy"] - p}})
@@ -166,7 +159,8 @@ def run_cell(pre, ft, splits, dev_select, dev_choose, *, task: str, sparsity: fl
 
 
 def pct(v: float | None) -> str:
-    return "" if v is None else f"{100 * v:.1f}"
+    """A share in percent (:func:`.verdicts.pct`); an empty cell where there is none."""
+    return _pct(v, missing="")
 
 
 def markdown(result: dict) -> str:

@@ -28,15 +28,10 @@ from cl_graft.files import read_json
 from cl_graft.regions.names import current_setting_names
 from cl_graft.task import SCENARIOS
 
-from .digits_report import CEILINGS, SEES, bonferroni_verdict
+from .digits_report import CEILINGS, SEES
 from .run_records import record_note
 from .script_out import load_results
-
-VERDICT = {1: "graft ahead", -1: "graft behind", 0: "not separable"}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
+from .verdicts import VERDICT, bonferroni_verdict, pct, verdicts
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -157,8 +152,8 @@ def continual_lines(summary: dict) -> list[str]:
         diff = ["", "", "", ""] if d is None else [f"{100 * d['mean']:+.1f}", _interval(d),
                                                    _interval(row["bonferroni"]),
                                                    _corrected_verdict(d, row["bonferroni"])]
-        lines.append(f"| {name} | {_setting(row)} | " + " | ".join(_pct(v) for v in row["final_mean"]) +
-                     f" | {_pct(row['mean'])} ± {_pct(row['std'])} | {_pct(row['forgetting_mean'])} | "
+        lines.append(f"| {name} | {_setting(row)} | " + " | ".join(pct(v) for v in row["final_mean"]) +
+                     f" | {pct(row['mean'])} ± {pct(row['std'])} | {pct(row['forgetting_mean'])} | "
                      f"{human_bytes(row['bytes'])} | " + " | ".join(diff) + " |")
     if m:
         lines += ["", (f"The intervals are per comparison; {_count(m)} comparisons share the {_count(len(seeds))} "
@@ -172,8 +167,8 @@ def continual_lines(summary: dict) -> list[str]:
         lines += ["", f"Dev averages of every grid point (seed {seeds[0]}; the chosen point in bold):", "",
                   "| strategy | grid point: dev average (%) |", "|---|---|"]
         for name, row in tuned:
-            cells = [(f"**{_setting({'chosen': p})}: {_pct(v)}**" if p == row["chosen"] else
-                      f"{_setting({'chosen': p})}: {_pct(v)}") for p, v in zip(row["grid"], row["dev_average"])]
+            cells = [(f"**{_setting({'chosen': p})}: {pct(v)}**" if p == row["chosen"] else
+                      f"{_setting({'chosen': p})}: {pct(v)}") for p, v in zip(row["grid"], row["dev_average"])]
             lines.append(f"| {name} | " + "; ".join(cells) + " |")
     return lines
 
@@ -216,11 +211,11 @@ def localization_lines(summary: dict) -> list[str]:
              "| task (test rows) | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for task, t in summary["tasks"].items():
         c = t["cells"]
-        cells = [f"{_pct(c['FT']['accuracy'])} / {_pct(c['FT']['ece'])}"]
+        cells = [f"{pct(c['FT']['accuracy'])} / {pct(c['FT']['ece'])}"]
         for s in sizes:
             for m in ("graft", "topk"):
                 r = c[f"{m}-{s:g}"]
-                cells.append("–" if r is None else " / ".join(_pct(r[k]) for k in ("accuracy", "ece", "agreement")))
+                cells.append("–" if r is None else " / ".join(pct(r[k]) for k in ("accuracy", "ece", "agreement")))
         lines.append(f"| {task} ({t['n_test']}) | " + " | ".join(cells) + " |")
     return lines
 
@@ -242,7 +237,7 @@ def sweep_lines(data: dict) -> list[str]:
         for size, cell in cells.items():
             by = {c["name"]: c for c in cell["candidates"]}
             learned, topk = by[cell["chosen"]]["test"]["accuracy"], by["topk"]["test"]["accuracy"]
-            lines.append(f"| {task} | {100 * float(size):g}% | {_pct(learned)} ({cell['chosen']}) | {_pct(topk)} | "
+            lines.append(f"| {task} | {100 * float(size):g}% | {pct(learned)} ({cell['chosen']}) | {pct(topk)} | "
                          f"{100 * cell['diff_test']:+.1f} | {100 * cell['se_paired']:.1f} | {cell['verdict']} |")
     return lines
 
@@ -262,7 +257,7 @@ def distributed_lines(dist: dict) -> list[str]:
     return lines
 
 
-DEFAULT_VERDICT = {1: "default ahead", -1: "default behind", 0: "not separable"}
+DEFAULT_VERDICT = verdicts("default")
 
 
 def _digits_row(row: dict) -> dict:
@@ -313,8 +308,8 @@ def digits_summary(data: dict) -> dict:
 def _accuracy(row: dict, name: str = "") -> str:
     """``name`` (``!`` when flagged) and mean ± sd (%)."""
     label = (name + ("!" if row["flagged"] else "") + " ").lstrip()
-    return label + ("–" if row["mean"] is None else _pct(row["mean"]) + ("" if row["sd"] is None else
-                                                                         f" ± {_pct(row['sd'])}"))
+    return label + ("–" if row["mean"] is None else pct(row["mean"]) + ("" if row["sd"] is None else
+                                                                         f" ± {pct(row['sd'])}"))
 
 
 def _holm(d: dict | None) -> str:
@@ -333,7 +328,7 @@ def _verdict_counts(b: dict) -> str:
 
 
 def _variant_cell(variants: dict) -> str:
-    return "; ".join(f"{n} {'–' if v['mean'] is None else _pct(v['mean'])}: {_holm(v['minus'])} "
+    return "; ".join(f"{n} {'–' if v['mean'] is None else pct(v['mean'])}: {_holm(v['minus'])} "
                      f"{'–' if v['minus'] is None else DEFAULT_VERDICT[v['minus']['ahead']]}"
                      for n, v in variants.items()) or "–"
 

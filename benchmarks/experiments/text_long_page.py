@@ -20,13 +20,13 @@ bytes, in one; single, naive, LwF, PackNet in another) and writes one Markdown p
 """
 from __future__ import annotations
 
-import math
 import statistics
 from pathlib import Path
 
 import click
 
 from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
+from .verdicts import pct
 
 SAME = ("stream", "seed", "preset", "k", "eval_cap", "config")
 """Run-record fields every invocation of one page must share."""
@@ -54,11 +54,6 @@ def merged(runs: list[dict]) -> dict:
     return strategies
 
 
-def _pct(value: float | None) -> str:
-    """A share as a percentage with one decimal; "–" where the strategy has none (single forgets nothing)."""
-    return "–" if value is None or math.isnan(value) else f"{100 * value:.1f}"
-
-
 def page_text(runs: list[dict]) -> str:
     """The Markdown page of ``runs`` (see the module docstring); ``graft`` and ``single`` must be among them."""
     strategies = merged(runs)
@@ -84,17 +79,17 @@ def page_text(runs: list[dict]) -> str:
               "|" + "---|" * len(head)]
     for i, task in enumerate(tasks):
         s = sizing[i]
-        lines.append(f"| {task} | {100 * s['share']:.2f} | {_pct(s['cap_share'])} | {_pct(s['free'])} | "
-                     f"{_pct(s['reference'])} → {_pct(s['score'])} ({_pct(s['chance'])}) | "
-                     f"{'yes' if s['above_chance'] else 'no'} | {_pct(final[i])} | {_pct(alone[i])} | "
+        lines.append(f"| {task} | {100 * s['share']:.2f} | {pct(s['cap_share'])} | {pct(s['free'])} | "
+                     f"{pct(s['reference'])} → {pct(s['score'])} ({pct(s['chance'])}) | "
+                     f"{'yes' if s['above_chance'] else 'no'} | {pct(final[i])} | {pct(alone[i])} | "
                      f"{100 * final[i] / alone[i]:.0f}% | "
-                     + " | ".join(_pct(strategies[p]["summary"]["final"][i]) for p in peers) + " |")
+                     + " | ".join(pct(strategies[p]["summary"]["final"][i]) for p in peers) + " |")
     lines += ["", "## Per strategy", "", "| strategy | average | forgetting | BWT | stored MB | wall s |",
               "|---|---|---|---|---|---|"]
     for name, res in strategies.items():
         summary = res["summary"]
-        lines.append(f"| {name} | {_pct(summary['average'])} | {_pct(summary.get('forgetting'))} | "
-                     f"{_pct(summary.get('bwt'))} | {res['bytes'] / MB:.1f} | {res['seconds']:.0f} |")
+        lines.append(f"| {name} | {pct(summary['average'])} | {pct(summary.get('forgetting'))} | "
+                     f"{pct(summary.get('bwt'))} | {res['bytes'] / MB:.1f} | {res['seconds']:.0f} |")
     kept = [i for i in range(len(tasks)) if final[i] >= KEPT * alone[i]]
     at_chance = [t for t, s in zip(tasks, sizing) if not s["above_chance"]]
     shares = [s["share"] for s in sizing]
@@ -103,11 +98,11 @@ def page_text(runs: list[dict]) -> str:
               + (f" (not: {', '.join(t for i, t in enumerate(tasks) if i not in kept)})." if len(kept) < len(tasks)
                  else "."),
               "- Not surely above chance on dev rows (graft's check): " + (", ".join(at_chance) or "none") + ".",
-              f"- Graft's forgetting: {_pct(graft['summary']['forgetting'])} points.",
-              (f"- Each graft region may lose up to {_pct(sizing[0]['tolerance'])} points of its trained model's "
+              f"- Graft's forgetting: {pct(graft['summary']['forgetting'])} points.",
+              (f"- Each graft region may lose up to {pct(sizing[0]['tolerance'])} points of its trained model's "
                f"dev accuracy at {100 * sizing[0]['confidence']:.0f}% confidence (the size search's tolerance)."),
               (f"- Region sizes: median {100 * statistics.median(shares):.2f}% of the graftable elements, largest "
-               f"{100 * max(shares):.2f}%; free share after the last task {_pct(sizing[-1]['free'])}%."),
+               f"{100 * max(shares):.2f}%; free share after the last task {pct(sizing[-1]['free'])}%."),
               "- Graft minus each other strategy on the average (points; one seed, so a difference, not a verdict): "
               + ", ".join(f"{p} {100 * (graft['summary']['average'] - strategies[p]['summary']['average']):+.1f}"
                           for p in ["single", *peers]) + ".",

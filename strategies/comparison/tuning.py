@@ -80,7 +80,7 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
         strategy → ``{"chosen": point, "from": "<run_dir> (seed s)"}``, the record a run keeps in
         ``info["tuning"]``.
 
-    A point recorded under a setting's old name (graft's ``size``) is read under its name now
+    A point recorded under a setting's old name (``size`` for ``region_size``) is read under its name now
     (:func:`cl_graft.regions.names.current_setting_names`).
 
     Raises:

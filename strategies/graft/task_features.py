@@ -22,7 +22,7 @@ state (2 instead of T).
 
 Why the default form :data:`DEFAULT_FORM` (``lowrank:32``: the mean, the 32 leading eigen-directions of C_k
 scaled by their spread, and the diagonal they leave, ``34·d`` floats per task instead of ``d² + d``): measured
-with ``benchmarks/experiments/feature_forms.py`` (``benchmarks/results/task_inference.md``, section "Forms of
+with ``benchmarks/experiments/probes/feature_forms.py`` (``benchmarks/results/task_inference.md``, section "Forms of
 the feature statistics"), task identification over 3 seeds, full → lowrank:32 → lowrank:16 → diagonal → mean:
 split digits, single-head MLP 64-256-10 at its random initialisation (d = 256), 97.2 → 97.3 → 96.0 → 83.9 →
 82.1% (1316 → 174 → 92 → 10 → 5 kB for 5 tasks); permuted digits (5 or 20 tasks) 100% in every form; the text
@@ -225,7 +225,7 @@ class FeatureRouter:
     Gaussian of its own, and a task scores as its best class. A task of many unrelated classes (ten intents of
     CLINC150) is no compact Gaussian; its classes are: on ``split-clinc150:15`` at MiniLM's θ_pre, training rows
     only, tasks were identified for 80.1% of the rows by task and 94.2% by class (``lowrank:32``;
-    ``benchmarks/results/class_text/routing_clinc150/``, :mod:`cl_graft.benchmarks.experiments.class_routing`).
+    ``benchmarks/results/class_text/routing_clinc150/``, :mod:`cl_graft.benchmarks.experiments.probes.class_routing`).
 
     Args:
         stats: one :class:`FeatureStats` per task, in the learning order (the same d).

@@ -76,8 +76,7 @@ class SettingOption:
 
     @property
     def name(self) -> str:
-        """The option's name without dashes: the field's ``metadata["name"]`` for a field that has one (graft's
-        ``region_size``), else the key's last part (``ewc_lambda``; ``region_size.tolerance`` → ``tolerance``)."""
+        """The option's name without dashes: the field's ``metadata["name"]`` for a field that has one, else the key's last part (``ewc_lambda``; ``region_size.tolerance`` → ``tolerance``)."""
         return (None if "." in self.key else self.field.metadata.get("name")) or self.key.rpartition(".")[2]
 
 

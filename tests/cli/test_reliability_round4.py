@@ -1,6 +1,6 @@
 """Reliability, round 4 (issue 45): the settings that run are the settings recorded, a resumed run is checked like
 a saved one, the Python API keeps the command line's folder rules, and the page scripts read results through the
-same schema as ``cl-graft``. One test per item; the probe (``benchmarks.experiments.reliability_probe``) runs the
+same schema as ``cl-graft``. One test per item; the probe (``benchmarks.experiments.probes.reliability``) runs the
 same cases as a user would."""
 from __future__ import annotations
 
@@ -110,9 +110,10 @@ def _row(i, j, value):
 ])
 def test_an_edited_progress_file_is_refused_naming_the_field(interrupted, tmp_path, edit, field):
     out = _copy(interrupted, tmp_path / "edited", edit)
-    before = (out / "graft/state/progress.json").read_text()
-    _one_line_error(_invoke(*GRAFT3, "--out", out, "--resume"), "progress.json", field)
-    assert (out / "graft/state/progress.json").read_text() == before and not (out / "results.json").exists()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    error = _one_line_error(_invoke(*GRAFT3, "--out", out, "--resume"), "progress.json", field)
+    assert "--overwrite" not in error                                  # resumable once the file is mended
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before   # the folder as it was
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +250,7 @@ def _tampered(finished: Path, tmp_path: Path, change) -> Path:
     (lambda r: r["strategies"]["graft"]["matrix"][0].append(0.5), "'strategies.graft.matrix[0]' holds 4 accuracies"),
     (lambda r: r["strategies"]["graft"].update(bytes=-1), "'strategies.graft.bytes' must be at least 0"),
 ])
-@pytest.mark.parametrize("script", ["text_size_page", "retrain_page", "text_long_page"])
+@pytest.mark.parametrize("script", ["text_size_page", "probes.retrain_ab", "text_long_page"])
 def test_page_scripts_refuse_tampered_results_in_one_line(finished, tmp_path, change, field, script):
     path = _tampered(finished, tmp_path, change)
     _script_error(_script(script, "--runs", path, "--out", tmp_path / "page"), "tampered.json", field)
@@ -259,7 +260,7 @@ def test_page_scripts_refuse_tampered_results_in_one_line(finished, tmp_path, ch
 def test_page_scripts_run_on_legitimate_runs_or_say_what_they_need(finished, tmp_path):
     _script_error(_script("text_size_page", "--runs", finished, "--out", tmp_path / "a"), "no single for seed 0")
     text_run = _tampered(finished, tmp_path, lambda r: r["run"].pop("scenario"))  # a text run's record names none
-    result = _script("retrain_page", "--runs", text_run, "--out", tmp_path / "b")
+    result = _script("probes.retrain_ab", "--runs", text_run, "--out", tmp_path / "b")
     assert result.exit_code == 0, result.output
     assert "| permuted-digits:3 | mlp | task | 0 | 1 |" in (tmp_path / "b/retrain.md").read_text()
     _script_error(_script("digits", "--seeds", "a,b", "--out", tmp_path / "c"), "--seeds is comma-separated")

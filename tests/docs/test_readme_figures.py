@@ -344,6 +344,11 @@ def small_regions() -> str:
             f"5% keeps {pct(statistics.mean(kept(0.05)))}% ({n_tasks} tasks, 3 seeds,")
 
 
+def reliability() -> str:
+    cases = art("reliability.json")["cases"]
+    return f"reliability.md) ({sum(c['ok'] for c in cases)} of {len(cases)} cases as wanted"
+
+
 QUOTES: dict[str, Callable[[], str]] = {
     "quick-start 1's summary table (text_quick seed 0)": cli_table,
     "quick-start 1's three-seed sentence (text_quick, continual_quick)": text_quick_sentence,
@@ -359,6 +364,7 @@ QUOTES: dict[str, Callable[[], str]] = {
     "retraining on digits (retrain_ab)": retrain_digits,
     "retraining on text (text_retrain)": text_retrain,
     "small regions probe": small_regions,
+    "the reliability probe": reliability,
 }
 
 

@@ -137,9 +137,9 @@ def test_render_names_the_committed_artifacts():
     assert "| sst2 (872) | 82.1 / 11.1 |" in text and "run record incomplete" not in text.split("## More results")[0]
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
     assert "`benchmarks/results/region_sweep.json`" in text and "`benchmarks/results/distributed.json`" in text
-    assert text.endswith("| [`reliability.md`](benchmarks/results/reliability.md) | every command against bad input "
-                         "and interruption | `reliability.json`; `reliability.json`: run record incomplete: revision "
-                         "a299ba1+dirty (uncommitted changes) |\n")                 # its committed record's mark
+    assert text.endswith("| [`reliability.md`](benchmarks/results/reliability.md) | the reliability probe: every "
+                         "command and the Python API against bad input, foreign folders, interruption and tampered "
+                         "state, its cases grouped by what they protect | `reliability.json` |\n")   # a complete record
     assert "| learned region vs top-\\|Δ\\| at four sizes, calibration |" in text         # cells escaped
     for page, _, _ in report.MORE_RESULTS:                                      # every listed page is committed
         assert (report.RESULTS / page).is_file() and f"[`{page}`](benchmarks/results/{page})" in text
@@ -251,7 +251,7 @@ def test_continual_seeds_tunes_the_first_seed_and_reuses_its_choices(tmp_path, m
 
 
 def test_the_reliability_page_marks_a_record_made_from_uncommitted_changes():
-    from cl_graft.benchmarks.experiments.reliability_probe import page_text
+    from cl_graft.benchmarks.experiments.probes.reliability.probe import page_text
 
     record = {"command_line": "probe", "git_revision": "abc123456789", "device_name": "cpu"}
     assert "`probe` at abc123456789 on cpu:" in page_text([], 0, record)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from cl_graft.benchmarks.experiments.class_routing import identification
+from cl_graft.benchmarks.experiments.probes.class_routing import identification
 
 
 def test_class_rules_identify_tasks_that_task_gaussians_confuse():

@@ -1,13 +1,13 @@
 """The digits driver (benchmarks/experiments/digits.py) runs ``cl-graft run`` and keeps no strategy of its own; its
-report (digits_report.py) pairs seeds against graft with Holm's step-down correction."""
+report (digits_report.py) pairs seeds against graft with Holm's step-down correction (verdicts.py)."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-from cl_graft.benchmarks.experiments.digits_report import (benchmark_summary, bonferroni_verdict, holm_intervals,
-                                                            render, verdict_line)
+from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, render, verdict_line
+from cl_graft.benchmarks.experiments.verdicts import bonferroni_verdict, holm_intervals
 from click.testing import CliRunner
 
 from helpers import results_json, strategy_json

@@ -29,11 +29,14 @@ OLD_OPTIONS = ("--work", "--results", "--log-dir", "--json", "--report-only-in-p
 
 
 def _scripts() -> dict[str, click.Command]:
+    """Every script (a module with a click ``main``), named relative to the package (``probes.small_regions``)."""
     found = {}
-    for info in pkgutil.iter_modules(experiments.__path__):
-        module = importlib.import_module(f"{experiments.__name__}.{info.name}")
+    for info in pkgutil.walk_packages(experiments.__path__, f"{experiments.__name__}."):
+        if info.name.endswith(".__main__"):
+            continue
+        module = importlib.import_module(info.name)
         if isinstance(getattr(module, "main", None), click.Command):
-            found[info.name] = module.main
+            found[info.name.removeprefix(f"{experiments.__name__}.")] = module.main
     return found
 
 
@@ -54,7 +57,8 @@ def _record(out: Path, *, users: tuple[str, ...] = ()) -> list[str]:
 
 def test_the_scripts_are_found():
     assert {"benchmarks_page", "continual_seeds", "distributed_scaling", "example_avalanche", "localization",
-            "region_sweep", "digits", "reliability_probe", "task_inference_rules", "text_size_page"} <= set(SCRIPTS)
+            "region_sweep", "digits", "probes.reliability.probe", "probes.task_inference_rules", "text_size_page",
+            "probes.retrain_ab", "probes.retrain_in_region", "probes.small_regions"} <= set(SCRIPTS)
     assert "region_size" not in SCRIPTS                                   # retired: the digits tables replace it
 
 
@@ -162,7 +166,7 @@ def test_the_record_names_the_checkout_as_the_script_started(tmp_path, monkeypat
 def test_example_avalanche_writes_its_logs_into_out(env, tmp_path):
     out = tmp_path / "example"
     args = ["--stream", "alpha,beta", "--data-dir", env / "data", "--model", env / "model", "--k", "16",
-            "--epochs", "1", "--sparsity", "0.05", "--out", out]
+            "--epochs", "1", "--region-size", "0.05", "--out", out]
     metrics = SCRIPTS["example_avalanche"].main([str(a) for a in args], standalone_mode=False)
     assert metrics["StreamForgetting/eval_phase/test_stream"] == 0.0
     files = _record(out)
@@ -171,7 +175,7 @@ def test_example_avalanche_writes_its_logs_into_out(env, tmp_path):
 
 
 def _digits_run(seed: int, retrain: float, average: float) -> dict:
-    """A ``cl-graft run ... --strategies graft --retrain R`` results.json (what retrain_page reads)."""
+    """A ``cl-graft run ... --strategies graft --retrain R`` results.json (what probes/retrain_ab.py reads)."""
     sizing = [{"share": 0.01, "retrain": {"kept": True}}, {"share": 0.05, "retrain": {"kept": False}}] if retrain \
         else [{"share": 0.02}, {"share": 0.1}]
     return results_json({"seed": seed, "command_line": f"cl-graft run --retrain {retrain}", "git_revision": "abc1234",
@@ -180,13 +184,13 @@ def _digits_run(seed: int, retrain: float, average: float) -> dict:
                         {"graft": strategy_json([average, average], info={"sizing": sizing}, bytes=2 ** 20)})
 
 
-def test_retrain_page_pairs_the_variants_by_seed(tmp_path):
+def test_retrain_ab_pairs_the_variants_by_seed(tmp_path):
     runs = []
     for seed in (0, 1, 2):
         for retrain, average in ((0.0, 0.90), (0.25, 0.88 + 0.01 * seed)):
             runs.append(tmp_path / f"r{retrain}-s{seed}.json")
             runs[-1].write_text(json.dumps(_digits_run(seed, retrain, average)))
-    result = _invoke("retrain_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "page"])
+    result = _invoke("probes.retrain_ab", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "page"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "page" / "retrain.md").read_text()
     assert "| split-digits | mlp | task | 0 | 3 | 90.00 | – | 6.00 | 10.0 | 1.00 | 0 of 6 |" in text
@@ -194,5 +198,5 @@ def test_retrain_page_pairs_the_variants_by_seed(tmp_path):
     fixed = _digits_run(0, 0.0, 0.9)
     fixed["run"]["strategy_settings"]["graft"]["size"] = 0.01
     runs[0].write_text(json.dumps(fixed))
-    bad = _invoke("retrain_page", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "page2"])
+    bad = _invoke("probes.retrain_ab", ["--runs", ",".join(map(str, runs)), "--out", tmp_path / "page2"])
     assert bad.exit_code == 2 and "fixed region size" in bad.output and not (tmp_path / "page2").exists()

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cl_graft.benchmarks.experiments.region_sweep import choose, paired_se, split_dev, verdict
+from cl_graft.benchmarks.experiments.region_sweep import choose, paired_se, split_dev
+from cl_graft.benchmarks.experiments.verdicts import se_verdict as verdict
 
 
 def _rows(n_per_label: tuple[int, ...]) -> list[dict]:

@@ -3,7 +3,7 @@ and training are find_region, graft_model and finetune_, tested with the rest of
 script_out.combine_seeds, tested through the retraining probe."""
 from __future__ import annotations
 
-from cl_graft.benchmarks.experiments.small_regions import outside_rows, page, seeds_page
+from cl_graft.benchmarks.experiments.probes.small_regions import outside_rows, page, seeds_page
 
 
 def _result(seed: int, topk: float) -> dict:

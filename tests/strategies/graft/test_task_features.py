@@ -212,7 +212,7 @@ def test_cli_offers_every_rule():
 
 
 def test_rules_script_scores_feature_rules():
-    from cl_graft.benchmarks.experiments.task_inference_rules import evaluate_rules
+    from cl_graft.benchmarks.experiments.probes.task_inference_rules import evaluate_rules
 
     stats = [FeatureStats(torch.tensor([4.0, 0.0]), torch.eye(2), 8), FeatureStats(torch.tensor([0.0, 4.0]),
                                                                                     torch.eye(2), 8)]

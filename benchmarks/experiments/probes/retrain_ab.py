@@ -5,7 +5,7 @@ given folders (one run per folder), groups them by stream, model and scenario, a
 final accuracy of each ``retrain`` share (mean over seeds), retrained minus not (paired by seed, 95% t-interval),
 the median and largest region size, the bytes stored and how many tasks kept their retrained region::
 
-    python -m cl_graft.benchmarks.experiments.retrain_page --runs "RUN,RUN,..." --out DIR [--page PAGE]
+    python -m cl_graft.benchmarks.experiments.probes.retrain_ab --runs "RUN,RUN,..." --out DIR [--page PAGE]
 
 (``DIR/retrain.md`` and the run record ``DIR/config.json``; :mod:`.script_out`).
 """
@@ -18,7 +18,7 @@ import click
 from cl_graft.regions.names import current_setting_names
 from cl_graft.strategies.comparison.metrics import paired_interval
 
-from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
+from ..script_out import MB, ScriptError, claimed, load_results, out_options, write_page
 
 
 def variant(run: dict) -> tuple[tuple, float, int]:
@@ -53,7 +53,7 @@ def page_text(runs: list[dict]) -> str:
               "(`cl_graft.strategies.graft.retrain`); R = 0 searches after training. Average final accuracy (%), "
               "mean over seeds; the difference paired by seed with its 95% t-interval; sizes as shares of the "
               "graftable elements (median and largest over every task of every seed). Made by "
-              "`benchmarks/experiments/retrain_page.py` from the runs listed below."), "",
+              "`benchmarks/experiments/probes/retrain_ab.py` from the runs listed below."), "",
              ("| stream | model | scenario | R | seeds | average | retrained − not | median size % | largest % | MB | "
              "retrained region kept |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (stream, model, scenario), by_share in sorted(groups.items()):
@@ -83,7 +83,7 @@ def main(runs: str, out: Path, overwrite: bool, page: Path | None) -> None:
     params = click.get_current_context().params
     loaded = [load_results(p) for p in runs.split(",") if p]
     text = page_text(loaded)                                            # bad input: before --out is claimed
-    with claimed("retrain_page", params) as run_dir:
+    with claimed("probes.retrain_ab", params) as run_dir:
         write_page(text, run_dir, "retrain.md", page)
     print(f"-> {out / 'retrain.md'}")
 

@@ -15,7 +15,7 @@ scores, on ``--probe-rows`` rows drawn from the task's training file outside the
   plus the head (FISH masks, Sung et al. 2021, https://arxiv.org/abs/2111.09839), at each of ``--lrs``: the
   region is then the whole of what training changed, so nothing is lost to grafting.
 
-Run: ``python -m cl_graft.benchmarks.experiments.small_regions --data-dir ../shared/data --seed S --out OUT``
+Run: ``python -m cl_graft.benchmarks.experiments.probes.small_regions --data-dir ../shared/data --seed S --out OUT``
 (``OUT/small_regions.json`` and ``.md``, the run record ``OUT/config.json``); ``--combine A/small_regions.json,...
 --out OUT`` writes ``OUT/small_regions_seeds.md``: per region and size, the accuracy kept as a share of ``full``,
 with the paired 95% t-interval over seeds of the difference.
@@ -46,7 +46,7 @@ from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import finetune_
 from cl_graft.training.models import build_classifier, clone_model
 
-from .script_out import claimed, combine_seeds, out_options, settings_of, write_page
+from ..script_out import claimed, combine_seeds, out_options, settings_of, write_page
 
 GRAFTS = ("topk", "fisher-delta")
 
@@ -138,9 +138,9 @@ def main(data_dir, tasks, sizes, train_sizes, lrs, steps, probe_rows, fisher_row
          overwrite) -> None:
     params = click.get_current_context().params
     if combine:
-        combine_seeds("small_regions", params, "small_regions.json", "small_regions_seeds.md", seeds_page)
+        combine_seeds("probes.small_regions", params, "small_regions.json", "small_regions_seeds.md", seeds_page)
         return
-    with claimed("small_regions", params) as run_dir:
+    with claimed("probes.small_regions", params) as run_dir:
         result: dict = {"config": run_record(command="benchmarks.small_regions", **settings_of(params)),
                         "steps": steps, "probe_rows": probe_rows, "tasks": {}}
         preset = get_preset("quick", seed=seed)

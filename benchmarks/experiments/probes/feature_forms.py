@@ -21,7 +21,7 @@ construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled cov
 (``T·d + (R + 1)·d`` floats; not a form the router's storage offers, measured to see what it would buy).
 Prints a markdown table and writes JSON.
 
-Run: ``python -m cl_graft.benchmarks.experiments.feature_forms --stream split-digits --seeds 0,1,2 --out DIR``
+Run: ``python -m cl_graft.benchmarks.experiments.probes.feature_forms --stream split-digits --seeds 0,1,2 --out DIR``
 (writes ``DIR/feature_forms.json`` and the run record ``DIR/config.json``; ``--out`` is claimed as a command's
 folder, :mod:`.script_out`); ``--digits-run RUN`` instead scores the routing rules of a finished digits run
 (graft's saved skills) into ``DIR/rules.json``.
@@ -36,7 +36,7 @@ import torch
 
 from cl_graft.files import write_json
 
-from .script_out import claimed, out_options
+from ..script_out import claimed, out_options
 
 FORMS = ("full", "lowrank:64", "lowrank:32", "lowrank:16", "lowrank:8", "lowrank:4", "lowrank:2", "lowrank:1",
          "diagonal", "mean")
@@ -183,7 +183,7 @@ def table(results: dict[str, dict]) -> str:
 @click.option("--data-dir", default=None)
 @out_options()
 def main(streams, seeds, input_space, runs, digits_runs, data_dir, out, overwrite) -> None:
-    with claimed("feature_forms", click.get_current_context().params) as run_dir:
+    with claimed("probes.feature_forms", click.get_current_context().params) as run_dir:
         if digits_runs:
             rules = {Path(r).name: digits_run_rules(Path(r)) for r in digits_runs}
             write_json(run_dir.path / "rules.json", rules)

@@ -12,7 +12,7 @@ rule, task-identification accuracy, task-agnostic accuracy strict (right task an
 ``task_agnostic``) and as Avalanche counts it (the routed logits' argmax equals the label: ``avalanche``) per
 task, beside the task-aware accuracy.
 
-Run: ``python -m cl_graft.benchmarks.experiments.task_inference_rules --run runs/cl --out DIR`` (writes
+Run: ``python -m cl_graft.benchmarks.experiments.probes.task_inference_rules --run runs/cl --out DIR`` (writes
 ``DIR/rules.json`` and the run record ``DIR/config.json``; ``--out`` is claimed as a command's folder,
 :mod:`.script_out`).
 """
@@ -28,7 +28,7 @@ from cl_graft.strategies.adapter import MASK_VALUE
 
 from cl_graft.files import write_json
 
-from .script_out import claimed, out_options
+from ..script_out import claimed, out_options
 
 RULES = ("entropy", "max-softmax", "entropy/log C")
 FEATURE_RULES = ("features", "features: nearest mean")
@@ -139,7 +139,7 @@ def evaluate_rules(tasks: list[str], logits: list[list[torch.Tensor]], labels: l
 @click.option("--data-dir", default=None)
 @out_options()
 def main(run, data_dir, out, overwrite) -> None:
-    with claimed("task_inference_rules", click.get_current_context().params) as run_dir:
+    with claimed("probes.task_inference_rules", click.get_current_context().params) as run_dir:
         res = evaluate_rules(*task_logits(Path(run), data_dir))
         write_json(run_dir.path / "rules.json", res)
     print(json.dumps(res, indent=1))

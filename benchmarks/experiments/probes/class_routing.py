@@ -9,7 +9,7 @@ forms ``lowrank:32`` and ``full``), the same router over classes (statistics wit
 what graft keeps now), and the nearest class mean by cosine (the ``ncm`` baseline's rule). Writes
 ``class_routing.json``: each rule's task identification and, for class rules, class accuracy.
 
-    python -m cl_graft.benchmarks.experiments.class_routing --data-dir ../shared/data --task clinc150 --groups 15 \\
+    python -m cl_graft.benchmarks.experiments.probes.class_routing --data-dir ../shared/data --task clinc150 --groups 15 \\
         --out runs/routing
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from cl_graft.strategies.graft.task_features import FeatureAccumulator, FeatureR
 from cl_graft.strategies.head_inputs import HeadInputs
 from cl_graft.training.models import build_classifier
 
-from .script_out import claimed, out_options, settings_of
+from ..script_out import claimed, out_options, settings_of
 
 
 @torch.no_grad()
@@ -83,7 +83,7 @@ def identification(fit: torch.Tensor, y_fit: torch.Tensor, score: torch.Tensor, 
 @out_options()
 def main(data_dir, task, n_groups, model, fit_rows, score_rows, seed, out, overwrite) -> None:
     params = click.get_current_context().params
-    with claimed("class_routing", params) as run_dir:
+    with claimed("probes.class_routing", params) as run_dir:
         data = load_task(task, data_dir)
         clf = build_classifier(model, max_length=64)
         clf.add_task(data.spec)

@@ -1,8 +1,8 @@
-"""The retraining probe's pages (benchmarks/experiments/retrain_probe.py); its regions and grafts are
+"""The retraining probe's pages (benchmarks/experiments/probes/retrain_in_region.py); its regions and grafts are
 find_region("topk") and graft_model, tested with the rest of cl_graft."""
 from __future__ import annotations
 
-from cl_graft.benchmarks.experiments.retrain_probe import page
+from cl_graft.benchmarks.experiments.probes.retrain_in_region import page
 
 
 def test_page_reports_each_cell_and_the_mean_gain():
@@ -23,7 +23,7 @@ def _seed(seed: int, graft: float, retrained: float) -> dict:
 def test_seeds_page_gives_the_gain_with_its_interval_over_seeds(tmp_path):
     import json
 
-    from cl_graft.benchmarks.experiments.retrain_probe import main, seeds_page
+    from cl_graft.benchmarks.experiments.probes.retrain_in_region import main, seeds_page
     from click.testing import CliRunner
 
     results = [_seed(0, 0.80, 0.82), _seed(1, 0.80, 0.83), _seed(2, 0.80, 0.84)]

@@ -10,7 +10,7 @@
 - ``lwf``: ``LwF`` (or Naive, ``--alpha 0``) on ``permuted-N-multi`` (MTSimpleMLP): the final row, how far task
   0's head moved since task 0, and task 0's accuracy with that head now vs put back as it was.
 
-Run: ``python -m cl_graft.benchmarks.experiments.baseline_probes ewc --tasks 50 --epochs 10 --ewc-lambda 100``.
+Run: ``python -m cl_graft.benchmarks.experiments.probes.flagged_baselines ewc --tasks 50 --epochs 10 --ewc-lambda 100``.
 The probes print their findings and write no file (so no ``--out``, unlike the experiment scripts).
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ that region's elements and the task head only (the fine-tuning recipe of the pre
 evaluations kept; every other element bit-exact): what a size search that retrains inside a small region could
 gain, and at what cost. Dev rows choose the checkpoint; test rows are only reported.
 
-Run: ``python -m cl_graft.benchmarks.experiments.retrain_probe --data-dir ../shared/data --finetuned-root
+Run: ``python -m cl_graft.benchmarks.experiments.probes.retrain_in_region --data-dir ../shared/data --finetuned-root
 DIR --out OUT`` (fine-tuned models are read from ``DIR/<task>``, e.g. the localization benchmark's
 ``work/finetuned``, else fine-tuned with the quick preset into ``OUT/work``). Writes ``OUT/retrain.json`` and
 ``OUT/retrain.md`` (the run record: ``OUT/config.json``); ``--combine A/retrain.json,B/retrain.json,... --out OUT``
@@ -32,8 +32,8 @@ from cl_graft.training.evaluate import evaluate
 from cl_graft.training.finetune import finetune_
 from cl_graft.training.models import build_classifier
 
-from .localization import get_finetuned
-from .script_out import claimed, combine_seeds, out_options, settings_of, work_folder, write_page
+from ..localization import get_finetuned
+from ..script_out import claimed, combine_seeds, out_options, settings_of, work_folder, write_page
 
 
 def accuracy(model, rows: list[dict], task: str) -> float:
@@ -104,11 +104,11 @@ def main(data_dir, tasks, sizes, steps, finetuned_root, seed, combine, out, over
     params = click.get_current_context().params
     shares = [float(s) for s in sizes.split(",")]
     if combine:
-        combine_seeds("retrain_probe", params, "retrain.json", "retrain_seeds.md", seeds_page)
+        combine_seeds("probes.retrain_in_region", params, "retrain.json", "retrain_seeds.md", seeds_page)
         return
-    with claimed("retrain_probe", params) as run_dir:
+    with claimed("probes.retrain_in_region", params) as run_dir:
         scratch = work_folder(run_dir, "finetuned")
-        result: dict = {"config": run_record(command="benchmarks.retrain_probe", **settings_of(params)),
+        result: dict = {"config": run_record(command="benchmarks.experiments.probes.retrain_in_region", **settings_of(params)),
                         "steps": steps, "tasks": {}}
         for task in tasks.split(","):
             ft, splits, preset, _ = get_finetuned(task, finetuned_root, scratch, data_dir, seed)
