@@ -349,6 +349,20 @@ def reliability() -> str:
     return f"reliability.md) ({sum(c['ok'] for c in cases)} of {len(cases)} cases as wanted"
 
 
+def class_text() -> str:
+    def run(folder: str) -> tuple[str, str, str]:
+        runs = art(f"class_text/{folder}/results.json")["strategies"]
+        graft = runs["graft"]
+        return (f"{pct(graft['summary']['average'])}%", f"{pct(statistics.mean(graft['info']['task_id']))}%",
+                f"{pct(runs['ncm']['summary']['average'])}%")
+
+    (cg, ct, cn), (bg, bt, bn) = run("clinc150_class_s0"), run("banking77_class_default_s0")
+    own = art("class_text/answers_clinc150_s0/class_answers.json")["rules"]["test"]["row's own task"]
+    return (f"gives graft {cg} (task identified {ct}) against nearest class mean {cn}; `split-banking77:7` graft "
+            f"{bg} ({bt}) against {bn}. Given the right experience graft's models answer {pct(own)}% of the "
+            f"clinc150 rows")
+
+
 QUOTES: dict[str, Callable[[], str]] = {
     "quick-start 1's summary table (text_quick seed 0)": cli_table,
     "quick-start 1's three-seed sentence (text_quick, continual_quick)": text_quick_sentence,
@@ -364,6 +378,7 @@ QUOTES: dict[str, Callable[[], str]] = {
     "retraining on digits (retrain_ab)": retrain_digits,
     "retraining on text (text_retrain)": text_retrain,
     "small regions probe": small_regions,
+    "class-incremental text (class_text)": class_text,
     "the reliability probe": reliability,
 }
 
