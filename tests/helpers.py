@@ -151,6 +151,24 @@ def write_task(folder: Path, labels: list[str], splits: dict[str, list[dict]]) -
     return folder
 
 
+INTENT_WORDS = ["great", "good", "terrible", "boring", "movie", "film", "plot", "news", "world", "fun", "dull",
+                "wonderful"]
+
+
+def intents_env(root: Path, seed: int = 0) -> Path:
+    """``root`` with a saved tiny BERT (``model``) and a data dir (``data``) holding ``intents``: six classes, each
+    marked by two words, 240 training and 60 test rows (a task to split into experiences)."""
+    save_tiny_model(root / "model")
+    rng = random.Random(seed)
+
+    def rows(n):
+        return [{"text": " ".join([INTENT_WORDS[2 * (i % 6)], INTENT_WORDS[2 * (i % 6) + 1],
+                                   *rng.sample(INTENT_WORDS, 2)]), "label": i % 6} for i in range(n)]
+
+    write_task(root / "data" / "intents", [f"c{i}" for i in range(6)], {"train": rows(240), "test": rows(60)})
+    return root
+
+
 def sentiment_rows(n: int, seed: int, flip: bool) -> list[dict]:
     """Four filler words and one sentiment word; label = positive (or, with ``flip``, negative)."""
     rng, out = random.Random(seed), []

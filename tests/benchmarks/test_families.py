@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import random
 import sys
 
 import pytest
@@ -13,26 +12,14 @@ from cl_graft.benchmarks.families import families, find_family
 from cl_graft.benchmarks.families.split_text import class_order, groups
 from cl_graft.errors import UserError
 
-from helpers import cli, entry_point_module, save_tiny_model, write_task
+from helpers import cli, entry_point_module, intents_env
 
 avalanche = pytest.importorskip("avalanche")
-
-WORDS = ["great", "good", "terrible", "boring", "movie", "film", "plot", "news", "world", "fun", "dull", "wonderful"]
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    """A saved tiny BERT and a six-class task ``intents`` (two words mark each class)."""
-    root = tmp_path_factory.mktemp("families")
-    save_tiny_model(root / "model")
-    rng = random.Random(0)
-
-    def rows(n):
-        return [{"text": " ".join([WORDS[2 * (i % 6)], WORDS[2 * (i % 6) + 1], *rng.sample(WORDS, 2)]),
-                 "label": i % 6} for i in range(n)]
-
-    write_task(root / "data" / "intents", [f"c{i}" for i in range(6)], {"train": rows(240), "test": rows(60)})
-    return root
+    return intents_env(tmp_path_factory.mktemp("families"))
 
 
 def test_each_spec_finds_its_family():

@@ -3,30 +3,16 @@ task's classes) on the test rows is exactly the run's accuracy after the last ex
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
-from helpers import cli, save_tiny_model, write_task
+from helpers import cli, intents_env
 
 avalanche = pytest.importorskip("avalanche")
 
-WORDS = ["great", "good", "terrible", "boring", "movie", "film", "plot", "news", "world", "fun", "dull", "wonderful"]
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    """A saved tiny BERT and a six-class task ``intents`` (two words mark each class)."""
-    root = tmp_path_factory.mktemp("answers")
-    save_tiny_model(root / "model")
-    rng = random.Random(1)
-
-    def rows(n):
-        return [{"text": " ".join([WORDS[2 * (i % 6)], WORDS[2 * (i % 6) + 1], *rng.sample(WORDS, 2)]),
-                 "label": i % 6} for i in range(n)]
-
-    write_task(root / "data" / "intents", [f"c{i}" for i in range(6)], {"train": rows(240), "test": rows(60)})
-    return root
+    return intents_env(tmp_path_factory.mktemp("answers"), seed=1)
 
 
 def test_graft_rule_is_the_runs_accuracy(env, tmp_path):
