@@ -50,8 +50,7 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
     element count (``region_elements``; results written before call it ``region_sizes``, read both with
     :func:`cl_graft.regions.names.region_elements`), its density, the free share after it, the size search's record
     and the seconds of each search and of each task's feature statistics (a resumed run's earlier sessions
-    included, :func:`.run_state.task_seconds`); after an evaluation routed by features, ``confined``
-    (:attr:`.plugin.GraftPlugin.confined`)."""
+    included, :func:`.run_state.task_seconds`)."""
     from .sizing import sizing_records
 
     plugin = region_plugin(strategy)
@@ -63,20 +62,13 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "task_bytes": owners.task_bytes(),
                              "region_density": [e / numel for e in elements],
                              "free_share": [1 - sum(elements[:i + 1]) / numel for i in range(len(elements))],
-                             "sizing": sizing_records(owners), **task_seconds(plugin),
-                             **({"confined": plugin.confined} if plugin.confined[1] else {})}
+                             "sizing": sizing_records(owners), **task_seconds(plugin)}
 
 
 def region_lines(info: dict) -> list[str]:
     """The strategy table's line per task (``report_lines``): its region's share of the graftable elements
-    and, when the size was searched, what the search found (``info["sizing"]``, :func:`.sizing.size_line`);
-    after an evaluation routed by features, how many answers keeping a row to its chosen task's classes changed
-    (``info["confined"]``)."""
-    lines = [size_line(r["task"], r) for r in info.get("sizing", [])]
-    if "confined" in info:
-        changed, rows = info["confined"]
-        lines.append(f"answered from the chosen task's classes: {changed} of {rows} routed rows changed")
-    return lines
+    and, when the size was searched, what the search found (``info["sizing"]``, :func:`.sizing.size_line`)."""
+    return [size_line(r["task"], r) for r in info.get("sizing", [])]
 
 
 def region_field(info: dict, i: int) -> list[str]:

@@ -129,8 +129,6 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         localize_seconds: wall time of each region search (stream mode).
         feature_seconds: wall time of each task's feature statistics.
         task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
-        confined: ``[changed, rows]`` of the last evaluation routed by features: answers that keeping a row to
-            its chosen task's classes changed (:meth:`~.routing.TaskRouter.infer`), of the rows routed.
     """
 
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
@@ -158,7 +156,6 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.localize_seconds: list[float] = []
         self.feature_seconds: list[float] = []
         self.task_id: dict[int, list[int]] = {}
-        self.confined = [0, 0]
         self._freeze: ElementFreeze | None = None
         self._target: GraftTarget | None = None
         self._router: TaskRouter | None = None
@@ -366,8 +363,6 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
 
     def after_eval(self, strategy, **kwargs) -> None:
         if self._router is not None:
-            if self._router.confined[1]:
-                self.confined = list(self._router.confined)
             self._router.close_()
             self._router = None
 

@@ -66,7 +66,6 @@ class TaskRouter:
         self._state: int | None = None                                   # None: every region (as trained)
         self._layer: torch.nn.Module | None = None
         self._features: FeatureRouter | None = None
-        self.confined = [0, 0]                       # [answers the chosen task's classes changed, rows routed]
 
     def order(self, label: int) -> int | None:
         """Position of the label's task in the learning order; None for a task not learned yet (the model as
@@ -156,7 +155,7 @@ class TaskRouter:
                 self._features = FeatureRouter([self.owners.features[t] for t in self.owners.tasks])
             pick = self._features.scores(self.features(x)).argmax(0)               # (B,) position among the tasks
             chosen = torch.tensor(labels, device=pick.device)[pick]
-            return self._confine(self.forward(x, chosen.to(x.device), pick), pick), chosen
+            return self.forward(x, chosen.to(x.device), pick), chosen
         outs, scores = [], []
         for k, label in enumerate(labels):
             self.switch_(k)
@@ -168,25 +167,6 @@ class TaskRouter:
         rows = torch.arange(x.shape[0], device=pick.device)
         chosen = torch.tensor(labels, device=pick.device)[pick]
         return stacked[pick, rows], chosen
-
-    def _confine(self, logits: Tensor, pick: Tensor) -> Tensor:
-        """``logits`` ``(B, C)`` with every column outside the chosen task's classes set to :data:`MASK_VALUE`
-        (the router's :attr:`~.task_features.FeatureRouter.classes`; unchanged when it keeps none): a row the
-        router sent to a task is answered from that task's classes. A single head over every class seen lets a
-        task's model answer with another task's class, which contradicts the router's choice. With the defaults
-        it seldom acts: on ``split-clinc150:15`` (seed 0) it changed 8 of 2,250 test answers and left dev
-        accuracy at 95.0% (``benchmarks/results/class_text/answers_clinc150_s0``). Adds to :attr:`confined`
-        ``[answers changed, rows]``."""
-        classes = self._features.classes
-        if classes is None:
-            return logits
-        keep = torch.zeros(len(classes), logits.shape[-1], dtype=torch.bool, device=logits.device)   # (T, C)
-        for k, c in enumerate(classes):
-            keep[k, c[c < logits.shape[-1]].to(logits.device)] = True
-        out = logits.masked_fill(~keep[pick.to(logits.device)], MASK_VALUE)
-        self.confined[0] += int((out.argmax(-1) != logits.argmax(-1)).sum())
-        self.confined[1] += logits.shape[0]
-        return out
 
     def close_(self) -> None:
         """Back to every region and drops the cached patches (the owner map may change after this)."""

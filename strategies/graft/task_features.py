@@ -88,8 +88,8 @@ class FeatureStats:
         class_means: ``(m, d)`` float32, the mean of each of the task's m classes (sorted by label), when the
             rows' labels were given (in every form; :class:`FeatureRouter` then scores classes).
         class_counts: ``(m,)`` float32, the rows of each class.
-        class_labels: ``(m,)`` float32, the label of each class (integers, ascending): which logits the task
-            answers with (:attr:`FeatureRouter.classes`).
+        class_labels: ``(m,)`` float32, the label of each class (integers, ascending): the class each row of
+            ``class_means`` is (:attr:`FeatureRouter.classes`).
     """
 
     mean: Tensor
@@ -232,8 +232,8 @@ class FeatureRouter:
         shrink: see above.
 
     Attributes:
-        classes: with class means, each task's labels ``(m_k,)`` (long), the logits a row sent to that task is
-            answered from (:meth:`~.routing.TaskRouter.infer`); None otherwise.
+        classes: with class means, each task's labels ``(m_k,)`` (long), in the order of its means (the class
+            a row's best mean names); None otherwise.
     """
 
     def __init__(self, stats: Sequence[FeatureStats], shrink: float = SHRINK) -> None:

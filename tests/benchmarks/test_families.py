@@ -56,8 +56,6 @@ def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
         assert graft["summary"]["forgetting"] == 0.0
     else:
         assert len(graft["info"]["task_id"]) == 3 and "task identified" in res.output
-        changed, rows = graft["info"]["confined"]                        # the last evaluation's routed rows
-        assert rows > 0 and 0 <= changed <= rows
         assert graft["info"]["task_aware"] == "none (single head)"
     ncm = data["strategies"]["ncm"]
     assert ncm["summary"]["average"] > 0.8, ncm["matrix"]               # the words mark the classes

@@ -7,9 +7,9 @@ FeatureRouter`, the linear discriminant over every class seen), and each learned
 Rules, as shares of rows answered right:
 
 - ``task identified``: the router's task is the row's;
-- ``all classes seen``: the chosen task's state answers from every class (graft before its answers were kept to
-  the chosen task's classes);
-- ``chosen task's classes``: the same state, its answer kept to the chosen task's classes (graft now);
+- ``all classes seen``: the chosen task's state answers from every class (graft's answer);
+- ``chosen task's classes``: the same state, its answer kept to the chosen task's classes (a rule tried and left
+  out: it changed nothing measurable on dev rows with the defaults);
 - ``row's own task``: the row's own task's state, from its task's classes (the grafted models alone, no routing);
 - ``router's class``: the discriminant's best class (no grafted model);
 - ``nearest class mean``: the cosine-nearest class mean of the router's statistics (``ncm``'s rule).

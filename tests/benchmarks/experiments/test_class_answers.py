@@ -1,5 +1,5 @@
-"""The class-answers probe rebuilds a saved class-scenario run and scores its rules; graft's own rule (the chosen
-task's classes) on the test rows is exactly the run's accuracy after the last experience."""
+"""The class-answers probe rebuilds a saved class-scenario run and scores its rules; graft's own answer (the chosen
+task's state, every class seen) on the test rows is exactly the run's accuracy after the last experience."""
 from __future__ import annotations
 
 import json
@@ -32,7 +32,7 @@ def test_graft_rule_is_the_runs_accuracy(env, tmp_path):
     rows = test["experience_rows"]
     assert test["rows"] == sum(rows) and all(0 <= test[r] <= 1 for r in RULES)
     final = sum(a * n for a, n in zip(graft["matrix"][-1], rows)) / sum(rows)
-    assert test["chosen task's classes"] == pytest.approx(final)
+    assert test["all classes seen"] == pytest.approx(final)
     identified = sum(a * n for a, n in zip(graft["info"]["task_id"], rows)) / sum(rows)
     assert test["task identified"] == pytest.approx(identified)
 
