@@ -74,6 +74,10 @@ class TextCollate:
     def __init__(self, pad_id: int, width: int) -> None:
         self.pad_id, self.width = pad_id, width
 
+    def length(self, row: dict) -> int:
+        """A row's tokens (the model cuts a batch to its longest row, so passes batch rows of similar length)."""
+        return len(row["input_ids"])
+
     def __call__(self, rows: list[dict]) -> list[torch.Tensor]:
         width = max(self.width, *(len(r["input_ids"]) for r in rows))
         x = torch.zeros((len(rows), 2, width), dtype=torch.long)              # (B, 2, L)

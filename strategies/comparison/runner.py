@@ -120,7 +120,8 @@ def fresh_model(base: torch.nn.Module, stream: ContinualStream, seed: int) -> tu
 
 
 def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, settings: Settings, steps: int, *,
-           stream: ContinualStream, resumed=None, report: Report | None, peers: Mapping | None = None):
+           stream: ContinualStream, resumed=None, report: Report | None, peers: Mapping | None = None,
+           task_inference: str | None = None):
     """The entry's template, with the recipe every strategy shares (``steps`` per ``train``) and, with
     ``report``, the plugin that moves the console's progress line (Avalanche's own log when it is verbose).
 
@@ -140,7 +141,8 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
                                      phase_after_training=entry.phase_after_training))
     peers = {p: (peers or {})[p] for p in entry.peers}
     strategy = entry.build(BuildContext(model=model, cfg=cfg, settings=settings, template=template, plugins=plugins,
-                                        stream=stream, resumed=resumed, progress=verbose, peers=peers))
+                                        stream=stream, resumed=resumed, progress=verbose, peers=peers,
+                                        task_inference=task_inference))
     unsupported = [type(p).__name__ for p in strategy.plugins if not getattr(p, "supports_distributed", False)]
     if distributed.world_size() > 1 and unsupported:
         raise UserError(f"strategy {entry.name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
@@ -241,7 +243,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
         raise UserError(f"{name} reads the result of {missing[0]} in the same run: put {missing[0]} before it")
     bm, tasks = stream.benchmark, stream.tasks
     n, steps, seed = len(tasks), cfg.recipe.steps, cfg.recipe.seed
-    build = {"stream": stream, "report": report, "peers": peers}
+    build = {"stream": stream, "report": report, "peers": peers, "task_inference": task_inference}
     if report is not None:
         report.console.phase(f"{report.label} · set-up")          # a builder may train here (e.g. the paper mode)
     if entry.fit == "separate":

@@ -103,8 +103,10 @@ def _stream_mode(ctx: BuildContext):
     strategy = GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
                              reconstruct=ctx.settings.reconstruct,
                              task_inference=class_scenario_rule(ctx, "features"),
+                             feature_stats=True if ctx.task_inference == "features" else None,
                              valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.resumed)
-    TrainedTestScore.attach(strategy, ctx.stream.benchmark.test_stream)      # sizing["trained_test"], read later
+    if ctx.settings.trained_test:                                           # sizing["trained_test"], read later
+        TrainedTestScore.attach(strategy, ctx.stream.benchmark.test_stream)
     return strategy
 
 

@@ -24,7 +24,7 @@ from avalanche.models.utils import avalanche_forward
 from cl_graft.grafting.graft import patch_, restore_
 
 from ..head_inputs import HeadInputs
-from .experience_data import EVAL_BATCH, collate, eval_view
+from .experience_data import EVAL_BATCH, collate, eval_batches, eval_view
 from .owner_map import OwnerMap
 from .targets import GraftTarget
 from .task_features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, feature_layer
@@ -70,9 +70,7 @@ def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, dataset
             return None
         with HeadInputs(module) as rec:
             for dataset in datasets:
-                idx = spread(len(dataset), rows)
-                for s in range(0, len(idx), batch):
-                    x, y = collate(dataset, idx[s:s + batch])[:2]
+                for _, (x, y, *_) in eval_batches(dataset, spread(len(dataset), rows), batch):
                     avalanche_forward(target.model, x.to(device), first)
                     acc.update(rec.take(x.shape[0]), torch.as_tensor(y))
     finally:

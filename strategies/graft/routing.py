@@ -112,8 +112,9 @@ class TaskRouter:
             raise UserError("task inference needs at least one learned task")
         missing = [t for t in self.owners.tasks if t not in self.owners.features]
         if how == "features" and missing:
-            raise UserError(f"task {missing[0]!r} has no feature statistics (skills saved before they were "
-                            f"collected, or heads with no module of their own); use task inference entropy or max-softmax")
+            raise UserError(f"task {missing[0]!r} has no feature statistics (not collected: train with "
+                            f"task_inference='features' or feature_stats=True; or heads with no module of their "
+                            f"own); use task inference entropy or max-softmax")
 
     def feature_layer(self, x: Tensor) -> torch.nn.Module:
         """The module whose input is the routing features (:func:`~.task_features.feature_layer`): the first

@@ -64,7 +64,7 @@ RUN_FILE = "graft_run.json"
 REST_FILE = "model_rest.safetensors"
 FORMAT_VERSION = 1
 SETTINGS_SCHEMA = Obj({}, {"mode": str, "reconstruct": str, "task_inference": Nullable(str), "guard": bool,
-                           "feature_form": str,
+                           "feature_form": str, "feature_stats": Nullable(bool),
                            "finder": Nullable(Obj({"method": str, "config": dict})),
                            "region_size": Nullable(dict), **dict.fromkeys(OLD_SETTING_NAMES, Nullable(dict))})
 RUN_SCHEMA = Obj({"format_version": int, "pre": bool, "rest": ListOf(str), "settings": SETTINGS_SCHEMA},
@@ -166,7 +166,8 @@ def read_settings(directory: str | os.PathLike) -> dict:
 
 def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     """The :class:`~.strategy.GraftStrategy` arguments a save recorded: ``mode``, ``reconstruct``,
-    ``task_inference``, ``guard``, ``feature_form`` and, when recorded, ``finder`` (a :class:`~.finders.LocalizeFinder`) and
+    ``task_inference``, ``guard``, ``feature_form``, ``feature_stats`` and, when recorded, ``finder`` (a
+    :class:`~.finders.LocalizeFinder`) and
     ``region_size`` (a :class:`~.sizing.RegionSize`; saves made before it had that name wrote ``size``).
 
     Raises:
@@ -180,7 +181,8 @@ def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
             raise UserError(f"{path}: field 'settings.{key}' must be one of {list(values)}, got {saved[key]!r}")
     if "feature_form" in saved:
         _built(path, "settings.feature_form", lambda: parse_form(saved["feature_form"]))
-    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form") if k in saved}
+    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats")
+            if k in saved}
     finder = saved.get("finder")
     size_key = recorded_key(saved, "region_size")                  # saves before the rename: "size"
     region_size = saved.get(size_key)

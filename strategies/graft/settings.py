@@ -76,15 +76,23 @@ class GraftSettings(RegionServing):
                     "retrain": "With --region-size auto: share of each experience's steps spent retraining a "
                                "smaller region, kept if it scores as well on dev rows (0: off).",
                     "shrink": "With --region-size auto: rungs below the vouched size that the retrained region "
-                              "is."}})
+                              "is.",
+                    "refine": "With --region-size auto: also learn the region (the --method) at the chosen size "
+                              "and keep it where it scores as well on dev rows (default: the top-|Δ| region)."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})
+    trained_test: bool = field(default=False, metadata={
+        "help": "Also score each task's trained model on its test rows before its region is chosen "
+                "(sizing.trained_test: whether the size search's promise held on test rows; one test pass per "
+                "task, which no choice reads)."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
         object.__setattr__(self, "region_size", parse_region_size(self.region_size))
+        if not isinstance(self.trained_test, bool):
+            raise UserError(f"trained_test must be true or false, got {self.trained_test!r}")
 
     @classmethod
     def from_preset(cls, preset: Preset, *, seed: int) -> GraftSettings:

@@ -91,6 +91,8 @@ _ARGS = """Args:
     guard (bool, default True): also restore frozen elements from a snapshot after each optimizer step.
     feature_form (str, default ``"lowrank:32"``): what each task's feature statistics keep (``full``,
         ``lowrank:R``, ``diagonal`` or ``mean``; see :mod:`.task_features`).
+    feature_stats (bool, default None): collect each task's feature statistics after its experience: True always
+        (a run any routing rule can serve later), False never, None when ``task_inference`` is ``"features"``.
 """
 
 
@@ -118,13 +120,13 @@ Attributes:
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
                  region_size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM,
-                 **base_kwargs) -> None:
+                 feature_stats: bool | None = None, **base_kwargs) -> None:
         self._held_out_checked = None                   # the experience whose valid_stream rows were checked
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  valid_stream=valid_stream, graftable=graftable, heads=heads,
                                  task_inference=task_inference, owners=owners, guard=guard,
-                                 region_size=region_size,
-                                 feature_form=feature_form)
+                                 region_size=region_size, feature_form=feature_form,
+                                 feature_stats=feature_stats)
         super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
                          train_mb_size=train_mb_size,
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
@@ -191,7 +193,7 @@ Attributes:
             finder, region_size = finder.finder, finder.region_size.to_json()
         settings = {"mode": self.graft.mode, "reconstruct": self.graft.reconstruct,
                     "task_inference": self.graft.task_inference, "guard": self.graft.guard,
-                    "feature_form": self.graft.feature_form,
+                    "feature_form": self.graft.feature_form, "feature_stats": self.graft.feature_stats,
                     "finder": finder.to_json() if isinstance(finder, LocalizeFinder) else None,
                     "region_size": region_size}
         return save_run(directory, owners, target.root, heads=target.heads(None), pre=pre, settings=settings)
@@ -207,8 +209,8 @@ Attributes:
             optimizer: an optimizer over ``model``'s parameters (optimizer state is not saved: each experience
                 starts it afresh; heads the replay adds join it at the next experience, as in Avalanche).
             **kwargs: any other :class:`GraftStrategy` argument; ``mode``, ``reconstruct``, ``task_inference``,
-                ``guard``, ``feature_form``, a ``LocalizeFinder`` and the automatic ``region_size`` rules default to
-                the saved ones.
+                ``guard``, ``feature_form``, ``feature_stats``, a ``LocalizeFinder`` and the automatic
+                ``region_size`` rules default to the saved ones.
 
         Raises:
             UserError: a missing or malformed folder, or a model that does not match the run.
@@ -216,7 +218,7 @@ Attributes:
         saved = saved_arguments(directory)
         root = graft_target(model, graftable=kwargs.get("graftable"), heads=kwargs.get("heads")).root
         owners = load_run_(directory, root)
-        for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form"):
+        for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats"):
             if key in saved:
                 kwargs.setdefault(key, saved[key])
         if "finder" not in kwargs and "region_size" not in kwargs:

@@ -1,12 +1,13 @@
 """The trained model's test accuracy per task, recorded beside its region size (``sizing["trained_test"]``).
 
-The size search vouches, on held-out rows, that a task's region loses at most ``tolerance`` of the accuracy of the
-model the task trained (:mod:`.sizing`). Whether that promise held on test rows can only be read afterwards, and
-only if the trained model's test accuracy was kept: the grafted model replaces it when the task ends. So
-``cl-graft run`` adds :class:`TrainedTestScore` to graft's template: when a task's training ends, before the region
-is chosen, it scores the model as trained on the task's test experience, and once the task's region exists it
-writes ``trained_test`` (accuracy, a share) and ``trained_test_seconds`` into the region's size record (saved with
-the skills, so a resumed run keeps them). Nothing reads them while the run goes on: no choice sees test rows.
+The size search vouches, on held-out rows, that a task's region loses at most ``tolerance`` of the accuracy of the model
+the task trained (:mod:`.sizing`). Whether that promise held on test rows can only be read afterwards, and only if the
+trained model's test accuracy was kept: the grafted model replaces it when the task ends. So ``cl-graft run
+--trained-test true`` adds :class:`TrainedTestScore` to graft's template (off by default: one pass over each task's test
+rows, about 6 s per task of the README's text stream, which no choice reads): when a task's training ends, before the
+region is chosen, it scores the model as trained on the task's test experience, and once the task's region exists it
+writes ``trained_test`` (accuracy, a share) and ``trained_test_seconds`` into the region's size record (saved with the
+skills, so a resumed run keeps them). Nothing reads them while the run goes on: no choice sees test rows.
 A task whose region was retrained (:mod:`.sizing.retrain`) ends training already inside its region: its record gets
 ``trained_test`` None.
 """

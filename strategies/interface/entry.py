@@ -123,6 +123,8 @@ class BuildContext:
         progress: show progress bars.
         peers: the results of the strategies named in the entry's ``peers`` (name → the
             :class:`~..comparison.runner.StrategyResult` of the same run: ``bytes``, ``info``, ``matrix``).
+        task_inference: the rule of ``routes`` a task-agnostic evaluation will use after training
+            (``--task-inference``), else None.
     """
 
     model: torch.nn.Module
@@ -134,6 +136,7 @@ class BuildContext:
     resumed: Any = None
     progress: bool = False
     peers: Mapping[str, Any] = field(default_factory=dict)
+    task_inference: str | None = None
 
     @property
     def scenario(self) -> str:

@@ -16,7 +16,7 @@ ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
 @pytest.fixture(scope="module")
 def all_run(env):
     out = env / "all"
-    result = cli(env, "--stream", "alpha,beta", "--strategies", ALL, "--out", str(out))
+    result = cli(env, "--stream", "alpha,beta", "--strategies", ALL, "--trained-test", "true", "--out", str(out))
     assert result.exit_code == 0, result.output
     return out, result.output, result.stdout
 
@@ -96,6 +96,7 @@ def test_region_size_is_one_option_auto_or_a_share(env, tmp_path):
     results = json.loads((tmp_path / "a" / "results.json").read_text())
     sizing = results["strategies"]["graft"]["info"]["sizing"]
     assert [s["tolerance"] for s in sizing] == [0.5, 0.5] and all("rungs" in s for s in sizing)
+    assert not any("trained_test" in s for s in sizing)                    # only with --trained-test true
     assert results["run"]["strategy_settings"]["graft"]["region_size"]["tolerance"] == 0.5
 
 
@@ -104,7 +105,7 @@ def test_the_trained_models_test_accuracy_is_recorded_per_task(env, tmp_path):
     rows. At a fixed size the first task trains every element from θ_pre exactly as naive does, so its record is
     naive's accuracy on that task right after training it; the grafted model's final accuracy is another number."""
     done = cli(env, "--stream", "alpha,beta", "--strategies", "graft,naive", "--region-size", "0.05",
-               "--out", str(tmp_path / "r"))
+               "--trained-test", "true", "--out", str(tmp_path / "r"))
     assert done.exit_code == 0, done.output
     strategies = json.loads((tmp_path / "r" / "results.json").read_text())["strategies"]
     sizing = strategies["graft"]["info"]["sizing"]
@@ -158,10 +159,11 @@ def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, m
         train(strategy, experience, seed)
 
     monkeypatch.setattr(runner, "_train", interrupt_second)
-    cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--out", str(out))
+    cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--trained-test", "true", "--out", str(out))
     assert json.loads((out / "graft" / "state" / "progress.json").read_text())["rows"] == full["matrix"][:1]
     monkeypatch.setattr(runner, "_train", train)
-    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--resume", "--out", str(out))
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--trained-test", "true", "--resume",
+                 "--out", str(out))
     assert result.exit_code == 0, result.output
     resumed = json.loads((out / "results.json").read_text())["strategies"]["graft"]
     assert resumed["matrix"] == full["matrix"] and resumed["bytes"] == full["bytes"]

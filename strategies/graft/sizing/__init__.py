@@ -35,7 +35,7 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
                   |
       choice: the smallest vouched rung, else the cap                                     ladder
                   |
-      refine: the finder (learned region) at that many elements; the better one kept     finder
+      [refine=True] the finder (learned region) at that many elements; the better kept  finder
                   |
       checks: loss <= tolerance and above chance, else CapacityWarning / UserError        search, records
                   |
@@ -57,7 +57,8 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    Test rows are never read.
 3. **Ladder, top down.** Rungs of :attr:`.rules.RegionSize.ladder` (shares of all graftable elements N, 0.1% … 20%,
    about ×2 apart) capped by the allowance; a rung's region is γ_base, the top-k |Δ| candidates (the learned
-   finder's starting region), grafted onto θ_pre, and costs one pass over the held-out rows. The cap (the largest
+   finder's starting region), grafted onto θ_pre, and costs one pass over the held-out rows (and the training
+   inputs, skipped where the held-out rows alone decide: :func:`.evidence.settled`). The cap (the largest
    rung) is what a task gets when no smaller rung is vouched for, so it needs no evidence and is scored only when
    chosen; the search starts a rung below it and goes down as long as the rung's accuracy loss against the trained
    model is at most ``tolerance`` with ``confidence`` (:class:`.ladder.Ladder`, :func:`.evidence.loss_evidence`: a
@@ -66,27 +67,28 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    first rung that is not vouched for. Testing a fixed sequence and stopping at the first failure keeps the chance
    of accepting a rung that loses more than ``tolerance`` at 1 − ``confidence`` (where the bounds' assumptions hold)
    without a correction for the number of rungs.
-4. **Refinement** (:class:`.finder.SizedFinder`). The region finder (default: the learned region of Eq. 3) runs once
-   at the chosen size, from that same starting region; its region is kept unless it scores lower on the held-out
-   rows than the rung's own (``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, ≥ 0 where it
-   was kept, so a page can count how often learning the region changed anything; ``refined_same``: it is the rung's
-   region, so it is not scored again).
+4. **Refinement** (:class:`.finder.SizedFinder`, only with ``refine=True``; by default the task keeps the chosen rung's
+   top-|Δ| region, see :class:`.rules.RegionSize`). The region finder (default: the learned region of Eq. 3) runs once
+   at the chosen size, from that same starting region; its region is kept unless it scores lower on the held-out rows
+   than the rung's own (``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, ≥ 0 where it was
+   kept, so a page can count how often learning the region changed anything; ``refined_same``: it is the rung's region,
+   so it is not scored again).
 5. **Checks.** A task whose region loses more than ``tolerance`` (point estimate: the largest rung it may take is
    not enough) or whose grafted model is not surely above chance (the one-sided Wilson bound of its held-out
    accuracy at most the share of the most frequent training class: the trained model itself learned nothing, e.g. in
    too few free elements) is never silent (:func:`.search.record_size_`): the plugin warns (``on_full="warn"``) or
    stops (``on_full="error"``).
 
-The search costs one finder run (what a fixed size costs) plus one held-out pass for the trained model, one per rung
-tried and one for the finder's region when it differs from the rung's. Every task records what was chosen in its
-region's ``meta["sizing"]`` (saved with the skills): ``share`` (the region size |γ| / N), ``elements`` (|γ|),
-``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met``
-(loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower
-bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the
-task could take), ``below_cap`` (whether the region is smaller than the cap), ``refined_gain`` and ``refined_same``
-(step 4) or ``retrain`` (:mod:`.retrain`), ``free`` (free share left after the task; set by the plugin), every rung
-tried with its evidence, the held-out split and rows, and the seconds spent (``search_seconds`` choosing the size,
-``seconds`` in all).
+The search costs one held-out pass for the trained model and one per rung tried (with ``refine=True``, also one finder
+run, what a fixed size costs, and one pass for the finder's region when it differs from the rung's). Every task records
+what was chosen in its region's ``meta["sizing"]`` (saved with the skills): ``share`` (the region size |γ| / N),
+``elements`` (|γ|), ``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained
+model's), ``met`` (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy,
+its lower bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share
+the task could take), ``below_cap`` (whether the region is smaller than the cap), ``refined_gain`` and ``refined_same``
+(step 4, with ``refine=True``) or ``retrain`` (:mod:`.retrain`), ``free`` (free share left after the task; set by the
+plugin), every rung tried with its evidence (``settled``: decided by the held-out rows alone), the held-out split and
+rows, and the seconds spent (``search_seconds`` choosing the size, ``seconds`` in all).
 """
 from __future__ import annotations
 

@@ -125,6 +125,24 @@ def loss_evidence(ref: Outputs, graft: Outputs, *, z: float, tolerance: float, r
             "beliefs": float(s.mean()) if len(s) else 0.0, "disagree": float((ref.answers != graft.answers).sum()) / n}
 
 
+def settled(ref: Outputs, graft: Outputs, *, z: float, tolerance: float, more_rows: int) -> bool | None:
+    """Whether the held-out rows alone decide :func:`loss_evidence`'s ``vouched``, whatever the two models answer
+    on the ``more_rows`` training inputs not scored yet: True when the paired bound is at most ``tolerance``;
+    False when it is above and the beliefs cannot bring the bound down (their estimate corrected by the labels, or
+    the mean their bound is at least, is above ``tolerance`` even if every training input is answered alike:
+    s ≥ 0 there); else None. No row of the held-out set: None."""
+    f, g = ref.hits.double(), graft.hits.double()
+    n = len(f)
+    if n == 0:
+        return None
+    if upper_bound(f - g, z) <= tolerance:
+        return True
+    held = beliefs(ref.probs, graft.probs)                                                  # (n,)
+    corrected_low = float(held.sum()) / (n + more_rows) + float(((f - g) - held).mean())
+    beliefs_low = (float(held.sum()) + 1) / (n + more_rows + 1)                             # mean, pessimistic row
+    return False if corrected_low > tolerance or beliefs_low > tolerance else None
+
+
 def chance_level(labels: Tensor) -> float:
     """The accuracy of always answering the most frequent class of ``labels`` ``(n,)`` (0.0 for no rows)."""
     return float(torch.bincount(labels).max()) / len(labels) if len(labels) else 0.0

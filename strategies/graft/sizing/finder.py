@@ -1,6 +1,7 @@
 """The sized finder (:class:`SizedFinder`): steps 3–4 of the size search (package docstring) for one task after it
-trained: the ladder chooses the rung, the region finder runs once at that size, and the better of the two regions on
-the held-out rows is kept, with its size record in ``meta["sizing"]``.
+trained: the ladder chooses the rung, whose top-|Δ| region is kept, or with ``RegionSize(refine=True)`` the region
+finder runs once at that size and the better of the two regions on the held-out rows is kept; the size record goes
+in ``meta["sizing"]``.
 """
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ class SizedFinder:
         ladder = Ladder(self.region_size, cfg, self.allowance, pre, ft, data, names=names, candidates=candidates)
         prob = ladder.prob
         chosen = ladder.search()
+        if not self.region_size.refine:                                      # the rung's top-|Δ| region
+            region = ladder.region(chosen["mask"], task=data.task, ft=ft)
+            region.meta["sizing"] = ladder.record(region.size, chosen, chosen["out"], chosen["more"])
+            return region
         inner = replace(self.finder, config=replace(cfg, region_elements=chosen["elements"]))
         with torch.enable_grad():
             region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))

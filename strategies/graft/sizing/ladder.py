@@ -20,7 +20,7 @@ from cl_graft.regions.problem import Problem
 from cl_graft.regions.region import Region
 from cl_graft.training.models import clone_model
 
-from .evidence import Outputs, calibrate, chance_level, loss_evidence, temperature, wilson_low, z_value
+from .evidence import Outputs, calibrate, chance_level, loss_evidence, settled, temperature, wilson_low, z_value
 
 
 def has_dev(data: RegionData) -> bool:
@@ -95,15 +95,17 @@ class Ladder:
         """``model``'s (default: the grafted copy's) probabilities on the held-out rows and, with ``more`` and
         when those are ``valid`` rows, on the sample of training inputs ``(m, C)`` (labels unread; else None); the
         same rows each time. ``model``'s train/eval mode is kept."""
+        held = Outputs(self._probabilities(model, self.split), self.labels)
+        return held, self._probabilities(model, "train") if more and self.split == "dev" else None
+
+    def _probabilities(self, model: nn.Module | None, split: str) -> Tensor:
+        """``model``'s (default: the grafted copy's) probabilities on the split's rows, ``(n, C)``."""
         model = self.work if model is None else model
         was_training = model.training
         model.eval()
-        rows, seed = self.region_size.rows, self.cfg.seed
-        held = Outputs(self.data.probabilities(model, self.split, limit=rows, seed=seed), self.labels)
-        extra = self.data.probabilities(model, "train", limit=rows, seed=seed) if more and self.split == "dev" \
-            else None
+        probs = self.data.probabilities(model, split, limit=self.region_size.rows, seed=self.cfg.seed)
         model.train(was_training)
-        return held, extra
+        return probs
 
     def graft_(self, mask: Tensor) -> None:
         """Grafts the ``(N,)`` bool ``mask`` of Δ onto θ_pre in the private copy."""
@@ -116,13 +118,26 @@ class Ladder:
                              ref_more=self.ref_more if more is not None else None, graft_more=more)
 
     @torch.no_grad()
-    def trial(self, k: int) -> dict:
-        """One held-out pass at rung ``k`` (the top-k |Δ| candidates)."""
+    def trial(self, k: int, *, settle: bool = True) -> dict:
+        """One pass at rung ``k`` (the top-k |Δ| candidates): the held-out rows, then the training inputs, unless
+        (with ``settle``) the held-out rows alone decide whether it is vouched for (:func:`~.evidence.settled`:
+        the same answer as with every row; the record's ``settled`` is True then, and the beliefs' figures that
+        need the training inputs are None)."""
         mask = self.prob.base_mask(k)                                       # (N,) top-k |Δ| among candidates
         self.graft_(mask)
-        out, more = self.outputs()
+        out, _ = self.outputs(more=False)
+        more_rows = len(self.ref_more) if self.ref_more is not None else 0
+        known = settled(self.reference, out, z=self.z, tolerance=self.region_size.tolerance,
+                        more_rows=more_rows) if settle and more_rows else None
+        if known is None:
+            more = self._probabilities(None, "train") if more_rows else None
+            evidence = {**self.evidence(out, more), "settled": False}
+        else:
+            more, evidence = None, self.evidence(out, None)
+            evidence.update(vouched=known, settled=True, beliefs_bound=None, beliefs=None, corrected=None,
+                            bound=evidence["hits_bound"] if known else None)
         self.tried.append({"elements": k, "share": k / self.prob.numel, "mask": mask, "out": out, "more": more,
-                           **self.evidence(out, more)})
+                           **evidence})
         return self.tried[-1]
 
     def search(self) -> dict:
@@ -132,7 +147,7 @@ class Ladder:
             if not self.trial(k)["vouched"]:
                 break
         passed = [r for r in self.tried if r["vouched"]]
-        chosen = passed[-1] if passed else self.trial(self.rungs[0])
+        chosen = passed[-1] if passed else self.trial(self.rungs[0], settle=False)
         self.search_seconds = time.perf_counter() - self.t0
         return chosen
 
@@ -149,7 +164,8 @@ class Ladder:
     def record(self, elements: int, chosen: dict, out: Outputs, more: Tensor | None, **extra) -> dict:
         """The ``meta["sizing"]`` record of a region of ``elements`` elements at rung ``chosen`` whose held-out
         outputs are ``out`` / ``more`` (see the package docstring); ``extra`` joins it."""
-        evidence = self.evidence(out, more)
+        same = out is chosen["out"] and more is chosen["more"]               # the rung's own outputs
+        evidence = {k: chosen[k] for k in ("loss", "bound")} if same else self.evidence(out, more)
         chance = chance_level(self.data.labels("train", limit=self.region_size.rows, seed=self.cfg.seed))
         score_low = wilson_low(out.hits, NormalDist().inv_cdf(self.region_size.confidence))
         ref_acc = accuracy(self.reference.hits)
@@ -164,5 +180,5 @@ class Ladder:
             "cap_share": self.cap_elements / numel, "below_cap": chosen["elements"] != self.rungs[0],
             "free_before": self.free_elements / numel, **extra, "validation": self.split, "rows": len(self.labels),
             "rungs": [{k: r[k] for k in ("share", "loss", "hits_bound", "beliefs_bound", "beliefs", "corrected",
-                                         "disagree", "vouched")} for r in self.tried],
+                                         "disagree", "vouched", "settled")} for r in self.tried],
             "search_seconds": round(self.search_seconds, 3), "seconds": round(time.perf_counter() - self.t0, 3)}

@@ -12,6 +12,7 @@ from cl_graft.strategies.graft.sizing.evidence import (
     calibrate,
     chance_level,
     loss_evidence,
+    settled,
     temperature,
     wilson_low,
     z_value,
@@ -75,3 +76,30 @@ def test_chance_level_and_the_wilson_bound():
     assert wilson_low(torch.ones(2, dtype=torch.bool), z) < 0.5 < wilson_low(torch.ones(8, dtype=torch.bool), z)
     assert wilson_low(torch.arange(20) < 13, z) < wilson_low(torch.arange(200) < 130, z)
     assert wilson_low(torch.ones(4, dtype=torch.bool), 0.0) == 1.0                  # z = 0: the mean
+
+
+def test_held_out_rows_that_settle_a_rung_give_the_answer_every_row_gives():
+    """settled(): where the held-out rows alone decide, the full evidence (with the training inputs, whatever they
+    hold) decides the same; random cases of both kinds, and the training inputs' two extremes (all answered alike,
+    all lost with full confidence)."""
+    gen = torch.Generator().manual_seed(0)
+    z, decided = z_value(0.95), {True: 0, False: 0, None: 0}
+
+    def probs(n: int, classes: int = 3) -> torch.Tensor:
+        return torch.softmax(3 * torch.randn(n, classes, generator=gen, dtype=torch.float64), -1)
+
+    for case in range(400):
+        n, m = int(torch.randint(20, 300, (1,), generator=gen)), int(torch.randint(0, 300, (1,), generator=gen))
+        labels = torch.randint(0, 3, (n,), generator=gen)
+        ref = probs(n)
+        flip = torch.rand(n, generator=gen) < [0.0, 0.01, 0.05, 0.2][case % 4]
+        graft = torch.where(flip[:, None], probs(n), ref)
+        known = settled(Outputs(ref, labels), Outputs(graft, labels), z=z, tolerance=0.02, more_rows=m)
+        decided[known] += 1
+        ref_more = probs(m)
+        for graft_more in (ref_more, torch.roll(torch.eye(3, dtype=torch.float64)[ref_more.argmax(-1)], 1, -1),
+                           torch.where((torch.rand(m, generator=gen) < 0.05)[:, None], probs(m), ref_more)):
+            full = loss_evidence(Outputs(ref, labels), Outputs(graft, labels), z=z, tolerance=0.02,
+                                 ref_more=ref_more, graft_more=graft_more)
+            assert known is None or full["vouched"] == known, case
+    assert min(decided.values()) > 20, decided                                  # each answer is given

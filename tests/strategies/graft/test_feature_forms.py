@@ -224,11 +224,17 @@ def test_class_scenario_serves_graft_by_features_and_packnet_by_entropy():
     from cl_graft.strategies.graft.settings import GraftSettings
 
     model = nn.Sequential(nn.Linear(D, 8), nn.ReLU(), nn.Linear(8, 4))
-    for scenario, graft, packnet in (("class", "features", "entropy"), ("task", None, None)):
+    for scenario, later, graft, packnet, stats in (("class", None, "features", "entropy", None),
+                                                   ("task", None, None, None, None),
+                                                   ("task", "features", None, None, True),   # --task-inference
+                                                   ("task", "entropy", None, None, None)):
         ctx = SimpleNamespace(scenario=scenario, settings=GraftSettings(), plugins=[], progress=False, resumed=None,
+                              task_inference=later,
                               stream=SimpleNamespace(benchmark=SimpleNamespace(test_stream=[])), template={
                                   "model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)})
-        assert _stream_mode(ctx).graft.task_inference == graft and class_scenario_rule(ctx) == packnet
+        plugin = _stream_mode(ctx).graft
+        assert plugin.task_inference == graft and class_scenario_rule(ctx) == packnet
+        assert plugin.feature_stats is stats                  # collected in the class scenario and for --task-inference
 
 
 def test_feature_form_is_a_strategy_setting_saved_with_the_run(tmp_path):
@@ -249,12 +255,13 @@ def test_feature_form_is_a_strategy_setting_saved_with_the_run(tmp_path):
 
     with pytest.raises(UserError, match="'lowrank:0' is not one of"):
         GraftPlugin(feature_form="lowrank:0")
-    first = strategy(mlp(), feature_form="diagonal")
+    first = strategy(mlp(), feature_form="diagonal", feature_stats=True)
     first.train(_blob_stream().train_stream[0])
     assert first.graft.owners.features["0"].form == "diagonal"
     first.save(tmp_path / "run")
     loaded = GraftStrategy.load(tmp_path / "run", model=mlp(), optimizer=torch.optim.SGD(mlp().parameters(), lr=0.1))
     assert loaded.graft.feature_form == "diagonal" and loaded.graft.owners.features["0"].form == "diagonal"
+    assert loaded.graft.feature_stats is True
     record = tmp_path / "run" / "graft_run.json"
     cfg = json.loads(record.read_text())
     cfg["settings"]["feature_form"] = "lowrank:x"

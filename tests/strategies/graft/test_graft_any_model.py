@@ -88,7 +88,22 @@ def run(bm, model, *, stop=2, **kw):
 
 @pytest.fixture(scope="module")
 def mlp_run(bm):
-    return run(bm, mlp())
+    return run(bm, mlp(), feature_stats=True)
+
+
+def test_feature_statistics_are_collected_only_when_routing_reads_them(bm):
+    """By default a task's statistics are collected when the plugin routes by features at the end of its
+    experience; otherwise none (asking for feature routing then says how to get them) and no time is spent."""
+    plain, _, _ = run(bm, mlp(), stop=1)
+    assert plain.graft.owners.features == {} and plain.graft.feature_seconds == [0.0]
+    with pytest.raises(UserError, match="no feature statistics .* task_inference='features' or feature_stats=True"):
+        _eval_routed(plain, bm.test_stream[:1], "features")
+    routed, _, _ = run(bm, mlp(), stop=1, task_inference="features")
+    assert list(routed.graft.owners.features) == ["0"] and routed.graft.feature_seconds[0] > 0
+    with pytest.raises(UserError, match="no feature statistics"):                  # never: nothing to route by
+        run(bm, mlp(), stop=1, task_inference="features", feature_stats=False)
+    with pytest.raises(UserError, match="feature_stats must be True, False or None"):
+        strategy_for(mlp(), feature_stats="yes")
 
 
 def test_mtsimplemlp_forgets_nothing_bit_exact(bm, mlp_run):
