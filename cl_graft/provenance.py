@@ -132,6 +132,28 @@ def run_record(**fields: Any) -> dict:
             "processes": distributed.describe(), **_portable_fields(fields)}
 
 
+class MemoryPeak:
+    """The peak resident memory of this process from now on, in MB: Linux's ``VmHWM``, started afresh by writing
+    5 to ``/proc/self/clear_refs`` (so each of a run's strategies gets its own peak in one process). ``mb()`` is
+    None where the peak cannot be started afresh (another system): the process's peak would include earlier work.
+    """
+
+    def __init__(self) -> None:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            self._fresh = True
+        except OSError:
+            self._fresh = False
+
+    def mb(self) -> int | None:
+        if not self._fresh:
+            return None
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024)
+        return None
+
+
 def finish_record(record: dict) -> dict:
     """``record`` with the run's cost so far: wall seconds since ``started``, process CPU seconds, peak RSS
     (of this process: rank 0's under torchrun)."""

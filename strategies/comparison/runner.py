@@ -28,6 +28,7 @@ from cl_graft import distributed
 from cl_graft.console import Console
 from cl_graft.errors import UserError
 from cl_graft.files import write_json
+from cl_graft.provenance import MemoryPeak
 from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import SharedHead, TaskAdapter
@@ -64,7 +65,9 @@ class StrategyResult:
             ``kept_bytes``).
         info: extras: ``cpu_seconds`` (process CPU time, less sensitive to other load on the machine than
             wall time), ``train_seconds`` and ``eval_seconds`` (wall time inside the strategy's ``train`` and
-            ``eval`` calls; the rest is building and saving) and those of its entry's ``kept_bytes``.
+            ``eval`` calls; the rest is building and saving), ``peak_rss_mb`` (the process's peak resident
+            memory while the strategy ran, :class:`~cl_graft.provenance.MemoryPeak`; None where it cannot be told
+            apart from earlier work) and those of its entry's ``kept_bytes``.
     """
 
     name: str
@@ -234,7 +237,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
     Raises:
         UserError: a peer the entry reads is not in ``peers``, or saved state that does not belong to this run.
     """
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, memory = time.perf_counter(), time.process_time(), MemoryPeak()
     clock = Clock(None if isinstance(base, TextClassifier) else list(stream.tasks))
     entry = STRATEGIES[name]
     settings = entry.settings() if settings is None else settings
@@ -259,7 +262,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
         size = n * entry.kept_bytes(strategy, model)[0]
         return StrategyResult(name, tasks, [row], round(time.perf_counter() - t0, 1), size,
                               {"cpu_seconds": round(time.process_time() - c0, 1), "task_aware": how,
-                               **clock.record()})
+                               "peak_rss_mb": memory.mb(), **clock.record()})
     model, how = fresh_model(base, stream, seed)
     rows, saved, before = [], None, 0.0
     state = entry.state if state_dir is not None else None
@@ -290,6 +293,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
                                before + time.perf_counter() - t0)
     size, info = entry.kept_bytes(strategy, model)
     info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
+    info["peak_rss_mb"] = memory.mb()                                     # this strategy's, this session
     info["task_aware"] = how
     info.update(clock.record())                                          # this session, like cpu_seconds
     seconds = round(before + time.perf_counter() - t0, 1)

@@ -27,6 +27,7 @@ def test_every_strategy_runs_and_writes_results(all_run):
     assert data["tasks"] == ["alpha", "beta"] and list(data["strategies"]) == ALL.split(",")
     for name, res in data["strategies"].items():
         assert len(res["matrix"]) == (1 if name in ("joint", "single") else 2), name
+        assert res["info"]["peak_rss_mb"] > 50, name                           # each strategy's own peak
         assert all(0.0 <= v <= 1.0 for row in res["matrix"] for v in row)
     for name in ("graft", "graft-paper", "packnet"):
         assert data["strategies"][name]["summary"]["forgetting"] == 0.0, name

@@ -77,3 +77,20 @@ def test_records_name_paths_relative_to_the_working_directory(tmp_path, monkeypa
     assert record["command_line"] == "cl-graft run --out runs/x" and record["data"] == "../shared/data"
     assert record["settings"] == {"folders": ["runs/x", "sst2"]} and record["load"] == [1.0, 2.0]
     assert str(tmp_path) not in json.dumps(record)
+
+
+def test_memory_peak_starts_afresh_for_each_part_of_a_run():
+    """One process, two parts: the second part's peak does not include the first's larger one (Linux)."""
+    import sys
+
+    from cl_graft.provenance import MemoryPeak
+
+    first = MemoryPeak()
+    block = torch.ones(400 * 2 ** 20 // 4)                                      # 400 MB touched
+    big = first.mb()
+    del block
+    second = MemoryPeak()
+    if not sys.platform.startswith("linux"):
+        assert big is None and second.mb() is None
+        return
+    assert big >= 400 and second.mb() < big - 300

@@ -99,7 +99,7 @@ def test_committed_graft_settings_with_size_read_as_region_size():
 
 def test_committed_region_counts_in_region_sizes_read_as_region_elements():
     """graft's results written before the rename held each task's element count as ``info["region_sizes"]``."""
-    info = json.loads((RESULTS / "text_size/text_quick/seed0/results.json").read_text())["strategies"]["graft"]["info"]
+    info = json.loads((RESULTS / "text_size/text_refined/seed0/results.json").read_text())["strategies"]["graft"]["info"]
     assert "region_sizes" in info and "region_elements" not in info
     counts = region_elements(info)
     assert counts == info["region_sizes"] == [106467, 532339, 532339]
