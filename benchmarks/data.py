@@ -6,6 +6,7 @@ Every problem with the data is a one-line :class:`~cl_graft.errors.DataError` na
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import warnings
@@ -85,19 +86,54 @@ def read_rows(path: Path, spec: TaskSpec) -> list[Row]:
     return rows
 
 
+def _few(names: list[str]) -> str:
+    """At most five of ``names``, quoted, and how many more."""
+    return ", ".join(map(repr, names[:5])) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+
+
+def names_map(names: Sequence[str], spec: TaskSpec, source: HubSource, where: str) -> dict[int | str, int]:
+    """Hub label index -> our label index, matched by name (``source.by_name``); the names in ``source.drop``
+    get no entry, so their rows are left out.
+
+    Args:
+        names: the Hub's ClassLabel names, in the Hub's index order.
+
+    Raises:
+        DataError: a Hub name that is neither a task label nor dropped, or a task label the Hub lacks (one line
+            naming them).
+    """
+    ours = {name: i for i, name in enumerate(spec.labels)}
+    kept = [n for n in names if n not in source.drop]
+    unknown, missing = [n for n in kept if n not in ours], [n for n in spec.labels if n not in kept]
+    problems = [f"Hub labels {_few(unknown)} are not among them"] if unknown else []
+    if missing:
+        problems.append(f"labels {_few(missing)} are not on the Hub")
+    if problems:
+        raise DataError(f"{where}: the Hub's label names do not match the {spec.num_labels} labels of task "
+                        f"{spec.name!r} (meta.json order): {'; '.join(problems)}")
+    return {i: ours[n] for i, n in enumerate(names) if n in ours}
+
+
 def hub_rows(records: Iterable[Mapping[str, Any]], spec: TaskSpec, source: HubSource,
              where: str) -> list[Row]:
     """Map Hub records to our rows: rename columns, map/drop labels, validate.
 
     Args:
-        records: the rows of one loaded split (a ``datasets.Dataset`` or any iterable of mappings).
+        records: the rows of one loaded split (a ``datasets.Dataset`` or any iterable of mappings; with
+            ``source.by_name``, a ``datasets.Dataset`` whose label column is a ClassLabel).
         spec: the task.
         source: the task's Hub description.
         where: split name for error messages, e.g. ``"hub:nyu-mll/glue/mnli:validation_matched"``.
 
     Raises:
-        DataError: a missing column, a bad label, or no rows left.
+        DataError: a missing column, a bad label, label names that do not match (:func:`names_map`), or no
+            rows left.
     """
+    if source.by_name:
+        feature = (getattr(records, "features", None) or {}).get(source.label_field)
+        if not isinstance(getattr(feature, "names", None), list):
+            raise DataError(f"{where}: column {source.label_field!r} has no label names (not a ClassLabel)")
+        source = dataclasses.replace(source, label_map=names_map(feature.names, spec, source, where))
     rows: list[Row] = []
     for i, rec in enumerate(records):
         if source.label_field not in rec:
@@ -126,17 +162,16 @@ def _load_hub(spec: TaskSpec, loader: Callable[..., Iterable[Mapping[str, Any]]]
         except ImportError:
             msg = "loading from the Hub needs the 'datasets' package; install it or pass a data dir"
             raise UserError(msg) from None
-    name = source.path + (f"/{source.config}" if source.config else "")
     splits = []
     for split in (source.train_split, source.test_split):
-        where = f"hub:{name}:{split}"
+        where = f"hub:{source.id}:{split}"
         try:
             records = loader(source.path, source.config, split=split)
         except Exception as e:  # network, auth, unknown split...: one line for the user, cause kept
             first = (str(e).strip().splitlines() or [""])[0]
             raise DataError(f"{where}: cannot load ({type(e).__name__}: {first})") from e
         splits.append(hub_rows(records, spec, source, where))
-    return TaskData(spec, splits[0], splits[1], f"hub:{name}")
+    return TaskData(spec, splits[0], splits[1], f"hub:{source.id}")
 
 
 def load_task(name: str, data_dir: str | Path | None = None, *,
@@ -169,7 +204,7 @@ def data_sha256(name: str, data_dir: str | Path | None = None) -> str:
     root = resolve_data_dir(data_dir)
     if root is None:
         source = HUB.get(name)
-        return f"hub:{source.path}/{source.config}" if source else f"hub:{name}"
+        return f"hub:{source.id}" if source else f"hub:{name}"
     h = hashlib.sha256()
     for file in ("meta.json", "train.jsonl", "test.jsonl"):
         path = root / name / file

@@ -1,5 +1,7 @@
 """Split text streams, ``split-TASK:N``: one many-class task (``clinc150``, ``banking77``, any task with a
-``meta.json``) cut into N experiences of disjoint label groups, the classes arriving in groups.
+``meta.json``) cut into N experiences of disjoint label groups, the classes arriving in groups. The task is found as
+every command finds one (:func:`~cl_graft.benchmarks.data.load_task`): in the data folder, else, for the registered
+``clinc150`` and ``banking77``, on the Hub (``benchmarks/tasks.py``), with the data folder's label indices.
 
 The class order is a permutation of the task's labels, seeded by the run's seed (or ``--class-order``), recorded in
 the run record; group ``g`` holds the ``g``-th of N slices of it, their sizes as even as possible (``15 × 10`` for

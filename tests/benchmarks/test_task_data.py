@@ -1,6 +1,7 @@
 """Tests of the task registry and data loading (no models, no network)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import Counter
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from cl_graft.benchmarks import TASKS, TaskData, cap, get_task, kshot, load_task, resolve_data_dir
-from cl_graft.benchmarks.data import hub_rows
+from cl_graft.benchmarks.data import data_sha256, hub_rows
+from cl_graft.benchmarks.intent_labels import BANKING77, CLINC150
 from cl_graft.benchmarks.tasks import ENV_DATA, HUB
 
 from cl_graft.errors import DataError, UserError
@@ -37,13 +39,16 @@ def write_task(root: Path, name: str, labels: list[str], train: list, test: list
 
 # ---- registry ----
 
-def test_registry_has_the_twelve_tasks():
-    assert sorted(TASKS) == sorted(["sst2", "agnews", "qnli", "imdb", "yelp", "mnli", "snli", "cr", "mpqa",
-                                    "mrpc", "qqp", "rte"])
+PAPER = ["sst2", "agnews", "qnli", "imdb", "yelp", "mnli", "snli", "cr", "mpqa", "mrpc", "qqp", "rte"]
+INTENTS = ["clinc150", "banking77"]
+
+
+def test_registry_has_the_twelve_tasks_and_the_two_intent_tasks():
+    assert sorted(TASKS) == sorted(PAPER + INTENTS)
     assert sorted(HUB) == sorted(TASKS)
     for name, spec in TASKS.items():
         assert spec.name == name
-        assert len(spec.label_words) == spec.num_labels
+        assert len(spec.label_words) == (spec.num_labels if name in PAPER else 0)   # intents: label names
         assert spec.causal_template.endswith("{mask}")
         assert spec.metric == ("f1" if name in ("mrpc", "qqp") else "accuracy")
         fields = set(HUB[name].fields)
@@ -54,6 +59,7 @@ def test_registry_has_the_twelve_tasks():
     assert TASKS["qnli"].label_words == ("Yes", "No")
     assert TASKS["mrpc"].label_words == ("No", "Yes")
     assert HUB["mnli"].test_split == "validation_matched"
+    assert (TASKS["clinc150"].num_labels, TASKS["banking77"].num_labels) == (150, 77)
 
 
 @needs_shared
@@ -64,6 +70,14 @@ def test_registry_labels_match_shared_meta(name):
         pytest.skip(f"{meta} not present")
     assert list(TASKS[name].labels) == json.loads(meta.read_text())["labels"]
     assert get_task(name, SHARED) is TASKS[name]
+
+
+@needs_shared
+@pytest.mark.parametrize("name", INTENTS)
+def test_intent_tasks_keep_the_spec_they_had_as_unregistered_folders(name, tmp_path):
+    (tmp_path / name).symlink_to(SHARED / name)
+    (tmp_path / "copy").symlink_to(SHARED / name)
+    assert get_task(name, tmp_path) == dataclasses.replace(get_task("copy", tmp_path), name=name)
 
 
 def test_unknown_task_lists_known_ones(tmp_path):
@@ -296,3 +310,67 @@ def test_hub_errors():
     expected = r"^hub:nyu-mll/glue/sst2:train: cannot load \(ConnectionError: no network\)$"
     with pytest.raises(DataError, match=expected):
         load_task("sst2", loader=offline)
+
+
+def hub_dataset(label_field: str, names: list[str], rows: list[tuple[str, str]]):
+    """A split shaped like the Hub's intent datasets: ``text`` and a ClassLabel column of ``names``; ``rows`` are
+    ``(text, label name)``."""
+    from datasets import ClassLabel, Dataset, Features, Value
+
+    features = Features({"text": Value("string"), label_field: ClassLabel(names=names)})
+    return Dataset.from_dict({"text": [t for t, _ in rows], label_field: [names.index(n) for _, n in rows]},
+                             features=features)
+
+
+def clinc_hub_names() -> list[str]:
+    """clinc_oos's 151 intent names: another order than meta.json's, out-of-scope ``oos`` at index 42."""
+    names = list(reversed(CLINC150))
+    names.insert(42, "oos")
+    return names
+
+
+def test_hub_clinc150_maps_intents_by_name_and_drops_out_of_scope_rows():
+    names = clinc_hub_names()
+    train = [("say yes", "yes"), ("off topic", "oos"), ("wake me at six", "alarm"), ("rain today?", "weather")]
+    test = [("nope", "oos"), ("set an alarm", "alarm")]
+    tables = {("clinc_oos", "plus", "train+validation"): hub_dataset("intent", names, train),
+              ("clinc_oos", "plus", "test"): hub_dataset("intent", names, test)}
+    calls: list = []
+    data = load_task("clinc150", loader=fake_hub(tables, calls))
+    assert calls == [("clinc_oos", "plus", "train+validation"), ("clinc_oos", "plus", "test")]
+    assert data.train == [{"text": "say yes", "label": 0}, {"text": "wake me at six", "label": 149},
+                          {"text": "rain today?", "label": CLINC150.index("weather")}]
+    assert data.test == [{"text": "set an alarm", "label": 149}]
+    assert data.source == "hub:clinc_oos/plus" == data_sha256("clinc150")
+    assert data.spec is TASKS["clinc150"] and data.spec.labels == CLINC150
+
+
+def test_hub_banking77_maps_every_label_by_name():
+    names = sorted(BANKING77, key=str.casefold)             # the Hub's order: alphabetical
+    assert names != list(BANKING77) and len(names) == 77
+    rows = [(f"about {n}", n) for n in names]
+    tables = {("PolyAI/banking77", None, s): hub_dataset("label", names, rows) for s in ("train", "test")}
+    data = load_task("banking77", loader=fake_hub(tables, []))
+    assert [(r["text"], BANKING77[r["label"]]) for r in data.train] == rows == \
+           [(r["text"], BANKING77[r["label"]]) for r in data.test]
+    assert data.train[0] == {"text": "about activate_my_card", "label": BANKING77.index("activate_my_card")}
+    assert data.source == "hub:PolyAI/banking77" == data_sha256("banking77")
+
+
+def test_hub_label_names_that_do_not_match_are_one_line():
+    names = [n.replace("reverted_card_payment?", "reverted_card_payment") for n in sorted(BANKING77)]
+    split = hub_dataset("label", names, [("x", names[0])])
+    with pytest.raises(DataError) as e:
+        load_task("banking77", loader=fake_hub({("PolyAI/banking77", None, s): split for s in ("train", "test")}, []))
+    assert str(e.value) == ("hub:PolyAI/banking77:train: the Hub's label names do not match the 77 labels of task "
+                            "'banking77' (meta.json order): Hub labels 'reverted_card_payment' are not among them; "
+                            "labels 'reverted_card_payment?' are not on the Hub")
+    names = [n for n in clinc_hub_names() if n not in ("alarm", "yes")]
+    tables = {("clinc_oos", "plus", s): hub_dataset("intent", names, [("x", "oos")])
+              for s in ("train+validation", "test")}
+    with pytest.raises(DataError, match=r"^hub:clinc_oos/plus:train\+validation: .*: labels 'yes', 'alarm' "
+                                        r"are not on the Hub$"):
+        load_task("clinc150", loader=fake_hub(tables, []))
+    plain = {("PolyAI/banking77", None, s): [{"text": "x", "label": 0}] for s in ("train", "test")}
+    with pytest.raises(DataError, match=r"column 'label' has no label names \(not a ClassLabel\)$"):
+        load_task("banking77", loader=fake_hub(plain, []))

