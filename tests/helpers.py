@@ -151,6 +151,16 @@ def write_task(folder: Path, labels: list[str], splits: dict[str, list[dict]]) -
     return folder
 
 
+def hub_dataset(label_field: str, names: list[str], rows: list[tuple[str, str]]):
+    """A ``datasets.Dataset`` shaped like a split of the Hub's intent datasets (clinc_oos, PolyAI/banking77):
+    ``text`` and the ClassLabel column ``label_field`` of ``names``; ``rows`` are ``(text, label name)``."""
+    from datasets import ClassLabel, Dataset, Features, Value
+
+    features = Features({"text": Value("string"), label_field: ClassLabel(names=names)})
+    return Dataset.from_dict({"text": [t for t, _ in rows], label_field: [names.index(n) for _, n in rows]},
+                             features=features)
+
+
 INTENT_WORDS = ["great", "good", "terrible", "boring", "movie", "film", "plot", "news", "world", "fun", "dull",
                 "wonderful"]
 

@@ -1,5 +1,6 @@
 """Streams as entries: one module per family, found by the CLI; a toy family in a temporary module runs end to
-end; split text streams in both scenarios; the two pre-trained-encoder baselines (linear-probe, ncm)."""
+end; split text streams in both scenarios, and from the Hub (a fake ``datasets.load_dataset``) without a data
+folder; the two pre-trained-encoder baselines (linear-probe, ncm)."""
 from __future__ import annotations
 
 import importlib
@@ -7,12 +8,14 @@ import json
 import sys
 
 import pytest
+from click.testing import CliRunner
 
 from cl_graft.benchmarks.families import families, find_family
 from cl_graft.benchmarks.families.split_text import class_order, groups
+from cl_graft.cli import main
 from cl_graft.errors import UserError
 
-from helpers import cli, entry_point_module, intents_env
+from helpers import cli, entry_point_module, hub_dataset, intents_env
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -200,3 +203,34 @@ def test_gem_and_er_ace_run_on_a_split_text_stream(env, tmp_path):
         final = runs[name]["matrix"][-1]
         assert sum(final) / len(final) > 2 / 6, (name, runs[name]["matrix"])       # chance: 1 of 6 classes
         assert runs[name]["bytes"] > 0
+
+
+def test_split_banking77_runs_from_the_hub_without_a_data_folder(env, tmp_path, monkeypatch):
+    """No ``--data-dir`` and no ``$CL_GRAFT_DATA``: ``split-banking77:7`` loads the registered task through
+    ``datasets.load_dataset`` (here a fake holding the Hub's shape: 77 ClassLabel names in alphabetical order, two
+    train rows and one test row per intent), its labels in meta.json order."""
+    import datasets
+
+    from cl_graft.benchmarks.intent_labels import BANKING77
+    from cl_graft.benchmarks.tasks import ENV_DATA
+
+    names, calls = sorted(BANKING77, key=str.casefold), []
+    splits = {"train": hub_dataset("label", names, [(f"{w} about {n}", n) for n in names for w in ("hi", "so")]),
+              "test": hub_dataset("label", names, [(f"now {n}", n) for n in names])}
+
+    def load_dataset(path, name=None, *, split):
+        calls.append((path, name, split))
+        return splits[split]
+
+    monkeypatch.delenv(ENV_DATA, raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    out = tmp_path / "hub"
+    res = CliRunner().invoke(main, ["run", "--model", str(env / "model"), "--preset", "smoke", "--stream",
+                                    "split-banking77:7", "--scenario", "class", "--strategies", "ncm",
+                                    "--class-order", ",".join(map(str, range(77))), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert calls == [("PolyAI/banking77", None, "train"), ("PolyAI/banking77", None, "test")]
+    config = json.loads((out / "config.json").read_text())
+    assert config["data_sha256"] == {"banking77": "hub:PolyAI/banking77"} and config["data"] == "huggingface-hub"
+    assert config["groups"] == [list(range(11 * g, 11 * g + 11)) for g in range(7)]
+    assert json.loads((out / "results.json").read_text())["tasks"] == [f"banking77-{g}" for g in range(7)]

@@ -15,7 +15,7 @@ from cl_graft.benchmarks.tasks import ENV_DATA, HUB
 
 from cl_graft.errors import DataError, UserError
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, hub_dataset
 
 SHARED = Path(os.environ.get(ENV_DATA) or REPO_ROOT.parent / "shared" / "data")
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data folder {SHARED} does not exist")
@@ -310,16 +310,6 @@ def test_hub_errors():
     expected = r"^hub:nyu-mll/glue/sst2:train: cannot load \(ConnectionError: no network\)$"
     with pytest.raises(DataError, match=expected):
         load_task("sst2", loader=offline)
-
-
-def hub_dataset(label_field: str, names: list[str], rows: list[tuple[str, str]]):
-    """A split shaped like the Hub's intent datasets: ``text`` and a ClassLabel column of ``names``; ``rows`` are
-    ``(text, label name)``."""
-    from datasets import ClassLabel, Dataset, Features, Value
-
-    features = Features({"text": Value("string"), label_field: ClassLabel(names=names)})
-    return Dataset.from_dict({"text": [t for t, _ in rows], label_field: [names.index(n) for _, n in rows]},
-                             features=features)
 
 
 def clinc_hub_names() -> list[str]:
