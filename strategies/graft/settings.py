@@ -78,7 +78,8 @@ class GraftSettings(RegionServing):
                     "shrink": "With --region-size auto: rungs below the vouched size that the retrained region "
                               "is.",
                     "refine": "With --region-size auto: also learn the region (the --method) at the chosen size "
-                              "and keep it where it scores as well on dev rows (default: the top-|Δ| region)."}})
+                              "and keep it where it scores as well on dev rows (false: the rung's top-|Δ| "
+                              "region, faster)."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})
     trained_test: bool = field(default=False, metadata={

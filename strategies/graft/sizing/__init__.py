@@ -35,7 +35,7 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
                   |
       choice: the smallest vouched rung, else the cap                                     ladder
                   |
-      [refine=True] the finder (learned region) at that many elements; the better kept  finder
+      refine: the finder (learned region) at that many elements; the better one kept     finder
                   |
       checks: loss <= tolerance and above chance, else CapacityWarning / UserError        search, records
                   |
@@ -67,8 +67,8 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    first rung that is not vouched for. Testing a fixed sequence and stopping at the first failure keeps the chance
    of accepting a rung that loses more than ``tolerance`` at 1 − ``confidence`` (where the bounds' assumptions hold)
    without a correction for the number of rungs.
-4. **Refinement** (:class:`.finder.SizedFinder`, only with ``refine=True``; by default the task keeps the chosen rung's
-   top-|Δ| region, see :class:`.rules.RegionSize`). The region finder (default: the learned region of Eq. 3) runs once
+4. **Refinement** (:class:`.finder.SizedFinder`; with ``refine=False`` the task keeps the chosen rung's top-|Δ|
+   region, see :class:`.rules.RegionSize`). The region finder (default: the learned region of Eq. 3) runs once
    at the chosen size, from that same starting region; its region is kept unless it scores lower on the held-out rows
    than the rung's own (``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, ≥ 0 where it was
    kept, so a page can count how often learning the region changed anything; ``refined_same``: it is the rung's region,
@@ -79,14 +79,14 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    too few free elements) is never silent (:func:`.search.record_size_`): the plugin warns (``on_full="warn"``) or
    stops (``on_full="error"``).
 
-The search costs one held-out pass for the trained model and one per rung tried (with ``refine=True``, also one finder
-run, what a fixed size costs, and one pass for the finder's region when it differs from the rung's). Every task records
+The search costs one held-out pass for the trained model and one per rung tried, plus (unless ``refine=False``) one
+finder run, what a fixed size costs, and one pass for the finder's region when it differs from the rung's. Every task records
 what was chosen in its region's ``meta["sizing"]`` (saved with the skills): ``share`` (the region size |γ| / N),
 ``elements`` (|γ|), ``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained
 model's), ``met`` (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy,
 its lower bound, the trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share
 the task could take), ``below_cap`` (whether the region is smaller than the cap), ``refined_gain`` and ``refined_same``
-(step 4, with ``refine=True``) or ``retrain`` (:mod:`.retrain`), ``free`` (free share left after the task; set by the
+(step 4) or ``retrain`` (:mod:`.retrain`), ``free`` (free share left after the task; set by the
 plugin), every rung tried with its evidence (``settled``: decided by the held-out rows alone), the held-out split and
 rows, and the seconds spent (``search_seconds`` choosing the size, ``seconds`` in all).
 """

@@ -1,7 +1,7 @@
 """The sized finder (:class:`SizedFinder`): steps 3–4 of the size search (package docstring) for one task after it
-trained: the ladder chooses the rung, whose top-|Δ| region is kept, or with ``RegionSize(refine=True)`` the region
-finder runs once at that size and the better of the two regions on the held-out rows is kept; the size record goes
-in ``meta["sizing"]``.
+trained: the ladder chooses the rung, the region finder runs once at that size, and the better of the two regions on
+the held-out rows is kept (with ``RegionSize(refine=False)`` the rung's top-|Δ| region); the size record goes in
+``meta["sizing"]``.
 """
 from __future__ import annotations
 

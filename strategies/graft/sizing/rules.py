@@ -59,9 +59,9 @@ class RegionSize:
             still finds room.
         holdout: share of an experience's training examples held out when no ``valid_stream`` experience has its
             task (at least one example; the rest train).
-        rows: at most this many held-out rows, and as many training inputs, scored per rung. 256: each rung's
-            pass is what the search costs (on the README's text stream 512 made it 115–145 s, 18–22% of graft's
-            training), and with half the rows the pessimistic row costs 0.8 instead of 0.5 points of the bound.
+        rows: at most this many held-out rows, and as many training inputs, scored per rung (each rung's pass
+            is what the search costs; 256 instead of 512 chose larger regions on the README's text stream,
+            benchmarks/results/speed/).
         confidence: the level of the statement "this rung loses at most ``tolerance``" (0.95 by default).
         retrain: share of an experience's optimizer steps spent training inside a region smaller than the one the
             evidence vouched for, which is kept only when it scores at least as well on the held-out rows
@@ -71,9 +71,10 @@ class RegionSize:
             benchmarks/results/text_size/text_retrain/.
         shrink: how many rungs below the vouched one the retrained region is.
         refine: also run the region finder (the learned region) at the chosen size and keep its region where it
-            scores at least as well on the held-out rows (step 4 of the package docstring). Off by default: over
-            976 committed task runs it scored higher than the rung's own top-|Δ| region in 20, and it was about a
-            quarter of graft's extra time on the README's text stream (50–71 s of 190–250).
+            scores at least as well on the held-out rows (step 4 of the package docstring). On by default: it is
+            about a tenth of graft's time on the README's text stream (50–71 s), and without it seed 1 there lost
+            4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's top-|Δ|
+            region.
     """
 
     tolerance: float = 0.02
@@ -82,12 +83,12 @@ class RegionSize:
     expected_tasks: int | None = None
     plan: str = "stream"
     holdout: float = 0.1
-    rows: int = 256
+    rows: int = 512
     confidence: float = 0.95
     reserve: int = 1
     retrain: float = 0.0
     shrink: int = 2
-    refine: bool = False
+    refine: bool = True
 
     def __post_init__(self) -> None:
         if not _share(self.tolerance) or not 0 <= self.tolerance < 1:

@@ -74,18 +74,18 @@ def test_search_goes_down_to_the_smallest_rung_the_rows_vouch_for():
     assert [r["share"] for r in record["rungs"]] == [0.1, 0.05, 0.02]            # stops at the first not vouched
     assert [r["vouched"] for r in record["rungs"]] == [True, True, False]         # the cap (20%) is never scored
     assert record["rungs"][2]["loss"] > 0.02 and record["rungs"][1]["loss"] <= 0.0
-    assert all(r["settled"] and r["beliefs_bound"] is None for r in record["rungs"])   # 256 labelled rows decide
+    assert all(r["settled"] and r["beliefs_bound"] is None for r in record["rungs"])   # 400 labelled rows decide
     assert record["share"] == 0.05 and region.size == 10 and record["met"] and record["below_cap"]
-    assert record["validation"] == "dev" and record["rows"] == 256                 # RegionSize.rows of the 400
+    assert record["validation"] == "dev" and record["rows"] == 400
     assert bool(region.masks["weight"][1, :10].all())                           # the signal elements
     base = Problem.build(pre, ft, LocalizeConfig(region_elements=10), names=["weight"]).base_mask(10)
-    assert region.meta["method"] == "topk" and "refined_gain" not in record      # the rung's own region
-    assert bool(region.masks["weight"].reshape(-1).eq(base).all())
-    refined = SizedFinder(QUICK, replace(size, refine=True))(pre, ft, data, names=["weight"], candidates=None)
-    again = refined.meta["sizing"]
-    assert again["share"] == 0.05 and again["rungs"] == record["rungs"]         # the same search, then the finder
-    assert (refined.meta.get("method") == "topk") == (again["refined_gain"] < 0)  # the finder's region kept or not
-    assert again["refined_same"] == bool(refined.masks["weight"].reshape(-1).eq(base).all())
+    assert (region.meta.get("method") == "topk") == (record["refined_gain"] < 0)  # the finder's region kept or not
+    assert record["refined_same"] == bool(region.masks["weight"].reshape(-1).eq(base).all())
+    rung = SizedFinder(QUICK, replace(size, refine=False))(pre, ft, data, names=["weight"], candidates=None)
+    again = rung.meta["sizing"]
+    assert again["share"] == 0.05 and again["rungs"] == record["rungs"]         # the same search, no finder
+    assert rung.meta["method"] == "topk" and "refined_gain" not in again        # the rung's own region
+    assert bool(rung.masks["weight"].reshape(-1).eq(base).all())
     assert torch.equal(pre.weight, torch.zeros(2, 100))                          # inputs untouched
 
 

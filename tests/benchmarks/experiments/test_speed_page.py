@@ -1,0 +1,83 @@
+"""The speed page (benchmarks/experiments/speed_page.py): synthetic runs, bad input, and the committed page."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cl_graft.benchmarks.experiments.speed_page import breakdown, main, page_text
+from click.testing import CliRunner
+
+from helpers import results_json, strategy_json
+
+TASKS = ["qnli", "sst2"]
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
+
+
+def _run(seed: int, graft_seconds: float, *, search: float, average: float, naive: bool = True) -> dict:
+    sizing = [{"share": 0.01, "search_seconds": search / 2, "seconds": search / 2 + 1.0, "trained_test_seconds": 2.0}
+              for _ in TASKS]
+    record = {"seed": seed, "command_line": f"cl-graft run --seed {seed}", "git_revision": "abc", "device_name": "cpu"}
+    info = {"sizing": sizing, "feature_seconds": [3.0, 3.0], "train_seconds": graft_seconds - 20.0,
+            "eval_seconds": 15.0, "peak_rss_mb": 900}
+    strategies = {"graft": strategy_json([average, average], info=info, bytes=2 ** 20, seconds=graft_seconds)}
+    if naive:
+        strategies["naive"] = strategy_json([0.5, 0.5], seconds=100.0, info={
+            "train_seconds": 80.0, "eval_seconds": 15.0, "peak_rss_mb": 700})
+    return results_json(record, TASKS, strategies)
+
+
+def test_breakdown_adds_up_to_the_wall_time():
+    parts = breakdown(_run(0, 150.0, search=20.0, average=0.8))
+    assert parts["graft"] == {"training": 130.0 - 20.0 - 2.0 - 6.0 - 4.0, "size search": 20.0,
+                              "finder at the chosen size": 2.0, "feature statistics": 6.0,
+                              "trained model's test score": 4.0, "evaluation": 15.0,
+                              "the rest (building, saving)": 5.0}
+    assert sum(parts["graft"].values()) == pytest.approx(150.0) and sum(parts["naive"].values()) == 100.0
+
+
+def test_page_states_each_target_and_whether_it_was_met():
+    before = [_run(s, 150.0, search=30.0, average=0.80) for s in (0, 1)]
+    after = [_run(0, 112.0, search=9.0, average=0.80), _run(1, 118.0, search=9.0, average=0.796)]
+    text, data = page_text(list(zip([_f(r) for r in before], [_f(r) for r in after])),
+                           list(zip([_f(r) for r in before], [_f(r) for r in before])))
+    assert "The README's main job: graft / naive 1.12, 1.18 (target ≤ 1.15: **not met**)" in text
+    assert "graft's average accuracy -0.20 points on average over the seeds (target ≥ -0.3: met)" in text
+    assert "| 0 | 150 → 112 | 100 → 100 | 1.50 → **1.12** | 30 (34.1) → 9 (12.7) |" in text      # 9 / (92 - 21)
+    assert "| size search | 30 → 9 | 30 → 9 | 0 / 0 |" in text
+    assert data["verdicts"]["digits"]["ratio_met"] is False and data["verdicts"]["text"]["accuracy_met"] is True
+
+
+def _f(run: dict) -> dict:
+    from cl_graft.benchmarks.experiments.speed_page import figures
+
+    return figures(run)
+
+
+def test_a_run_without_naive_or_unmatched_seeds_is_refused_before_anything_is_written(tmp_path):
+    paths = {}
+    for name, run in {"b": _run(0, 150.0, search=1.0, average=0.8), "a": _run(0, 120.0, search=1.0, average=0.8),
+                      "lone": _run(0, 120.0, search=1.0, average=0.8, naive=False),
+                      "other": _run(1, 120.0, search=1.0, average=0.8)}.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(run))
+    for after, message in (("lone", "no naive"), ("other", "seeds [0], the after runs [1]")):
+        done = CliRunner().invoke(main, ["--before", str(paths["b"]), "--after", str(paths[after]), "--digits-before",
+                                         str(paths["b"]), "--digits-after", str(paths["a"]),
+                                         "--out", str(tmp_path / "out")])
+        assert done.exit_code == 2 and message in done.output and not (tmp_path / "out").exists()
+
+
+def test_the_committed_page_is_made_from_the_committed_runs():
+    data = json.loads((RESULTS / "speed" / "speed.json").read_text())
+    record = json.loads((RESULTS / "speed" / "config.json").read_text())
+    runs = {k: [RESULTS.parent.parent / p for p in record[k].split(",")]
+            for k in ("before", "after", "digits_before", "digits_after")}
+
+    def pairs(before: str, after: str) -> list[tuple[dict, dict]]:
+        load = [[_f(json.loads((p / "results.json").read_text())) for p in runs[k]] for k in (before, after)]
+        return list(zip(*load))
+
+    text, again = page_text(pairs("before", "after"), pairs("digits_before", "digits_after"))
+    assert (RESULTS / "speed" / "speed.md").read_text() == text
+    assert json.loads(json.dumps(again)) == data
