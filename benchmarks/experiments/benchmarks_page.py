@@ -69,6 +69,12 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                       "chosen, its dev-row evidence and bytes; graft vs single-task fine-tuning over "
                                       "three seeds"),
      ("`text_size/text_quick/seed*/`", "`text_size/text_quick/single/`", "`text_size/text/` (an earlier default)")),
+    ("speed/speed.md", ("graft's wall time over naive's in the same run on the text stream (3 seeds) and a digits "
+                        "stream, before and after issue 44's changes and with the faster settings (`--refine false "
+                        "--rows 256`), where the time went, peak memory"),
+     ("`speed/speed.json`", "`text_size/text_refined/`", "`text_size/text_fast/`", "`speed/digits_*/`")),
+    ("text_size/text_refined/text.md", "the text stream with the default before issue 44 (3 seeds)",
+     ("`text_size/text_refined/seed*/`",)),
     ("retrain_probe/retrain_seeds.md", ("probe, 3 seeds: small top-|Δ| grafts before and after 40 steps inside the "
                                         "region (what a size search that retrains could gain)"),
      ("`retrain_probe/retrain.json`", "`retrain_probe/seed1/`", "`retrain_probe/seed2/`")),

@@ -77,6 +77,8 @@ class GraftSettings(RegionServing):
                                "smaller region, kept if it scores as well on dev rows (0: off).",
                     "shrink": "With --region-size auto: rungs below the vouched size that the retrained region "
                               "is.",
+                    "rows": "With --region-size auto: held-out rows, and as many training inputs, scored per "
+                            "size tried (fewer: a faster search that vouches for less).",
                     "refine": "With --region-size auto: also learn the region (the --method) at the chosen size "
                               "and keep it where it scores as well on dev rows (false: the rung's top-|Δ| "
                               "region, faster)."}})

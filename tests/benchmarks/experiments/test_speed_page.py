@@ -37,15 +37,16 @@ def test_breakdown_adds_up_to_the_wall_time():
 
 
 def test_page_states_each_target_and_whether_it_was_met():
-    before = [_run(s, 150.0, search=30.0, average=0.80) for s in (0, 1)]
-    after = [_run(0, 112.0, search=9.0, average=0.80), _run(1, 118.0, search=9.0, average=0.796)]
-    text, data = page_text(list(zip([_f(r) for r in before], [_f(r) for r in after])),
-                           list(zip([_f(r) for r in before], [_f(r) for r in before])))
-    assert "The README's main job: graft / naive 1.12, 1.18 (target ≤ 1.15: **not met**)" in text
-    assert "graft's average accuracy -0.20 points on average over the seeds (target ≥ -0.3: met)" in text
-    assert "| 0 | 150 → 112 | 100 → 100 | 1.50 → **1.12** | 30 (34.1) → 9 (12.7) |" in text      # 9 / (92 - 21)
-    assert "| size search | 30 → 9 | 30 → 9 | 0 / 0 |" in text
-    assert data["verdicts"]["digits"]["ratio_met"] is False and data["verdicts"]["text"]["accuracy_met"] is True
+    before = [_f(_run(s, 150.0, search=30.0, average=0.80)) for s in (0, 1)]
+    after = [_f(_run(0, 112.0, search=9.0, average=0.80)), _f(_run(1, 118.0, search=9.0, average=0.796))]
+    text, data = page_text([("before", before), ("after", after)], [("before", before), ("same", before)])
+    assert "- The README's main job, after: graft / naive 1.12, 1.18 (target ≤ 1.15: **not met**)" in text
+    assert "graft's average accuracy -0.20 points against before, mean over the seeds (target ≥ -0.3: met)" in text
+    assert "| 0 | after | 112 | 100 | **1.12** | 9 (12.7) | 80.0 (+0.0) |" in text          # 9 / (92 - 21)
+    assert "| 1 | after | 118 | 100 | **1.18** | 9 (11.7) | 79.6 (-0.4) |" in text
+    assert "| size search | 30 | 9 | 0 |" in text
+    assert data["verdicts"]["digits"]["same"]["ratio_met"] is False
+    assert data["verdicts"]["text"]["after"]["accuracy_met"] is True
 
 
 def _f(run: dict) -> dict:
@@ -54,30 +55,35 @@ def _f(run: dict) -> dict:
     return figures(run)
 
 
-def test_a_run_without_naive_or_unmatched_seeds_is_refused_before_anything_is_written(tmp_path):
+def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     paths = {}
     for name, run in {"b": _run(0, 150.0, search=1.0, average=0.8), "a": _run(0, 120.0, search=1.0, average=0.8),
                       "lone": _run(0, 120.0, search=1.0, average=0.8, naive=False),
                       "other": _run(1, 120.0, search=1.0, average=0.8)}.items():
         paths[name] = tmp_path / f"{name}.json"
         paths[name].write_text(json.dumps(run))
-    for after, message in (("lone", "no naive"), ("other", "seeds [0], the after runs [1]")):
-        done = CliRunner().invoke(main, ["--before", str(paths["b"]), "--after", str(paths[after]), "--digits-before",
-                                         str(paths["b"]), "--digits-after", str(paths["a"]),
+    for runs, message in ((f"after={paths['lone']}", "no naive"), (f"after={paths['other']}", "before has seeds [0], "
+                                                                                               "after [1]"),
+                          (str(paths["a"]), "--runs takes NAME=RUN,RUN,...")):
+        done = CliRunner().invoke(main, ["--runs", f"before={paths['b']}", "--runs", runs, "--digits",
+                                         f"before={paths['b']}", "--digits", f"after={paths['a']}",
                                          "--out", str(tmp_path / "out")])
-        assert done.exit_code == 2 and message in done.output and not (tmp_path / "out").exists()
+        assert done.exit_code == 2 and message in done.output and not (tmp_path / "out").exists(), done.output
 
 
 def test_the_committed_page_is_made_from_the_committed_runs():
     data = json.loads((RESULTS / "speed" / "speed.json").read_text())
     record = json.loads((RESULTS / "speed" / "config.json").read_text())
-    runs = {k: [RESULTS.parent.parent / p for p in record[k].split(",")]
-            for k in ("before", "after", "digits_before", "digits_after")}
+    repo = RESULTS.parent.parent
 
-    def pairs(before: str, after: str) -> list[tuple[dict, dict]]:
-        load = [[_f(json.loads((p / "results.json").read_text())) for p in runs[k]] for k in (before, after)]
-        return list(zip(*load))
+    def configs(specs: list[str]) -> list[tuple[str, list[dict]]]:
+        out = []
+        for spec in specs:
+            name, _, paths = spec.partition("=")
+            runs = [_f(json.loads((repo / p / "results.json").read_text())) for p in paths.split(",")]
+            out.append((name, sorted(runs, key=lambda f: f["seed"])))
+        return out
 
-    text, again = page_text(pairs("before", "after"), pairs("digits_before", "digits_after"))
+    text, again = page_text(configs(record["runs"]), configs(record["digits"]))
     assert (RESULTS / "speed" / "speed.md").read_text() == text
     assert json.loads(json.dumps(again)) == data

@@ -1,0 +1,200 @@
+"""The speed page: graft's wall time beside naive's in the same ``cl-graft run``, before and after a change, with
+where graft's time went and each strategy's peak memory.
+
+Reads configurations of runs (folders or ``results.json`` files, one per seed, each holding graft and naive): ``--runs
+NAME=A,B,C`` for the README's main job (``cl-graft run --stream qnli,agnews,sst2 --strategies graft,naive --preset
+quick``), ``--digits NAME=...`` for a digits stream, repeated per configuration (a revision or a setting), the first
+compared with the others. Each run's ratio graft / naive is measured in that run (the two strategies one after the other
+in one process); the page states the targets (graft / naive ≤ 1.15 on every seed, the size search ≤ 10% of graft's
+training time, graft's average accuracy within 0.3 points of before, on average over the seeds) and whether each was
+met::
+
+    python -m cl_graft.benchmarks.experiments.speed_page --runs before=A0,A1,A2 --runs after=B0,B1,B2 \\
+        --digits before=C0,C1,C2 --digits after=D0,D1,D2 --out DIR --page benchmarks/results/speed/speed.md
+
+(``DIR/speed.md``, ``DIR/speed.json``, the run record ``DIR/config.json``; ``--out`` is claimed as a command's
+folder, :mod:`.script_out`).
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import click
+from cl_graft.files import write_json
+
+from .script_out import ScriptError, claimed, load_results, out_options, write_page
+
+RATIO_TARGET = 1.15
+SEARCH_TARGET = 0.10
+ACCURACY_TARGET = 0.003
+PARTS = ("training", "size search", "finder at the chosen size", "feature statistics", "trained model's test score",
+         "evaluation", "the rest (building, saving)")
+
+
+def breakdown(run: dict) -> dict[str, dict[str, float]]:
+    """Seconds per part of graft's and naive's wall time (:data:`PARTS`; graft's training excludes the parts it runs
+    inside its ``train`` calls: the size search, the finder, feature statistics, the trained model's test score)."""
+    out = {}
+    for name in ("graft", "naive"):
+        res = run["strategies"][name]
+        info, sizing = res["info"], res["info"].get("sizing", [])
+        search = sum(s.get("search_seconds", 0.0) for s in sizing)
+        finder = sum(s.get("seconds", 0.0) - s.get("search_seconds", 0.0) for s in sizing)
+        features = sum(v or 0.0 for v in info.get("feature_seconds", []))
+        tested = sum(s.get("trained_test_seconds") or 0.0 for s in sizing)
+        out[name] = {"training": info["train_seconds"] - search - finder - features - tested, "size search": search,
+                     "finder at the chosen size": finder, "feature statistics": features,
+                     "trained model's test score": tested, "evaluation": info["eval_seconds"],
+                     "the rest (building, saving)": res["seconds"] - info["train_seconds"] - info["eval_seconds"]}
+    return out
+
+
+def figures(run: dict) -> dict:
+    """One run's figures: wall seconds, the ratio, graft's accuracy, sizes, search share, peak memory."""
+    graft, naive = run["strategies"]["graft"], run["strategies"]["naive"]
+    parts = breakdown(run)
+    return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"],
+            "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
+            "graft_seconds": graft["seconds"], "naive_seconds": naive["seconds"],
+            "ratio": graft["seconds"] / naive["seconds"], "graft_average": graft["summary"]["average"],
+            "naive_average": naive["summary"]["average"], "graft_forgetting": graft["summary"]["forgetting"],
+            "shares": [s["share"] for s in graft["info"].get("sizing", [])], "graft_bytes": graft["bytes"],
+            "search_share": parts["graft"]["size search"] / parts["graft"]["training"],
+            "peak_rss_mb": {n: run["strategies"][n]["info"].get("peak_rss_mb") for n in ("graft", "naive")},
+            "parts": parts}
+
+
+def _configs(named: list[tuple[str, list[dict]]], what: str) -> list[tuple[str, list[dict]]]:
+    """Each configuration's figures, runs sorted by seed; every configuration has the first one's seeds.
+
+    Raises:
+        ScriptError: a run without graft or naive, or seeds that do not match.
+    """
+    out = []
+    for name, runs in named:
+        for run in runs:
+            missing = [n for n in ("graft", "naive") if n not in run["strategies"]]
+            if missing:
+                raise ScriptError(f"`{run['run'].get('command_line')}`: no {missing[0]}; the page compares graft "
+                                  f"with naive in the same run")
+        figs = sorted((figures(r) for r in runs), key=lambda f: f["seed"])
+        if out and [f["seed"] for f in figs] != [f["seed"] for f in out[0][1]]:
+            raise ScriptError(f"{what}: {out[0][0]} has seeds {[f['seed'] for f in out[0][1]]}, {name} "
+                              f"{[f['seed'] for f in figs]}")
+        out.append((name, figs))
+    return out
+
+
+def _pct(shares: list[float]) -> str:
+    return ", ".join(f"{100 * s:g}" for s in shares)
+
+
+def _mb(value) -> str:
+    return "–" if value is None else f"{value}"
+
+
+def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
+    lines = [f"## {title}", ""]
+    for name, figs in configs:
+        for fig in figs:
+            lines.append(f"- {name}, seed {fig['seed']}: `{fig['command_line']}` (git {fig['git_revision']}, "
+                         f"{fig['device_name']})")
+    base = configs[0][1]
+    lines += ["", "| seed | configuration | graft s | naive s | graft / naive | size search s (% of graft's training) "
+                  f"| graft average (vs {configs[0][0]}) | sizes % | graft MB | peak RSS MB graft / naive |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for i, ref in enumerate(base):
+        for name, figs in configs:
+            f = figs[i]
+            lines.append(
+                f"| {f['seed']} | {name} | {f['graft_seconds']:.0f} | {f['naive_seconds']:.0f} | **{f['ratio']:.2f}** | "
+                f"{f['parts']['graft']['size search']:.0f} ({100 * f['search_share']:.1f}) | "
+                f"{100 * f['graft_average']:.1f} ({100 * (f['graft_average'] - ref['graft_average']):+.1f}) | "
+                f"{_pct(f['shares'])} | {f['graft_bytes'] / 2 ** 20:.1f} | {_mb(f['peak_rss_mb']['graft'])} / "
+                f"{_mb(f['peak_rss_mb']['naive'])} |")
+    lines += ["", "Where the time went (s, mean over the seeds; graft in each configuration, then naive in the last):",
+              "", "| part | " + " | ".join(f"graft, {name}" for name, _ in configs) + f" | naive, {configs[-1][0]} |",
+              "|---|" + "---|" * (len(configs) + 1)]
+    for part in PARTS:
+        cells = [f"{statistics.mean(f['parts']['graft'][part] for f in figs):.0f}" for _, figs in configs]
+        naive = statistics.mean(f["parts"]["naive"][part] for f in configs[-1][1])
+        lines.append(f"| {part} | " + " | ".join(cells) + f" | {naive:.0f} |")
+    lines.append("")
+    return lines
+
+
+def verdicts(base: list[dict], figs: list[dict]) -> dict:
+    """The targets over the seeds of one configuration against ``base`` (the same seeds): every ratio ≤
+    :data:`RATIO_TARGET`, every search share ≤ :data:`SEARCH_TARGET`, graft's mean accuracy change ≥
+    −:data:`ACCURACY_TARGET`."""
+    change = statistics.mean(f["graft_average"] - b["graft_average"] for b, f in zip(base, figs))
+    return {"ratios": [f["ratio"] for f in figs], "ratio_met": all(f["ratio"] <= RATIO_TARGET for f in figs),
+            "search_shares": [f["search_share"] for f in figs],
+            "search_met": all(f["search_share"] <= SEARCH_TARGET for f in figs),
+            "accuracy_change": change, "accuracy_met": change >= -ACCURACY_TARGET}
+
+
+def _verdict_line(stream: str, name: str, v: dict, base: str) -> str:
+    yes = {True: "met", False: "**not met**"}
+    return (f"- {stream}, {name}: graft / naive {', '.join(f'{r:.2f}' for r in v['ratios'])} (target ≤ "
+            f"{RATIO_TARGET}: {yes[v['ratio_met']]}); size search "
+            f"{', '.join(f'{100 * s:.1f}%' for s in v['search_shares'])} of graft's training (target ≤ "
+            f"{100 * SEARCH_TARGET:g}%: {yes[v['search_met']]}); graft's average accuracy "
+            f"{100 * v['accuracy_change']:+.2f} points against {base}, mean over the seeds (target ≥ "
+            f"{-100 * ACCURACY_TARGET:g}: {yes[v['accuracy_met']]}).")
+
+
+def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[dict]]]) -> tuple[str, dict]:
+    """The page and its figures: ``text`` and ``digits`` are (configuration, figures per seed) lists, the first
+    configuration the one the others are compared with."""
+    found = {stream: {name: verdicts(configs[0][1], figs) for name, figs in configs[1:]}
+             for stream, configs in (("text", text), ("digits", digits))}
+    lines = ["# Speed: graft's wall time beside naive's", "",
+             "Each ratio is graft's wall time over naive's in the same `cl-graft run` (one process, one after the "
+             "other), so the machine's load is the same for both; the configurations are runs of the same command "
+             "and seed at other revisions or settings. Made by `benchmarks/experiments/speed_page.py` from the runs "
+             "listed below.", "",
+             *(_verdict_line("The README's main job", n, v, text[0][0]) for n, v in found["text"].items()),
+             *(_verdict_line("The digits stream", n, v, digits[0][0]) for n, v in found["digits"].items()), "",
+             *_section("The README's main job: qnli → agnews → sst2, quick preset", text),
+             *_section("A digits stream", digits)]
+    return "\n".join(lines), {"text": dict(text), "digits": dict(digits), "verdicts": found}
+
+
+def _named(specs: tuple[str, ...], option: str) -> list[tuple[str, list[dict]]]:
+    """``NAME=A,B,C`` specs → (name, loaded runs).
+
+    Raises:
+        ScriptError: a spec without a name.
+    """
+    out = []
+    for spec in specs:
+        name, sep, paths = spec.partition("=")
+        if not sep or not name or not paths:
+            raise ScriptError(f"{option} takes NAME=RUN,RUN,..., got {spec!r}")
+        out.append((name, [load_results(p) for p in paths.split(",")]))
+    return out
+
+
+@click.command()
+@click.option("--runs", "runs", multiple=True, required=True,
+              help="NAME=RUN,RUN,... (one run per seed) of the main job; repeat per configuration, the first is "
+                   "the one the others are compared with.")
+@click.option("--digits", "digits", multiple=True, required=True,
+              help="NAME=RUN,RUN,... of a digits stream, the same way.")
+@out_options(page=True)
+def main(runs: tuple[str, ...], digits: tuple[str, ...], out: Path, overwrite: bool, page: Path | None) -> None:
+    text = _configs(_named(runs, "--runs"), "the main job")          # bad input is refused before --out is claimed
+    digit = _configs(_named(digits, "--digits"), "the digits stream")
+    body, data = page_text(text, digit)
+    with claimed("speed_page", click.get_current_context().params) as run_dir:
+        write_json(run_dir.path / "speed.json", data)
+        write_page(body, run_dir, "speed.md", page)
+        if page is not None:
+            write_json(page.with_suffix(".json"), data)
+    click.echo(f"wrote {out / 'speed.md'}" + (f" and {page}" if page else ""))
+
+
+if __name__ == "__main__":
+    main()
