@@ -13,7 +13,7 @@ section with a page's :class:`Column` list.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,7 +137,7 @@ def _option(command_line: str, name: str) -> str | None:
     return words[words.index(name) + 1] if name in words[:-1] else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Column:
     """One column of a page's table: its header and ``cell(name, row, summary) -> text`` (``row``: the
     strategy's row of :func:`benchmark_summary`)."""
@@ -146,11 +146,11 @@ class Column:
     cell: Callable[[str, dict, dict], str]
 
 
-STRATEGY = Column("strategy", lambda name, row, s: f"{name}!" if row["sanity"] else name)
-SETTING = Column("setting (dev-chosen)", lambda name, row, s: _setting(row["chosen"]))
-FORGETTING = Column("forgetting %", lambda name, row, s: pm(row["forgetting"]))
-STORED = Column("stored", lambda name, row, s: human_bytes(row["bytes"]))
-WALL = Column("wall s", lambda name, row, s: pm(row["seconds"], 1.0, ".0f"))
+STRATEGY = Column(header="strategy", cell=lambda name, row, s: f"{name}!" if row["sanity"] else name)
+SETTING = Column(header="setting (dev-chosen)", cell=lambda name, row, s: _setting(row["chosen"]))
+FORGETTING = Column(header="forgetting %", cell=lambda name, row, s: pm(row["forgetting"]))
+STORED = Column(header="stored", cell=lambda name, row, s: human_bytes(row["bytes"]))
+WALL = Column(header="wall s", cell=lambda name, row, s: pm(row["seconds"], 1.0, ".0f"))
 COMPARISON = ("graft − it (points)", "Holm interval", "p (Holm)", "verdict")
 """The last columns of every table: graft minus the strategy, paired by seed, and its Holm verdict."""
 
@@ -214,6 +214,15 @@ def verdict_line(s: dict) -> str:
             + (f"; the {k} `graft[variant]` rows are a family of their own (Holm over {k})" if k else "")
             + ". Under Bonferroni's simultaneous intervals (each at 0.05/" + str(m) + "): "
             + (", ".join(changed) if changed else "the same verdicts") + ".")
+
+
+def page(title: str, intro: str, sections: Iterable[list[str]]) -> str:
+    """A page's Markdown: ``# title``, the ``intro`` paragraph, then each section (e.g. :func:`table_lines`)
+    followed by a blank line."""
+    lines = [f"# {title}", "", intro, ""]
+    for section in sections:
+        lines += section + [""]
+    return "\n".join(lines)
 
 
 HOW_TO_READ = (
