@@ -28,7 +28,7 @@ from cl_graft.files import read_json
 from cl_graft.regions.names import current_setting_names
 from cl_graft.task import SCENARIOS
 
-from .digits_report import CEILINGS, SEES
+from .seeds_report import CEILINGS, SEES
 from .run_records import record_note
 from .script_out import load_results
 from .verdicts import VERDICT, bonferroni_verdict, pct, verdicts
@@ -279,9 +279,10 @@ def _revision(rev: str | None) -> str:
 
 
 def digits_benchmark(b: dict) -> dict:
-    """One benchmark of ``digits.json`` (:mod:`.digits_report`): graft's row; the best peer (highest mean among
-    the other strategies, graft's variants and :data:`CEILINGS` left out) with graft minus it at Holm's level;
-    the verdicts against every peer; graft minus each ``graft[...]`` variant other than graft's own size."""
+    """One benchmark of ``digits.json`` (:func:`.seeds_report.benchmark_summary`): graft's row; the best peer
+    (highest mean among the other strategies, graft's variants and :data:`CEILINGS` left out) with graft minus it
+    at Holm's level; the verdicts against every peer; graft minus each ``graft[...]`` variant other than graft's
+    own size."""
     rows, minus = b["rows"], b["graft_minus"]
     peers = {n: r for n, r in rows.items() if not n.startswith("graft") and n not in CEILINGS}
     best = max(peers, key=lambda n: -np.inf if peers[n]["mean"] is None else peers[n]["mean"], default=None)

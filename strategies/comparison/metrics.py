@@ -4,6 +4,9 @@
 after experience ``i``). Definitions follow the usual ones (Avalanche ``evaluation/functional.py``):
 
 - average accuracy: mean of the last row, ``mean_j R[T-1, j]``;
+- average incremental accuracy (Rebuffi et al. 2017, iCaRL, https://arxiv.org/abs/1611.07725): after each
+  experience ``i`` the mean accuracy over the tasks seen so far, averaged over the experiences,
+  ``mean_i mean_{j ≤ i} R[i, j]``;
 - forgetting of task ``j < T-1`` (Chaudhry et al. 2018, https://arxiv.org/abs/1801.10112): the best
   accuracy it ever had after being learned minus its final one, ``max_{j ≤ i < T-1} R[i, j] − R[T-1, j]``;
 - backward transfer BWT (Lopez-Paz & Ranzato 2017, https://arxiv.org/abs/1706.08840):
@@ -42,6 +45,16 @@ def final_accuracy(matrix: np.ndarray) -> np.ndarray:
 def average_accuracy(matrix: np.ndarray) -> float:
     """Mean final accuracy over tasks."""
     return float(final_accuracy(matrix).mean())
+
+
+def average_incremental_accuracy(matrix: np.ndarray) -> float:
+    """Mean over experiences of the mean accuracy on the tasks seen so far (NaN for a one-row result of more than
+    one task: there is no accuracy after each experience)."""
+    r = np.asarray(matrix, dtype=float)
+    if r.ndim == 2 and r.shape[0] == 1 and r.shape[1] > 1:
+        return float("nan")
+    r = _square(r)
+    return float(np.mean([r[i, :i + 1].mean() for i in range(r.shape[0])]))
 
 
 def forgetting_per_task(matrix: np.ndarray) -> np.ndarray:

@@ -161,9 +161,9 @@ def _digits_run(folder, seed, averages, *, stream, model, scenario, chosen=None,
 
 
 def _digits_benchmark(root, stream, model, scenario, peers, variants, **kwargs):
-    """A ``digits.json`` benchmark summary (:func:`digits_report.benchmark_summary`) of three seeds: ``peers`` in
+    """A ``digits.json`` benchmark summary (:func:`seeds_report.benchmark_summary`) of three seeds: ``peers`` in
     the main invocations, each ``graft[size]`` of ``variants`` in invocations of its own."""
-    from cl_graft.benchmarks.experiments.digits_report import benchmark_summary
+    from cl_graft.benchmarks.experiments.seeds_report import benchmark_summary
 
     base = root / f"{stream}-{model}-{scenario}"
     kw = {"stream": stream, "model": model, "scenario": scenario}

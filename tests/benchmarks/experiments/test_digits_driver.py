@@ -1,12 +1,14 @@
-"""The digits driver (benchmarks/experiments/digits.py) runs ``cl-graft run`` and keeps no strategy of its own; its
-report (digits_report.py) pairs seeds against graft with Holm's step-down correction (verdicts.py)."""
+"""The digits driver (benchmarks/experiments/digits.py, the digits preset of seeds.py) runs ``cl-graft run`` and
+keeps no strategy of its own; its report (seeds_report.py, the digits page digits_report.py) pairs seeds against
+graft with Holm's step-down correction (verdicts.py)."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, render, verdict_line
+from cl_graft.benchmarks.experiments.digits_report import render
+from cl_graft.benchmarks.experiments.seeds_report import benchmark_summary, verdict_line
 from cl_graft.benchmarks.experiments.verdicts import bonferroni_verdict, holm_intervals
 from click.testing import CliRunner
 
@@ -85,14 +87,14 @@ def test_the_report_names_scenario_bytes_flags_and_artifacts(tmp_path):
 
 
 def test_the_driver_runs_cl_graft_run_per_seed_and_writes_the_tables(tmp_path, monkeypatch):
-    from cl_graft.benchmarks.experiments import digits
+    from cl_graft.benchmarks.experiments import seeds
     from cl_graft.benchmarks.experiments.digits import main
 
     from helpers import InProcessCli
 
     monkeypatch.chdir(tmp_path)
     started = InProcessCli()                                     # `python -m cl_graft.cli`, in this process
-    monkeypatch.setattr(digits, "subprocess", started)
+    monkeypatch.setattr(seeds, "subprocess", started)
     out = tmp_path / "digits"
     args = ["--out", str(out), "--benchmarks", "permuted-digits:2/mlp/task", "--seeds", "0,1",
             "--task-peers", "graft,naive", "--tune-budget", "1", "--graft-variants", "open",

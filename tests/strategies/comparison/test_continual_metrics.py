@@ -8,6 +8,7 @@ import pytest
 
 from cl_graft.strategies.comparison.metrics import (
     average_accuracy,
+    average_incremental_accuracy,
     bwt,
     final_accuracy,
     forgetting,
@@ -27,6 +28,8 @@ def test_values_on_a_hand_made_matrix():
     assert forgetting_per_task(R) == pytest.approx([0.9 - 0.6, 0.8 - 0.85])  # task 1 improved: negative
     assert forgetting(R) == pytest.approx(0.125)
     assert bwt(R) == pytest.approx(((0.6 - 0.9) + (0.85 - 0.8)) / 2)
+    # after each experience the tasks seen so far: (0.9), (0.7, 0.8), (0.6, 0.85, 0.9); tasks not yet seen count not
+    assert average_incremental_accuracy(R) == pytest.approx((0.9 + 0.75 + (0.6 + 0.85 + 0.9) / 3) / 3)
 
 
 def test_forgetting_uses_the_best_accuracy_after_learning():
@@ -44,6 +47,8 @@ def test_one_task_and_one_row_results():
     assert math.isnan(forgetting(np.array([[0.7]]))) and math.isnan(bwt(np.array([[0.7]])))
     s = summarize(np.array([[0.7, 0.8, 0.9]]))                               # joint training: one final row
     assert s["average"] == pytest.approx(0.8) and math.isnan(s["forgetting"]) and math.isnan(s["bwt"])
+    assert math.isnan(average_incremental_accuracy(np.array([[0.7, 0.8, 0.9]])))
+    assert average_incremental_accuracy(np.array([[0.7]])) == pytest.approx(0.7)
 
 
 def test_bad_shapes():

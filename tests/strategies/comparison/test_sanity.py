@@ -86,7 +86,8 @@ def test_cl_graft_run_flags_ewc_without_its_penalty_as_equal_to_naive(tmp_path):
 
 
 def test_the_digits_page_flags_si_equal_to_naive_and_ewc_at_chance(tmp_path):
-    from cl_graft.benchmarks.experiments.digits_report import benchmark_summary, render
+    from cl_graft.benchmarks.experiments.digits_report import render
+    from cl_graft.benchmarks.experiments.seeds_report import benchmark_summary
 
     learned = [[0.9, 0.1], [0.5, 0.95]]                          # task 1 before it is learned: at chance
     folders = []
