@@ -57,7 +57,9 @@ def figures(run: dict) -> dict:
     return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"],
             "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
             "graft_seconds": graft["seconds"], "naive_seconds": naive["seconds"],
-            "ratio": graft["seconds"] / naive["seconds"], "graft_average": graft["summary"]["average"],
+            "ratio": graft["seconds"] / naive["seconds"],
+            "cpu_ratio": graft["info"]["cpu_seconds"] / naive["info"]["cpu_seconds"],
+            "graft_average": graft["summary"]["average"],
             "naive_average": naive["summary"]["average"], "graft_forgetting": graft["summary"]["forgetting"],
             "shares": [s["share"] for s in graft["info"].get("sizing", [])], "graft_bytes": graft["bytes"],
             "search_share": parts["graft"]["size search"] / parts["graft"]["training"],
@@ -101,14 +103,15 @@ def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
             lines.append(f"- {name}, seed {fig['seed']}: `{fig['command_line']}` (git {fig['git_revision']}, "
                          f"{fig['device_name']})")
     base = configs[0][1]
-    lines += ["", "| seed | configuration | graft s | naive s | graft / naive | size search s (% of graft's training) "
-                  f"| graft average (vs {configs[0][0]}) | sizes % | graft MB | peak RSS MB graft / naive |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| seed | configuration | graft s | naive s | graft / naive | CPU s graft / naive | size search s (% of "
+                  f"graft's training) | graft average (vs {configs[0][0]}) | sizes % | graft MB | peak RSS MB graft / "
+                  "naive |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, ref in enumerate(base):
         for name, figs in configs:
             f = figs[i]
             lines.append(
                 f"| {f['seed']} | {name} | {f['graft_seconds']:.0f} | {f['naive_seconds']:.0f} | **{f['ratio']:.2f}** | "
+                f"{f['cpu_ratio']:.2f} | "
                 f"{f['parts']['graft']['size search']:.0f} ({100 * f['search_share']:.1f}) | "
                 f"{100 * f['graft_average']:.1f} ({100 * (f['graft_average'] - ref['graft_average']):+.1f}) | "
                 f"{_pct(f['shares'])} | {f['graft_bytes'] / 2 ** 20:.1f} | {_mb(f['peak_rss_mb']['graft'])} / "
@@ -152,8 +155,9 @@ def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[d
              for stream, configs in (("text", text), ("digits", digits))}
     lines = ["# Speed: graft's wall time beside naive's", "",
              "Each ratio is graft's wall time over naive's in the same `cl-graft run` (one process, one after the "
-             "other), so the machine's load is the same for both; the configurations are runs of the same command "
-             "and seed at other revisions or settings. Made by `benchmarks/experiments/speed_page.py` from the runs "
+             "other), so both run under the machine's load of that time (other work that starts or stops during a "
+             "run moves it: the CPU-time ratio beside it does not move with the load); the configurations are runs "
+             "of the same command and seed at other revisions or settings. Made by `benchmarks/experiments/speed_page.py` from the runs "
              "listed below.", "",
              *(_verdict_line("The README's main job", n, v, text[0][0]) for n, v in found["text"].items()),
              *(_verdict_line("The digits stream", n, v, digits[0][0]) for n, v in found["digits"].items()), "",

@@ -19,11 +19,11 @@ def _run(seed: int, graft_seconds: float, *, search: float, average: float, naiv
               for _ in TASKS]
     record = {"seed": seed, "command_line": f"cl-graft run --seed {seed}", "git_revision": "abc", "device_name": "cpu"}
     info = {"sizing": sizing, "feature_seconds": [3.0, 3.0], "train_seconds": graft_seconds - 20.0,
-            "eval_seconds": 15.0, "peak_rss_mb": 900}
+            "eval_seconds": 15.0, "peak_rss_mb": 900, "cpu_seconds": graft_seconds - 1.0}
     strategies = {"graft": strategy_json([average, average], info=info, bytes=2 ** 20, seconds=graft_seconds)}
     if naive:
         strategies["naive"] = strategy_json([0.5, 0.5], seconds=100.0, info={
-            "train_seconds": 80.0, "eval_seconds": 15.0, "peak_rss_mb": 700})
+            "train_seconds": 80.0, "eval_seconds": 15.0, "peak_rss_mb": 700, "cpu_seconds": 99.0})
     return results_json(record, TASKS, strategies)
 
 
@@ -42,8 +42,8 @@ def test_page_states_each_target_and_whether_it_was_met():
     text, data = page_text([("before", before), ("after", after)], [("before", before), ("same", before)])
     assert "- The README's main job, after: graft / naive 1.12, 1.18 (target ≤ 1.15: **not met**)" in text
     assert "graft's average accuracy -0.20 points against before, mean over the seeds (target ≥ -0.3: met)" in text
-    assert "| 0 | after | 112 | 100 | **1.12** | 9 (12.7) | 80.0 (+0.0) |" in text          # 9 / (92 - 21)
-    assert "| 1 | after | 118 | 100 | **1.18** | 9 (11.7) | 79.6 (-0.4) |" in text
+    assert "| 0 | after | 112 | 100 | **1.12** | 1.12 | 9 (12.7) | 80.0 (+0.0) |" in text   # 9 / (92 - 21)
+    assert "| 1 | after | 118 | 100 | **1.18** | 1.18 | 9 (11.7) | 79.6 (-0.4) |" in text
     assert "| size search | 30 | 9 | 0 |" in text
     assert data["verdicts"]["digits"]["same"]["ratio_met"] is False
     assert data["verdicts"]["text"]["after"]["accuracy_met"] is True
