@@ -112,7 +112,8 @@ def text_quick_sentence() -> str:
     now = art("text_size/text_quick/seed0/results.json")["strategies"]["graft"]["summary"]["average"]
     return (f"Over {n['seeds']} seeds ([`text.md`](benchmarks/results/text_size/text_quick/text.md)) the default size "
             f"was {n['sizes']}% per task (median {n['median']}%): {n['kept']}% of single-task "
-            f"fine-tuning, {n['mb']} MB, {n['wall']}× naive's wall time; a fixed {density}% scored "
+            f"fine-tuning, {n['mb']} MB, {n['wall']}× naive's wall time ([speed](benchmarks/results/speed/speed.md)); "
+            f"a fixed {density}% scored "
             f"{pct(fixed['summary']['average'])} on seed 0 ([its run](benchmarks/results/continual_quick/"
             f"task_inference_features_quick/); {pct(now)} now)")
 
