@@ -89,7 +89,10 @@ def _configs(named: list[tuple[str, list[dict]]], what: str) -> list[tuple[str, 
 
 
 def _pct(shares: list[float]) -> str:
-    return ", ".join(f"{100 * s:g}" for s in shares)
+    """Each task's size in percent (3 digits), or for a long stream the median and the range."""
+    if len(shares) <= 5:
+        return ", ".join(f"{100 * s:.3g}" for s in shares)
+    return f"median {100 * statistics.median(shares):.3g} ({100 * min(shares):.3g}–{100 * max(shares):.3g})"
 
 
 def _mb(value) -> str:
