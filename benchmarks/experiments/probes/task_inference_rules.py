@@ -5,7 +5,8 @@ task's grafted model once (T forward passes per input, the models switched in pl
 :class:`~cl_graft.strategies.graft.routing.TaskRouter`), then scores routing rules offline: lowest entropy
 (``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
 divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
-statistics (:mod:`~cl_graft.strategies.graft.task_features`, saved by runs since they were added), the head-input
+statistics (:mod:`~cl_graft.strategies.graft.task_features`: saved by runs with ``--task-inference features`` or in
+the class scenario, and by every run between their addition and issue 44), the head-input
 features at θ_pre (one more pass per input) scored by the linear discriminant of ``--task-inference features``
 and, a variant without the covariance, by the nearest task mean (Euclidean). Prints and writes JSON with, per
 rule, task-identification accuracy, task-agnostic accuracy strict (right task and right label:
