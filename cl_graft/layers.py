@@ -22,6 +22,7 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its
     {"facade": ("cl_graft.__init__",)},             # `import cl_graft`: the public names of the layers below
     {"plotting": ("cl_graft.plotting",), "outdir": ("cl_graft.outdir",),
      "benchmarks": ("cl_graft.benchmarks.__init__", "cl_graft.benchmarks.data", "cl_graft.benchmarks.tasks",
+                    "cl_graft.benchmarks.intent_labels",
                     "cl_graft.benchmarks.streams", "cl_graft.benchmarks.digits", "cl_graft.benchmarks.families")},
     # the command drivers (experiment.py, tables and figures in report.py) and the Avalanche glue's base
     {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),

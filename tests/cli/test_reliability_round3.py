@@ -42,9 +42,10 @@ def one_error(res) -> str:
 
 @pytest.fixture(scope="module")
 def graft_run(cli_root, tmp_path_factory) -> Path:
-    """A finished ``run`` of graft on alpha, beta (skills under graft/state/skills)."""
+    """A finished ``run`` of graft on alpha, beta (skills under graft/state/skills, with feature statistics:
+    ``--task-inference features``)."""
     out = tmp_path_factory.mktemp("round3") / "run"
-    res = cli(cli_root, *GRAFT_RUN, "--out", out)
+    res = cli(cli_root, *GRAFT_RUN, "--task-inference", "features", "--out", out)
     assert res.exit_code == 0, res.output
     return out
 

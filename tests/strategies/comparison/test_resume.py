@@ -26,8 +26,10 @@ SETTINGS = strategy_settings("graft", DATA, seed=0, given={"region_size": 0.05})
 
 
 def _run(state_dir):
+    """graft on the toy stream, its state in ``state_dir``; with feature statistics (``--task-inference features``),
+    so their file is saved and resumed too."""
     return runner.run_strategy("graft", build_model(), Stream.make(stream_rows(), build_model()), CFG, SETTINGS,
-                               state_dir=state_dir)
+                               state_dir=state_dir, task_inference="features")
 
 
 @pytest.fixture(scope="module")
