@@ -12,7 +12,8 @@ def cases(p: Probe) -> list[Case]:
     return [
         Case("finetune sst2", ["finetune", "--task", "sst2", *d, *FT, "--out", r / "ft"], want=0,
              check=p.recorded(r / "ft")),
-        Case("run graft sst2,cr", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft", "--out", r / "run"],
+        Case("run graft sst2,cr", ["run", "--stream", "sst2,cr", *d, *RUN, "--strategies", "graft",
+                                   "--task-inference", "features", "--out", r / "run"],  # saved feature statistics
              want=0, check=lambda: "results written" if (r / "run/results.json").is_file() else "NO RESULTS"),
         Case("multitask sst2,cr", ["multitask", "--tasks", "sst2,cr", "--no-single", *d, "--preset", "smoke",
                                    "--out", r / "mt"], want=0, check=p.recorded(r / "mt")),
