@@ -118,11 +118,13 @@ def eval_batches(dataset, idx: list[int], size: int = EVAL_BATCH) -> Iterator[tu
     """Batches of the rows ``idx`` of ``dataset`` for a pass without gradients: ``(positions (B,) long into idx,
     collated batch)``, rows of similar length together when ``dataset.collate_fn`` has ``length(item)``, else in
     the order given."""
-    fn = getattr(getattr(dataset, "collate_fn", None), "length", None)
-    order = sorted(range(len(idx)), key=lambda p: fn(dataset[idx[p]])) if fn is not None else list(range(len(idx)))
+    fn = getattr(dataset, "collate_fn", None) or default_collate
+    length = getattr(fn, "length", None)
+    items = [dataset[i] for i in idx]                                     # each row read once
+    order = sorted(range(len(items)), key=lambda p: length(items[p])) if length is not None else [*range(len(items))]
     for s in range(0, len(order), size):
         pos = order[s:s + size]
-        yield torch.tensor(pos, dtype=torch.long), collate(dataset, [idx[p] for p in pos])
+        yield torch.tensor(pos, dtype=torch.long), fn([items[p] for p in pos])
 
 
 def collate(dataset, idx: list[int]) -> Any:
