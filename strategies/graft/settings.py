@@ -81,7 +81,10 @@ class GraftSettings(RegionServing):
                             "size tried (fewer: a faster search that vouches for less).",
                     "refine": "With --region-size auto: also learn the region (the --method) at the chosen size "
                               "and keep it where it scores as well on dev rows (false: the rung's top-|Δ| "
-                              "region, faster)."}})
+                              "region, faster).",
+                    "precision": "With --region-size auto: number format of the size search's passes and the "
+                                 "refinement: auto (bfloat16 products where the device computes them natively, "
+                                 "else float32), float32 or bfloat16."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})
     trained_test: bool = field(default=False, metadata={

@@ -17,6 +17,7 @@ from cl_graft.regions.region import Region
 
 from ..finders import LocalizeFinder
 from .ladder import Ladder, accuracy
+from .precision import products
 from .rules import RegionSize
 
 
@@ -61,7 +62,7 @@ class SizedFinder:
             region.meta["sizing"] = ladder.record(region.size, chosen, chosen["out"], chosen["more"])
             return region
         inner = replace(self.finder, config=replace(cfg, region_elements=chosen["elements"]))
-        with torch.enable_grad():
+        with torch.enable_grad(), products(ladder.dtype, ladder.device):
             region = inner(pre, ft, data, names=names, candidates=_unflatten(prob, prob.cand))
         flat = torch.cat([region.masks[n].reshape(-1) for n in prob.names]).to(prob.device)
         same = torch.equal(flat, chosen["mask"])                             # the finder kept the rung's region

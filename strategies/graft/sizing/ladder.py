@@ -6,6 +6,7 @@ training and keeps its reference to judge the region retrained after it.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import replace
@@ -21,6 +22,9 @@ from cl_graft.regions.region import Region
 from cl_graft.training.models import clone_model
 
 from .evidence import Outputs, calibrate, chance_level, loss_evidence, settled, temperature, wilson_low, z_value
+from .precision import products, search_dtype
+
+log = logging.getLogger(__name__)
 
 
 def has_dev(data: RegionData) -> bool:
@@ -78,10 +82,12 @@ class Ladder:
                             f"fewer tasks (--expected-tasks, --reserve; RegionSize expected_tasks=, reserve=) or "
                             f"give a larger model")
         self.split = "dev" if has_dev(data) else "train"
+        self.device = prob.device
+        self.dtype = search_dtype(region_size.precision, self.device)       # every pass's products
         self.work = clone_model(ft).eval()
         self.theta, _ = prob.bind(self.work)                                # (N,) buffer at θ_ft
         self.labels = data.labels(self.split, limit=region_size.rows, seed=cfg.seed)
-        reference, ref_more = self.outputs()
+        reference, ref_more = self._first_outputs()
         self.scale = temperature(reference.probs, self.labels)              # θ_ft calibrated on held-out labels
         self.reference = Outputs(calibrate(reference.probs, self.scale), self.labels)
         self.ref_more = calibrate(ref_more, self.scale) if ref_more is not None else None
@@ -89,6 +95,20 @@ class Ladder:
         self.rungs = list(reversed(region_size.rungs(prob.numel, self.cap_elements)))       # top down: the cap first
         self.tried: list[dict] = []
         self.search_seconds = 0.0
+
+    def _first_outputs(self) -> tuple[Outputs, Tensor | None]:
+        """The trained model's outputs (:meth:`outputs`); with ``precision="auto"``, a model that fails with
+        bfloat16 products (e.g. Avalanche's ``MultiHeadClassifier`` given a tensor of task labels writes them into
+        a float32 tensor) makes every pass of this task float32 instead."""
+        try:
+            return self.outputs()
+        except RuntimeError as err:
+            if self.dtype == torch.float32 or self.region_size.precision != "auto":
+                raise
+            log.info("the model fails with bfloat16 products (%s); this task's size search runs in float32",
+                     str(err).splitlines()[0])
+            self.dtype = torch.float32
+            return self.outputs()
 
     @torch.no_grad()
     def outputs(self, model: nn.Module | None = None, *, more: bool = True) -> tuple[Outputs, Tensor | None]:
@@ -103,7 +123,8 @@ class Ladder:
         model = self.work if model is None else model
         was_training = model.training
         model.eval()
-        probs = self.data.probabilities(model, split, limit=self.region_size.rows, seed=self.cfg.seed)
+        with products(self.dtype, self.device):
+            probs = self.data.probabilities(model, split, limit=self.region_size.rows, seed=self.cfg.seed)
         model.train(was_training)
         return probs
 
@@ -174,7 +195,7 @@ class Ladder:
             "share": elements / numel, "elements": elements, "loss": evidence["loss"], "bound": evidence["bound"],
             "kept": accuracy(out.hits) / ref_acc if ref_acc else 1.0, "score": accuracy(out.hits),
             "score_low": score_low, "chance": chance, "above_chance": score_low > chance, "reference": ref_acc,
-            "temperature": self.scale, "tolerance": self.region_size.tolerance,
+            "temperature": self.scale, "precision": str(self.dtype).removeprefix("torch."), "tolerance": self.region_size.tolerance,
             "confidence": self.region_size.confidence,
             "met": evidence["loss"] <= self.region_size.tolerance + 1e-9, "allowance": self.allowance,
             "cap_share": self.cap_elements / numel, "below_cap": chosen["elements"] != self.rungs[0],

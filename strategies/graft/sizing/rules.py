@@ -16,6 +16,8 @@ import numpy as np
 from cl_graft.errors import UserError
 from cl_graft.regions.problem import elements_for
 
+from .precision import PRECISIONS
+
 LADDER = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 ON_FULL = ("warn", "error")
 PLANS = ("stream", "open")
@@ -75,6 +77,10 @@ class RegionSize:
             about a tenth of graft's time on the README's text stream (50–71 s), and without it seed 1 there lost
             4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's top-|Δ|
             region.
+        precision: the number format of the search's passes and the refinement (:mod:`.precision`): ``"auto"``
+            (bfloat16 products where the device computes them natively, else float32), ``"float32"`` or
+            ``"bfloat16"``. Auto cut the search and the refinement to about a third on the README's text stream
+            (benchmarks/results/speed/).
     """
 
     tolerance: float = 0.02
@@ -89,6 +95,7 @@ class RegionSize:
     retrain: float = 0.0
     shrink: int = 2
     refine: bool = True
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
         if not _share(self.tolerance) or not 0 <= self.tolerance < 1:
@@ -122,6 +129,8 @@ class RegionSize:
             raise UserError(f"shrink must be an integer in [0, 1000], got {self.shrink!r}")
         if not isinstance(self.refine, bool):
             raise UserError(f"refine must be true or false, got {self.refine!r}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name in ("tolerance", "holdout", "confidence", "retrain"):
             object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("rows", "reserve", "shrink") + (("expected_tasks",) if self.expected_tasks is not None else ()):

@@ -1,0 +1,44 @@
+"""The number format of the size search's passes (:attr:`~.rules.RegionSize.precision`): the held-out and
+training-input passes of the ladder and the refinement's finder run their matrix products in bfloat16 where the
+device computes it natively, which is what the search costs (issue 44: on the README's text stream, 2 CPU cores
+with AVX512-BF16, a MiniLM forward pass of 64 rows × 64 tokens took 0.31 s instead of 0.99 s).
+
+Every pass of one task's search runs in the same format (the trained model's reference, each rung, the finder's
+region), so a rung is always compared with a reference computed alike. Weights stay float32: only the products are
+rounded (``torch.autocast``), and probabilities are taken in float64 from the logits as before. The format used is
+recorded in each region's ``meta["sizing"]["precision"]``.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bfloat16 natively: a CUDA device that supports it, or a CPU with AVX512-BF16
+    or AMX (elsewhere bfloat16 is emulated, slower than float32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    checks = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(check is not None and check() for check in checks)
+
+
+def search_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """The products' dtype for ``precision`` (one of :data:`PRECISIONS`) on ``device``: ``"auto"`` is bfloat16
+    where :func:`native_bfloat16`, else float32."""
+    if precision == "auto":
+        return torch.bfloat16 if native_bfloat16(device) else torch.float32
+    return torch.bfloat16 if precision == "bfloat16" else torch.float32
+
+
+def products(dtype: torch.dtype, device: torch.device):
+    """A context in which ``device``'s matrix products run in ``dtype`` (float32: a no-op). The cast weights are
+    not cached, so weights grafted in place inside it are seen by the next pass."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=False)
