@@ -80,7 +80,9 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    stops (``on_full="error"``).
 
 The search costs one held-out pass for the trained model and one per rung tried, plus (unless ``refine=False``) one
-finder run, what a fixed size costs, and one pass for the finder's region when it differs from the rung's. Every task records
+finder run, what a fixed size costs, and one pass for the finder's region when it differs from the rung's; the passes
+and the finder run with bfloat16 products where the device computes them natively (:mod:`.precision`,
+``RegionSize.precision``; the record's ``precision``). Every task records
 what was chosen in its region's ``meta["sizing"]`` (saved with the skills): ``share`` (the region size |γ| / N),
 ``elements`` (|γ|), ``loss`` (accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained
 model's), ``met`` (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy,
