@@ -69,7 +69,7 @@ class SizedFinder:
         out, more, gain = chosen["out"], chosen["more"], 0.0
         if not same:                                                         # one more pass: the finder's region
             ladder.graft_(flat)
-            found, found_more = ladder.outputs()
+            found, found_more = ladder.outputs(more=False)                   # the choice reads held-out hits only
             gain = accuracy(found.hits) - accuracy(out.hits)                 # against the rung's region
             if gain >= 0:
                 out, more = found, found_more

@@ -95,6 +95,19 @@ class Ladder:
         self.rungs = list(reversed(region_size.rungs(prob.numel, self.cap_elements)))       # top down: the cap first
         self.tried: list[dict] = []
         self.search_seconds = 0.0
+        self._ranked: Tensor | None = None          # the largest rung's elements, best first (see base_mask)
+
+    def base_mask(self, k: int) -> Tensor:
+        """The rung of ``k`` elements, ``(N,)`` bool: the problem's top-k |Δ| candidates (``Problem.base_mask``,
+        ties to the lower index). Rungs are nested, so the largest one asked for is ranked once (|Δ| descending,
+        index ascending) and a smaller one is its first ``k`` elements, without another top-k over N."""
+        if self._ranked is None or k > len(self._ranked):
+            idx = self.prob.base_mask(k).nonzero().squeeze(1)                    # (k,) ascending index
+            scores = self.prob.delta[idx].abs().to(torch.float32)
+            self._ranked = idx[torch.sort(scores, descending=True, stable=True).indices]
+        mask = torch.zeros_like(self.prob.cand)
+        mask[self._ranked[:k]] = True
+        return mask
 
     def _first_outputs(self) -> tuple[Outputs, Tensor | None]:
         """The trained model's outputs (:meth:`outputs`); with ``precision="auto"``, a model that fails with
@@ -144,7 +157,7 @@ class Ladder:
         (with ``settle``) the held-out rows alone decide whether it is vouched for (:func:`~.evidence.settled`:
         the same answer as with every row; the record's ``settled`` is True then, and the beliefs' figures that
         need the training inputs are None)."""
-        mask = self.prob.base_mask(k)                                       # (N,) top-k |Δ| among candidates
+        mask = self.base_mask(k)                                            # (N,) top-k |Δ| among candidates
         self.graft_(mask)
         out, _ = self.outputs(more=False)
         more_rows = len(self.ref_more) if self.ref_more is not None else 0
@@ -195,8 +208,8 @@ class Ladder:
             "share": elements / numel, "elements": elements, "loss": evidence["loss"], "bound": evidence["bound"],
             "kept": accuracy(out.hits) / ref_acc if ref_acc else 1.0, "score": accuracy(out.hits),
             "score_low": score_low, "chance": chance, "above_chance": score_low > chance, "reference": ref_acc,
-            "temperature": self.scale, "precision": str(self.dtype).removeprefix("torch."), "tolerance": self.region_size.tolerance,
-            "confidence": self.region_size.confidence,
+            "temperature": self.scale, "precision": str(self.dtype).removeprefix("torch."),
+            "tolerance": self.region_size.tolerance, "confidence": self.region_size.confidence,
             "met": evidence["loss"] <= self.region_size.tolerance + 1e-9, "allowance": self.allowance,
             "cap_share": self.cap_elements / numel, "below_cap": chosen["elements"] != self.rungs[0],
             "free_before": self.free_elements / numel, **extra, "validation": self.split, "rows": len(self.labels),

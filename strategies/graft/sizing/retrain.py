@@ -103,7 +103,7 @@ class RegionRetrain:
         ladder = Ladder(self.finder.region_size, self.finder.config, self.finder.allowance, pre, root, data,
                         names=owners.names, candidates=free)
         self.chosen = ladder.search()
-        self.mask = ladder.prob.base_mask(ladder.below(self.chosen, self.finder.region_size.shrink))   # (N,) bool
+        self.mask = ladder.base_mask(ladder.below(self.chosen, self.finder.region_size.shrink))   # (N,) bool
         params = dict(root.named_parameters())
         self.heads = {n: params[n].detach().clone() for n in target.heads(label)}
         self.ladder, self.task = ladder, task

@@ -1,6 +1,7 @@
-"""The size search's number format (cl_graft.strategies.graft.sizing.precision): auto is bfloat16 products exactly
-where the device computes them natively, grafts made in place inside a pass are seen by the next one, a model that
-fails with bfloat16 products falls back to float32, and the format is recorded and checked."""
+"""What the size search costs, cut without changing what it decides: the number format of its passes
+(cl_graft.strategies.graft.sizing.precision: auto is bfloat16 products exactly where the device computes them
+natively, grafts made in place inside a pass are seen by the next one, a model that fails with bfloat16 products falls
+back to float32, the format is recorded and checked) and the rungs taken from one ranking."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,6 +16,7 @@ pytest.importorskip("avalanche")
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.strategies import ExperienceData, LocalizeFinder, RegionSize, SizedFinder
+from cl_graft.strategies.graft.sizing.ladder import Ladder
 from cl_graft.strategies.graft.sizing.precision import native_bfloat16, products, search_dtype
 
 CPU = torch.device("cpu")
@@ -96,3 +98,15 @@ def test_a_model_that_fails_with_bfloat16_products_runs_its_search_in_float32():
 def test_an_unknown_format_is_refused():
     with pytest.raises(UserError, match="precision must be one of auto, float32, bfloat16"):
         RegionSize(precision="float16")
+
+
+def test_each_rung_is_the_problems_own_top_k_with_its_ties():
+    """Rungs come from one ranking of the largest asked for; each equals Problem.base_mask (ties to the lower
+    index: the 10 planted weights are equal, and so are a block of the rest), in any order of asking."""
+    pre, ft = _models()
+    with torch.no_grad():
+        ft.weight[0, 50:90] = 0.25                                              # 40 more tied elements
+    data = ExperienceData(_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_task(40, 2))
+    ladder = Ladder(SIZE, QUICK.config, 1.0, pre, ft, data, names=["weight"], candidates=None)
+    for k in (20, 5, 10, 3, 60, 33, 1, 200, 49, 0):
+        assert torch.equal(ladder.base_mask(k), ladder.prob.base_mask(k)), k
