@@ -54,7 +54,12 @@ def figures(run: dict) -> dict:
     """One run's figures: wall seconds, the ratio, graft's accuracy, sizes, search share, peak memory."""
     graft, naive = run["strategies"]["graft"], run["strategies"]["naive"]
     parts = breakdown(run)
-    return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"],
+    size = (run["run"].get("strategy_settings") or {}).get("graft", {}).get("region_size")
+    search = {k: size.get(k, "float32" if k == "precision" else None) for k in ("rows", "refine", "precision")} \
+        if isinstance(size, dict) else None                                  # precision: float32 before it existed
+    used = [z.get("precision", "float32") for z in graft["info"].get("sizing", [])]
+    return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"], "search": search,
+            "bfloat16_tasks": f"{used.count('bfloat16')} of {len(used)}",
             "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
             "graft_seconds": graft["seconds"], "naive_seconds": naive["seconds"],
             "ratio": graft["seconds"] / naive["seconds"],
@@ -103,8 +108,11 @@ def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
     lines = [f"## {title}", ""]
     for name, figs in configs:
         for fig in figs:
+            settings = "" if fig["search"] is None else "; size search: " + ", ".join(
+                f"{k} {str(v).lower()}" for k, v in fig["search"].items()) + \
+                f" (bfloat16 in {fig['bfloat16_tasks']} tasks)"
             lines.append(f"- {name}, seed {fig['seed']}: `{fig['command_line']}` (git {fig['git_revision']}, "
-                         f"{fig['device_name']})")
+                         f"{fig['device_name']}{settings})")
     base = configs[0][1]
     lines += ["", "| seed | configuration | graft s | naive s | graft / naive | CPU s graft / naive | size search s (% of "
                   f"graft's training) | graft average (vs {configs[0][0]}) | sizes % | graft MB | peak RSS MB graft / "

@@ -49,6 +49,18 @@ def test_page_states_each_target_and_whether_it_was_met():
     assert data["verdicts"]["text"]["after"]["accuracy_met"] is True
 
 
+def test_each_run_names_its_size_search_settings_which_its_command_may_not():
+    """A run made when other defaults held names its settings (precision: float32 before the setting existed)."""
+    old, new = _run(0, 150.0, search=30.0, average=0.8), _run(0, 120.0, search=9.0, average=0.8)
+    old["run"]["strategy_settings"] = {"graft": {"region_size": {"rows": 256, "refine": False}}}
+    new["run"]["strategy_settings"] = {"graft": {"region_size": {"rows": 512, "refine": True,
+                                                                 "precision": "auto"}}}
+    new["strategies"]["graft"]["info"]["sizing"][1]["precision"] = "bfloat16"
+    text, _ = page_text([("before", [_f(old)]), ("after", [_f(new)])], [("before", [_f(old)]), ("b", [_f(old)])])
+    assert "(git abc, cpu; size search: rows 256, refine false, precision float32 (bfloat16 in 0 of 2 tasks))" in text
+    assert "(git abc, cpu; size search: rows 512, refine true, precision auto (bfloat16 in 1 of 2 tasks))" in text
+
+
 def _f(run: dict) -> dict:
     from cl_graft.benchmarks.experiments.speed_page import figures
 
