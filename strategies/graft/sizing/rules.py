@@ -74,13 +74,14 @@ class RegionSize:
         shrink: how many rungs below the vouched one the retrained region is.
         refine: also run the region finder (the learned region) at the chosen size and keep its region where it
             scores at least as well on the held-out rows (step 4 of the package docstring). On by default: it is
-            about a tenth of graft's time on the README's text stream (50–71 s), and without it seed 1 there lost
-            4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's top-|Δ|
-            region.
+            28–30 s of graft's time on the README's text stream (50–71 s in float32), and without it seed 1 there
+            lost 4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's
+            top-|Δ| region.
         precision: the number format of the search's passes and the refinement (:mod:`.precision`): ``"auto"``
             (bfloat16 products where the device computes them natively, else float32), ``"float32"`` or
-            ``"bfloat16"``. Auto cut the search and the refinement to about a third on the README's text stream
-            (benchmarks/results/speed/).
+            ``"bfloat16"``. On the README's text stream (2 CPU cores with AVX512-BF16) auto cut the search and
+            the refinement from 167 s to 65–68 s per run, with the same sizes on 8 of 9 tasks (3 seeds;
+            benchmarks/results/speed/).
     """
 
     tolerance: float = 0.02
