@@ -83,8 +83,9 @@ class GraftSettings(RegionServing):
                               "and keep it where it scores as well on dev rows (false: the rung's top-|Δ| "
                               "region, faster).",
                     "precision": "With --region-size auto: number format of the size search's passes and the "
-                                 "refinement: auto (bfloat16 products where the device computes them natively, "
-                                 "else float32), float32 or bfloat16."}})
+                                 "refinement: auto (bfloat16 products where the device computes them natively "
+                                 "and the model has a million graftable elements or more, else float32), float32 "
+                                 "or bfloat16."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})
     trained_test: bool = field(default=False, metadata={

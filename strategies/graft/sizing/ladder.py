@@ -83,7 +83,7 @@ class Ladder:
                             f"give a larger model")
         self.split = "dev" if has_dev(data) else "train"
         self.device = prob.device
-        self.dtype = search_dtype(region_size.precision, self.device)       # every pass's products
+        self.dtype = search_dtype(region_size.precision, self.device, elements=prob.numel)
         self.work = clone_model(ft).eval()
         self.theta, _ = prob.bind(self.work)                                # (N,) buffer at θ_ft
         self.labels = data.labels(self.split, limit=region_size.rows, seed=cfg.seed)

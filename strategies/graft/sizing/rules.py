@@ -78,7 +78,8 @@ class RegionSize:
             lost 4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's
             top-|Δ| region.
         precision: the number format of the search's passes and the refinement (:mod:`.precision`): ``"auto"``
-            (bfloat16 products where the device computes them natively, else float32), ``"float32"`` or
+            (bfloat16 products where the device computes them natively and the model has at least a million
+            graftable elements, else float32), ``"float32"`` or
             ``"bfloat16"``. On the README's text stream (2 CPU cores with AVX512-BF16) auto cut the search and
             the refinement from 167 s to 65–68 s per run, with the same sizes on 8 of 9 tasks (3 seeds;
             benchmarks/results/speed/).

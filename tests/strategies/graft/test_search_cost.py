@@ -17,6 +17,7 @@ from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
 from cl_graft.strategies import ExperienceData, LocalizeFinder, RegionSize, SizedFinder
 from cl_graft.strategies.graft.sizing.ladder import Ladder
+from cl_graft.strategies.graft.sizing import precision
 from cl_graft.strategies.graft.sizing.precision import native_bfloat16, products, search_dtype
 
 CPU = torch.device("cpu")
@@ -56,11 +57,14 @@ def _search(size: RegionSize, cls=nn.Linear) -> dict:
     return SizedFinder(QUICK, size)(pre, ft, data, names=["weight"], candidates=None).meta["sizing"]
 
 
-def test_auto_is_bfloat16_exactly_where_the_cpu_computes_it_natively():
+def test_auto_is_bfloat16_exactly_where_the_cpu_computes_it_natively_for_a_large_model():
     native = native_bfloat16(CPU)
     assert native == bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    assert search_dtype("auto", CPU) == (torch.bfloat16 if native else torch.float32)
-    assert search_dtype("float32", CPU) == torch.float32 and search_dtype("bfloat16", CPU) == torch.bfloat16
+    assert search_dtype("auto", CPU, elements=10_646_784) == (torch.bfloat16 if native else torch.float32)  # MiniLM
+    assert search_dtype("auto", CPU, elements=19_210) == torch.float32                    # split-digits' MLP
+    for elements in (19_210, 10_646_784):
+        assert search_dtype("float32", CPU, elements=elements) == torch.float32
+        assert search_dtype("bfloat16", CPU, elements=elements) == torch.bfloat16
     assert not native_bfloat16(torch.device("meta"))
 
 
@@ -79,15 +83,19 @@ def test_a_weight_changed_in_place_inside_a_pass_is_seen_by_the_next():
         assert layer(x).dtype == torch.float32
 
 
-def test_the_format_is_recorded_and_each_gives_the_same_size_on_a_clear_case():
+def test_the_format_is_recorded_and_each_gives_the_same_size_on_a_clear_case(monkeypatch):
     chosen = {p: _search(replace(SIZE, precision=p)) for p in ("float32", "bfloat16", "auto")}
     assert chosen["float32"]["precision"] == "float32" and chosen["bfloat16"]["precision"] == "bfloat16"
-    assert chosen["auto"]["precision"] == str(search_dtype("auto", CPU)).removeprefix("torch.")
+    assert chosen["auto"]["precision"] == "float32"                              # 200 elements: too few
+    monkeypatch.setattr(precision, "BFLOAT16_MIN_ELEMENTS", 200)
+    chosen["large"] = _search(SIZE)
+    assert chosen["large"]["precision"] == ("bfloat16" if native_bfloat16(CPU) else "float32")
     assert {r["share"] for r in chosen.values()} == {0.05}                       # 10 signal elements of 200
     assert chosen["float32"]["rungs"] == _search(replace(SIZE, precision="float32"))["rungs"]   # seeded: same
 
 
-def test_a_model_that_fails_with_bfloat16_products_runs_its_search_in_float32():
+def test_a_model_that_fails_with_bfloat16_products_runs_its_search_in_float32(monkeypatch):
+    monkeypatch.setattr(precision, "BFLOAT16_MIN_ELEMENTS", 200)                 # auto would take bfloat16
     record = _search(SIZE, FloatOut)
     assert record["precision"] == "float32" and record["share"] == 0.05
     if native_bfloat16(CPU):                                                     # auto tried bfloat16 first
