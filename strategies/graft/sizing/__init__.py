@@ -81,16 +81,16 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
 
 The search costs one held-out pass for the trained model and one per rung tried, plus (unless ``refine=False``) one
 finder run, what a fixed size costs, and one pass over the held-out rows for the finder's region when it differs from
-the rung's; the passes and the finder run with bfloat16 products where the device computes them natively
-(:mod:`.precision`, ``RegionSize.precision``; the record's ``precision``). Every task records what was chosen in its
-region's ``meta["sizing"]`` (saved with the skills): ``share`` (the region size |γ| / N), ``elements`` (|γ|), ``loss``
-(accuracy lost on the held-out rows, point estimate), ``kept`` (accuracy / the trained model's), ``met`` (loss ≤
-tolerance), ``score`` / ``score_low`` / ``reference`` (the grafted model's held-out accuracy, its lower bound, the
-trained model's), ``chance`` and ``above_chance``, ``allowance``, ``cap_share`` (the largest share the task could take),
-``below_cap`` (whether the region is smaller than the cap), ``refined_gain`` and ``refined_same`` (step 4) or
-``retrain`` (:mod:`.retrain`), ``free`` (free share left after the task; set by the plugin), every rung tried with its
-evidence (``settled``: decided by the held-out rows alone), the held-out split and rows, and the seconds spent
-(``search_seconds`` choosing the size, ``seconds`` in all).
+the rung's; the passes and the finder run with bfloat16 products where the device computes them natively and the
+model has a million graftable elements or more (:mod:`.precision`, ``RegionSize.precision``; the record's
+``precision``). Every task records what was chosen in its region's ``meta["sizing"]`` (saved with the skills):
+``share`` (the region size |γ| / N), ``elements`` (|γ|), ``loss`` (accuracy lost on the held-out rows, point estimate),
+``kept`` (accuracy / the trained model's), ``met`` (loss ≤ tolerance), ``score`` / ``score_low`` / ``reference`` (the
+grafted model's held-out accuracy, its lower bound, the trained model's), ``chance`` and ``above_chance``,
+``allowance``, ``cap_share`` (the largest share the task could take), ``below_cap`` (whether the region is smaller than
+the cap), ``refined_gain`` and ``refined_same`` (step 4) or ``retrain`` (:mod:`.retrain`), ``free`` (free share left
+after the task; set by the plugin), every rung tried with its evidence (``settled``: decided by the held-out rows
+alone), the held-out split and rows, and the seconds spent (``search_seconds`` choosing the size, ``seconds`` in all).
 """
 from __future__ import annotations
 

@@ -79,10 +79,9 @@ class RegionSize:
             top-|Δ| region.
         precision: the number format of the search's passes and the refinement (:mod:`.precision`): ``"auto"``
             (bfloat16 products where the device computes them natively and the model has at least a million
-            graftable elements, else float32), ``"float32"`` or
-            ``"bfloat16"``. On the README's text stream (2 CPU cores with AVX512-BF16) auto cut the search and
-            the refinement from 167 s to 65–68 s per run, with the same sizes on 8 of 9 tasks (3 seeds;
-            benchmarks/results/speed/).
+            graftable elements, else float32), ``"float32"`` or ``"bfloat16"``. On the README's text stream (2 CPU
+            cores with AVX512-BF16) auto cut the search and the refinement from 167 s to 65–68 s per run, with the
+            same sizes on 8 of 9 tasks (3 seeds; benchmarks/results/speed/).
     """
 
     tolerance: float = 0.02
