@@ -69,10 +69,10 @@ class SizedFinder:
         out, more, gain = chosen["out"], chosen["more"], 0.0
         if not same:                                                         # one more pass: the finder's region
             ladder.graft_(flat)
-            found, found_more = ladder.outputs(more=False)                   # the choice reads held-out hits only
+            found, _ = ladder.outputs(more=False)                            # the choice reads held-out hits only
             gain = accuracy(found.hits) - accuracy(out.hits)                 # against the rung's region
             if gain >= 0:
-                out, more = found, found_more
+                out, more = found, None
             else:                                                            # the rung's region scored higher
                 region = ladder.region(chosen["mask"], task=data.task, ft=ft, refined_score=accuracy(out.hits))
         region.meta["sizing"] = ladder.record(region.size, chosen, out, more, refined_gain=gain, refined_same=same)
