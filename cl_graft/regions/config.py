@@ -36,15 +36,18 @@ class LocalizeConfig:
     normalize: str = field(default="budget", metadata={"help": "budget (by the region_elements-th step), max "
                                                                "(scale-free) or none (paper's raw lr)"})
     select_rows: int = field(default=256, metadata={"help": "train and dev rows (each) used for selection"})
-    eval_every: int = field(default=1, metadata={"help": "selection evaluation period in steps"})
+    eval_every: int = field(default=1, metadata={"help": "selection evaluation period in steps (0: no selection, "
+                                                         "the region after the last step)"})
     seed: int = field(default=0, metadata={"help": "seed of S's init, batch order and random regions"})
 
     def __post_init__(self) -> None:
         if not (isinstance(self.region_size, (int, float)) and 0 < self.region_size <= 1):
             raise UserError(f"--region-size must be in (0, 1], got {self.region_size}")
-        for name in ("batch_size", "n_batches", "select_rows", "eval_every"):
+        for name in ("batch_size", "n_batches", "select_rows"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.eval_every < 0:
+            raise UserError(f"eval_every must be >= 0 (0: no selection), got {self.eval_every}")
         if self.steps < 0 or self.lr <= 0 or not math.isfinite(self.lr):
             raise UserError(f"steps must be >= 0 and lr a positive number, got {self.steps} and {self.lr}")
         if not (math.isfinite(self.sigmoid_bias) and self.sigmoid_bias > 0):

@@ -92,7 +92,7 @@ class Problem:
             candidates.check_model(shapes)
             cand = torch.cat([candidates.masks[n].reshape(-1) for n in names]).to(device)
         elements = resolve_elements(cfg, numel)
-        n_cand = int(cand.sum())
+        n_cand = int(torch.count_nonzero(cand))
         if n_cand == 0:
             raise UserError("no candidate elements to localize among (the candidate region is empty)")
         spans, start = [], 0
@@ -122,11 +122,8 @@ class Problem:
         Fewer than ``k`` are selected only when fewer are eligible.
         """
         eligible = self.cand if allowed is None else self.cand & allowed.to(self.device)
-        k = min(k, int(eligible.sum()))
-        if k <= 0:
-            return torch.zeros_like(self.cand)
-        masked = torch.where(eligible, scores.to(torch.float32), torch.tensor(-math.inf, device=self.device))
-        return ops.topk_mask({"flat": masked}, k, absolute=False)["flat"]
+        idx = eligible.nonzero().squeeze(1)                                 # (M,) ascending
+        return _top(idx, scores[idx], k, eligible)
 
     def base_mask(self, k: int) -> Tensor:
         """γ_base: top-k |Δ| among the candidates, (N,) bool."""
@@ -137,10 +134,10 @@ class Problem:
         """The Region of a flat ``(N,)`` bool mask, with the metadata every finder records."""
         mask = flat_mask.detach().cpu()
         masks = {n: mask[a:z].reshape(self.shapes[n]).clone() for n, (a, z) in zip(self.names, self.spans)}
-        size = int(mask.sum())
+        size = int(torch.count_nonzero(mask))
         meta = {"method": method, "task": task, "region_size": cfg.region_size,
                 "region_elements": self.region_elements, "size": size, "numel": self.numel, "density": size / self.numel, "outside": "pre", "config": cfg.to_json(),
-                "candidates": None if bool(self.cand.all()) else int(self.cand.sum()),
+                "candidates": None if bool(self.cand.all()) else int(torch.count_nonzero(self.cand)),
                 "fingerprints": dict(self.fingerprints), "model": getattr(ft, "source", type(ft).__name__),
                 "head": getattr(ft, "head_kind", None), **extra}
         return Region.adopt(masks, meta)
@@ -161,6 +158,19 @@ def hard_region(logit: Tensor, base: Tensor, region_elements: int) -> tuple[Tens
     hard = (logit > 0) ^ base                                           # (N,)
     if int(torch.count_nonzero(hard)) <= region_elements:
         return hard, torch.zeros_like(hard)
-    margin = torch.where(base, -logit, logit).masked_fill_(~hard, -math.inf)   # (N,) > 0 ⇔ in γ
-    kept = ops.topk_mask({"flat": margin}, region_elements, absolute=False)["flat"]
+    idx = hard.nonzero().squeeze(1)                                     # (M,) ascending
+    margin = torch.where(base[idx], -logit[idx], logit[idx])             # (M,) ≥ 0
+    kept = _top(idx, margin, region_elements, hard)
     return kept, hard & ~kept
+
+
+def _top(idx: Tensor, values: Tensor, k: int, like: Tensor) -> Tensor:
+    """The ``k`` elements of ``idx`` ``(M,)`` (ascending flat indices) with the largest ``values`` ``(M,)``, as a
+    bool mask shaped like ``like`` ``(N,)``; all of them when k ≥ M, ties to the lower index. The same elements as
+    :func:`~cl_graft.ops.topk_mask` over all N with −inf outside ``idx``, but it ranks only the M (a region or
+    the allowance's candidates; MiniLM: 0.2 s for each top-k over its 10.6 M elements)."""
+    out = torch.zeros_like(like)
+    k = min(k, len(idx))
+    if k > 0:
+        out[idx[ops.topk_mask({"flat": values.to(torch.float32)}, k, absolute=False)["flat"]]] = True
+    return out

@@ -11,7 +11,7 @@ from ..errors import UserError
 from ..metrics import agreement, summarize
 
 
-def _length(row: dict) -> int:
+def text_length(row: dict) -> int:
     return len(row.get("text", "")) + len(row.get("text_a", "")) + len(row.get("text_b", ""))
 
 
@@ -24,7 +24,7 @@ def predict_logits(model, rows: list[dict], task: str | None = None, *, batch_si
     """
     was_training = model.training
     model.eval()
-    order = sorted(range(len(rows)), key=lambda i: _length(rows[i]))
+    order = sorted(range(len(rows)), key=lambda i: text_length(rows[i]))
     out: list[np.ndarray | None] = [None] * len(rows)
     device = next(model.parameters()).device
     starts = range(0, len(rows), batch_size)

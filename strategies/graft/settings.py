@@ -80,7 +80,7 @@ class GraftSettings(RegionServing):
                     "rows": "With --region-size auto: held-out rows, and as many training inputs, scored per "
                             "size tried (fewer: a faster search that vouches for less).",
                     "refine": "With --region-size auto: also learn the region (the --method) at the chosen size "
-                              "and keep it where it scores as well on dev rows (false: the rung's top-|Δ| "
+                              "and keep it where it scores higher on dev rows (false: the rung's top-|Δ| "
                               "region, faster).",
                     "precision": "With --region-size auto: number format of the size search's passes and the "
                                  "refinement: auto (bfloat16 products where the device computes them natively "

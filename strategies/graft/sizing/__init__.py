@@ -69,10 +69,10 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    without a correction for the number of rungs.
 4. **Refinement** (:class:`.finder.SizedFinder`; with ``refine=False`` the task keeps the chosen rung's top-|Δ|
    region, see :class:`.rules.RegionSize`). The region finder (default: the learned region of Eq. 3) runs once
-   at the chosen size, from that same starting region; its region is kept unless it scores lower on the held-out rows
-   than the rung's own (``refined_gain``: its held-out accuracy minus the rung's top-|Δ| region's, ≥ 0 where it was
-   kept, so a page can count how often learning the region changed anything; ``refined_same``: it is the rung's region,
-   so it is not scored again).
+   at the chosen size, from that same starting region, without selection passes of its own; its region is kept where
+   it scores higher on the held-out rows than the rung's own, which they already scored (``refined_gain``: its
+   held-out accuracy minus the rung's top-|Δ| region's, > 0 where it was kept, so a page can count how often learning
+   the region changed anything; ``refined_same``: it is the rung's region, so it is not scored again).
 5. **Checks.** A task whose region loses more than ``tolerance`` (point estimate: the largest rung it may take is
    not enough) or whose grafted model is not surely above chance (the one-sided Wilson bound of its held-out
    accuracy at most the share of the most frequent training class: the trained model itself learned nothing, e.g. in
@@ -80,8 +80,8 @@ The plugin calls one object, :class:`SizeSearch` (:mod:`.search`), at five point
    stops (``on_full="error"``).
 
 The search costs one held-out pass for the trained model and one per rung tried, plus (unless ``refine=False``) one
-finder run, what a fixed size costs, and one pass over the held-out rows for the finder's region when it differs from
-the rung's; the passes and the finder run with bfloat16 products where the device computes them natively and the
+finder run without its selection passes, and one pass over the held-out rows for the finder's region when it differs
+from the rung's; the passes and the finder run with bfloat16 products where the device computes them natively and the
 model has a million graftable elements or more (:mod:`.precision`, ``RegionSize.precision``; the record's
 ``precision``). Every task records what was chosen in its region's ``meta["sizing"]`` (saved with the skills):
 ``share`` (the region size |γ| / N), ``elements`` (|γ|), ``loss`` (accuracy lost on the held-out rows, point estimate),

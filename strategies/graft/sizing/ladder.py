@@ -41,7 +41,7 @@ def allowed(prob: Problem, allowance: float) -> Tensor:
     out = torch.zeros_like(prob.cand)
     for a, z in prob.spans:
         cand = prob.cand[a:z]
-        k = math.floor(allowance * int(cand.sum()) + 1e-9)
+        k = math.floor(allowance * int(torch.count_nonzero(cand)) + 1e-9)
         if k > 0:
             scores = torch.where(cand, prob.delta[a:z].abs(), torch.tensor(-math.inf, device=prob.device))
             out[a:z][scores.topk(k).indices] = True
@@ -73,9 +73,9 @@ class Ladder:
         self.t0 = time.perf_counter()
         self.region_size, self.cfg, self.allowance, self.data = region_size, cfg, allowance, data
         prob = self.prob = Problem.build(pre, ft, replace(cfg, region_elements=1), names=names, candidates=candidates)
-        self.free_elements = int(prob.cand.sum())
+        self.free_elements = int(torch.count_nonzero(prob.cand))
         prob.cand = allowed(prob, allowance)
-        self.cap_elements = int(prob.cand.sum())
+        self.cap_elements = int(torch.count_nonzero(prob.cand))
         if self.cap_elements < 1:
             raise UserError(f"no graftable element is left for this task: its allowance, {allowance:.3g} of each "
                             f"tensor's free elements ({self.free_elements} free in all), selects none; plan for "
@@ -192,8 +192,9 @@ class Ladder:
 
     def region(self, mask: Tensor, *, task: str | None, ft: nn.Module, **extra) -> Region:
         """The top-|Δ| Region of ``mask`` ``(N,)``."""
-        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, region_elements=int(mask.sum())), task=task,
-                                ft=ft, **extra)
+        elements = int(torch.count_nonzero(mask))
+        return self.prob.region(mask, method="topk", cfg=replace(self.cfg, region_elements=elements), task=task, ft=ft,
+                                **extra)
 
     def record(self, elements: int, chosen: dict, out: Outputs, more: Tensor | None, **extra) -> dict:
         """The ``meta["sizing"]`` record of a region of ``elements`` elements at rung ``chosen`` whose held-out

@@ -73,7 +73,7 @@ class RegionSize:
             benchmarks/results/text_size/text_retrain/.
         shrink: how many rungs below the vouched one the retrained region is.
         refine: also run the region finder (the learned region) at the chosen size and keep its region where it
-            scores at least as well on the held-out rows (step 4 of the package docstring). On by default: it is
+            scores higher on the held-out rows (step 4 of the package docstring). On by default: it is
             28–30 s of graft's time on the README's text stream (50–71 s in float32), and without it seed 1 there
             lost 4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's
             top-|Δ| region.

@@ -1,10 +1,11 @@
 """What the size search costs, cut without changing what it decides: the number format of its passes
 (cl_graft.strategies.graft.sizing.precision: auto is bfloat16 products exactly where the device computes them
 natively, grafts made in place inside a pass are seen by the next one, a model that fails with bfloat16 products falls
-back to float32, the format is recorded and checked) and the rungs taken from one ranking."""
+back to float32, the format is recorded and checked), the rungs taken from one ranking, and the refinement judged
+on the held-out rows alone (the finder runs without selection passes of its own)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ pytest.importorskip("avalanche")
 
 from cl_graft.errors import UserError
 from cl_graft.regions.config import LocalizeConfig
+from cl_graft.regions.region import Region
 from cl_graft.strategies import ExperienceData, LocalizeFinder, RegionSize, SizedFinder
 from cl_graft.strategies.graft.sizing.ladder import Ladder
 from cl_graft.strategies.graft.sizing import precision
@@ -118,3 +120,44 @@ def test_each_rung_is_the_problems_own_top_k_with_its_ties():
     ladder = Ladder(SIZE, QUICK.config, 1.0, pre, ft, data, names=["weight"], candidates=None)
     for k in (20, 5, 10, 3, 60, 33, 1, 200, 49, 0):
         assert torch.equal(ladder.base_mask(k), ladder.prob.base_mask(k)), k
+
+
+class Counted(ExperienceData):
+    """Counts the selection scores asked of it (the finder's own selection passes)."""
+
+    scores = 0
+
+    def score(self, model, split, *, limit, seed):
+        Counted.scores += 1
+        return super().score(model, split, limit=limit, seed=seed)
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A finder that returns the rung's region with ``moved`` of its elements swapped for the next ones outside
+    it (``config`` as the sized finder needs); with ``moved=0`` the rung's own region."""
+
+    config: LocalizeConfig = LocalizeConfig(steps=2)
+    moved: int = 0
+
+    def __call__(self, pre, ft, data, *, names, candidates):
+        base = LocalizeFinder("topk", self.config)(pre, ft, data, names=names, candidates=candidates)
+        flat = base.masks["weight"].reshape(-1).clone()
+        inside, outside = flat.nonzero().squeeze(1), (~flat).nonzero().squeeze(1)
+        flat[inside[:self.moved]], flat[outside[:self.moved]] = False, True
+        return Region.adopt({"weight": flat.reshape(2, 100)}, {"method": "moved"})
+
+
+def test_refinement_runs_the_finder_without_selection_passes_and_keeps_only_a_higher_score():
+    pre, ft = _models()
+    data = Counted(_task(64, 1), criterion=nn.CrossEntropyLoss(), held_out=_task(400, 2))
+    Counted.scores = 0
+    record = SizedFinder(QUICK, SIZE)(pre, ft, data, names=["weight"], candidates=None).meta["sizing"]
+    assert Counted.scores == 0 and record["share"] == 0.05                      # the held-out rows decide
+    same = SizedFinder(Moved(), SIZE)(pre, ft, data, names=["weight"], candidates=None)
+    assert same.meta["sizing"]["refined_same"] and same.meta["method"] == "moved"
+    worse = SizedFinder(Moved(moved=10), SIZE)(pre, ft, data, names=["weight"], candidates=None)
+    assert not worse.meta["sizing"]["refined_same"] and worse.meta["sizing"]["refined_gain"] < 0
+    assert worse.meta["method"] == "topk"                                        # the rung's region kept
+    tie = SizedFinder(Moved(moved=1), replace(SIZE, ladder=(0.2,)))(pre, ft, data, names=["weight"], candidates=None)
+    assert tie.meta["sizing"]["refined_gain"] == 0 and tie.meta["method"] == "topk"   # a tie keeps the rung's
