@@ -58,8 +58,11 @@ def figures(run: dict) -> dict:
     search = {k: size.get(k, "float32" if k == "precision" else None) for k in ("rows", "refine", "precision")} \
         if isinstance(size, dict) else None                                  # precision: float32 before it existed
     used = [z.get("precision", "float32") for z in graft["info"].get("sizing", [])]
+    refined = [z for z in graft["info"].get("sizing", []) if "refined_gain" in z]
+    higher = sum(not z.get("refined_same") and z["refined_gain"] > 0 for z in refined)
     return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"], "search": search,
             "bfloat16_tasks": f"{used.count('bfloat16')} of {len(used)}",
+            "refined_tasks": f"{higher} of {len(refined)}" if refined else None,
             "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
             "graft_seconds": graft["seconds"], "naive_seconds": naive["seconds"],
             "ratio": graft["seconds"] / naive["seconds"],
@@ -111,6 +114,8 @@ def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
             settings = "" if fig["search"] is None else "; size search: " + ", ".join(
                 f"{k} {str(v).lower()}" for k, v in fig["search"].items()) + \
                 f" (bfloat16 in {fig['bfloat16_tasks']} tasks)"
+            if fig["refined_tasks"] is not None:
+                settings += f"; the finder's region scored higher than the rung's in {fig['refined_tasks']} tasks"
             lines.append(f"- {name}, seed {fig['seed']}: `{fig['command_line']}` (git {fig['git_revision']}, "
                          f"{fig['device_name']}{settings})")
     base = configs[0][1]

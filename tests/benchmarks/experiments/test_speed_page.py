@@ -56,9 +56,12 @@ def test_each_run_names_its_size_search_settings_which_its_command_may_not():
     new["run"]["strategy_settings"] = {"graft": {"region_size": {"rows": 512, "refine": True,
                                                                  "precision": "auto"}}}
     new["strategies"]["graft"]["info"]["sizing"][1]["precision"] = "bfloat16"
+    for record, (same, gain) in zip(new["strategies"]["graft"]["info"]["sizing"], [(False, 0.03), (False, 0.0)]):
+        record.update(refined_same=same, refined_gain=gain)                    # a tie keeps the rung's region
     text, _ = page_text([("before", [_f(old)]), ("after", [_f(new)])], [("before", [_f(old)]), ("b", [_f(old)])])
     assert "(git abc, cpu; size search: rows 256, refine false, precision float32 (bfloat16 in 0 of 2 tasks))" in text
-    assert "(git abc, cpu; size search: rows 512, refine true, precision auto (bfloat16 in 1 of 2 tasks))" in text
+    assert ("(git abc, cpu; size search: rows 512, refine true, precision auto (bfloat16 in 1 of 2 tasks); the "
+            "finder's region scored higher than the rung's in 1 of 2 tasks)") in text
 
 
 def _f(run: dict) -> dict:
