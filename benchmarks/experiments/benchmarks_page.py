@@ -65,17 +65,22 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("`region_sweep.json`", "`region_sweep/`")),
     ("continual.md", "`cl-graft run` on qnli → agnews → sst2: the dev-tuned five-seed comparison above",
      ("`continual_tuned/`",)),
-    ("text_size/text_issue44/text.md", ("the text stream with the default (automatic) region size: per task the "
-                                        "size chosen, its dev-row evidence and bytes; graft vs single-task "
-                                        "fine-tuning over three seeds"),
-     ("`text_size/text_issue44/seed*/`", "`text_size/text_quick/single/`", "`text_size/text/` (an earlier default)")),
+    ("text_size/text_issue44_v2/text.md", ("the text stream with the default (automatic) region size: per task the "
+                                           "size chosen, its dev-row evidence and bytes; graft vs single-task "
+                                           "fine-tuning over three seeds"),
+     ("`text_size/text_issue44_v2/seed*/`", "`text_size/text_quick/single/`",
+      "`text_size/text/` (an earlier default)")),
     ("speed/speed.md", ("graft's wall time over naive's in the same run on the text stream (3 seeds) and a digits "
                         "stream: before issue 44, after each of its steps (lazy statistics; bfloat16 passes; the "
-                        "rungs from one ranking; the same again at the final revision) and with the faster settings "
+                        "rungs from one ranking, and the same again at that revision; lean: the refinement judged on "
+                        "the held-out rows without selection passes of its own, the math attention kernel for its "
+                        "gradient passes, top-k over the candidates only) and with the faster settings "
                         "(`--refine false --rows 256`), where the time went, peak memory"),
      ("`speed/speed.json`", "`text_size/text_refined/`", "`text_size/text_quick/`", "`text_size/text_bf16/`",
-      "`text_size/text_issue44/`", "`text_size/text_issue44_repeat/`", "`text_size/text_fast/`",
-      "`speed/digits_*/`")),
+      "`text_size/text_issue44/`", "`text_size/text_issue44_repeat/`", "`text_size/text_issue44_v2/`",
+      "`text_size/text_fast/`", "`speed/digits_*/`")),
+    ("text_size/text_issue44/text.md", "the text stream with the default before the refinement lost its selection "
+                                       "passes (3 seeds)", ("`text_size/text_issue44/seed*/`",)),
     ("text_size/text_quick/text.md", "the text stream with the default after issue 44's first step (float32 passes)",
      ("`text_size/text_quick/seed*/`",)),
     ("text_size/text_refined/text.md", "the text stream with the default before issue 44 (3 seeds)",

@@ -59,8 +59,8 @@ def signed(x: float) -> str:
     return f"{x:+.1f}"
 
 
-# ----- the text stream (text_size/text_issue44, continual_quick) ----------------------------------------------
-TEXT = "text_issue44"
+# ----- the text stream (text_size/text_issue44_v2, continual_quick) ----------------------------------------------
+TEXT = "text_issue44_v2"
 """The README's main job with today's defaults (three seeds); single-task baselines from text_quick/single."""
 
 
@@ -368,8 +368,8 @@ def class_text() -> str:
 
 
 QUOTES: dict[str, Callable[[], str]] = {
-    "quick-start 1's summary table (text_issue44 seed 0)": cli_table,
-    "quick-start 1's three-seed sentence (text_issue44, continual_quick)": text_quick_sentence,
+    "quick-start 1's summary table (text_issue44_v2 seed 0)": cli_table,
+    "quick-start 1's three-seed sentence (text_issue44_v2, continual_quick)": text_quick_sentence,
     "localization and the region sweep": localization,
     "continual text comparison (continual_tuned)": continual,
     "digits header": digits_header,

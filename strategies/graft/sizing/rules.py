@@ -74,9 +74,9 @@ class RegionSize:
         shrink: how many rungs below the vouched one the retrained region is.
         refine: also run the region finder (the learned region) at the chosen size and keep its region where it
             scores higher on the held-out rows (step 4 of the package docstring). On by default: it is
-            28–30 s of graft's time on the README's text stream (50–71 s in float32), and without it seed 1 there
-            lost 4.4 test points on qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's
-            top-|Δ| region.
+            16–17 s of graft's time per run on the README's text stream (28–30 s while the finder also scored its
+            regions on rows of its own; 50–71 s in float32), and without it seed 1 there lost 4.4 test points on
+            qnli and 1.0 on average (benchmarks/results/speed/); False keeps the rung's top-|Δ| region.
         precision: the number format of the search's passes and the refinement (:mod:`.precision`): ``"auto"``
             (bfloat16 products where the device computes them natively and the model has at least a million
             graftable elements, else float32), ``"float32"`` or ``"bfloat16"``. On the README's text stream (2 CPU
