@@ -74,11 +74,12 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                         "stream: before issue 44, after each of its steps (lazy statistics; bfloat16 passes; the "
                         "rungs from one ranking, and the same again at that revision; lean: the refinement judged on "
                         "the held-out rows without selection passes of its own, the math attention kernel for its "
-                        "gradient passes, top-k over the candidates only) and with the faster settings "
+                        "gradient passes, top-k over the candidates only, and the same again at a later revision) "
+                        "and with the faster settings "
                         "(`--refine false --rows 256`), where the time went, peak memory"),
      ("`speed/speed.json`", "`text_size/text_refined/`", "`text_size/text_quick/`", "`text_size/text_bf16/`",
       "`text_size/text_issue44/`", "`text_size/text_issue44_repeat/`", "`text_size/text_issue44_v2/`",
-      "`text_size/text_fast/`", "`speed/digits_*/`")),
+      "`text_size/text_issue44_v2_repeat/`", "`text_size/text_fast/`", "`speed/digits_*/`")),
     ("text_size/text_issue44/text.md", "the text stream with the default before the refinement lost its selection "
                                        "passes (3 seeds)", ("`text_size/text_issue44/seed*/`",)),
     ("text_size/text_quick/text.md", "the text stream with the default after issue 44's first step (float32 passes)",
