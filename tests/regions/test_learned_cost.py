@@ -55,15 +55,20 @@ def test_draws_are_the_seeded_generator_once():
         50, generator=torch.Generator().manual_seed(3)))
 
 
-def test_learn_region_leaves_the_shared_draws_alone():
+def _moved(scale: float) -> tuple:
+    """θ_pre (a tiny BERT with the toy task), θ_ft = θ_pre + ``scale`` · noise, and 32 rows of the toy task."""
     torch.manual_seed(0)
     pre = tiny_bert()
     pre.add_task(SENTIMENT)
     ft = clone_model(pre)
     with torch.no_grad():
         for p in ft.parameters():
-            p.add_(0.01 * torch.randn_like(p))
-    rows = alternating_sentiment_rows(random.Random(0), 32, fillers=4, neutral=["it", "was", "a", "movie"])
+            p.add_(scale * torch.randn_like(p))
+    return pre, ft, alternating_sentiment_rows(random.Random(0), 32, fillers=4, neutral=["it", "was", "a", "movie"])
+
+
+def test_learn_region_leaves_the_shared_draws_alone():
+    pre, ft, rows = _moved(0.01)
     numel = sum(p.numel() for n, p in pre.named_parameters() if n in graftable_names(pre.named_parameters()))
     cfg = LocalizeConfig(region_size=0.05, steps=6, lr=2.0, batch_size=8, n_batches=1, seed=4)
     before = _draws(numel, 4, False)[0].clone()
@@ -146,14 +151,7 @@ class _Counted(TextRegionData):
 
 
 def test_without_selection_the_last_region_is_returned_and_nothing_is_scored():
-    torch.manual_seed(0)
-    pre = tiny_bert()
-    pre.add_task(SENTIMENT)
-    ft = clone_model(pre)
-    with torch.no_grad():
-        for p in ft.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    rows = alternating_sentiment_rows(random.Random(0), 32, fillers=4, neutral=["it", "was", "a", "movie"])
+    pre, ft, rows = _moved(0.05)
     data = _Counted(rows, rows[:8], task=SENTIMENT.name)
     cfg = LocalizeConfig(region_size=0.05, steps=6, lr=4.0, sigmoid_bias=2.0, batch_size=8, n_batches=1, seed=1)
     _Counted.scores = 0
