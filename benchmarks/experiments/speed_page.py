@@ -57,8 +57,9 @@ def figures(run: dict) -> dict:
     size = (run["run"].get("strategy_settings") or {}).get("graft", {}).get("region_size")
     search = {k: size.get(k, "float32" if k == "precision" else None) for k in ("rows", "refine", "precision")} \
         if isinstance(size, dict) else None                                  # precision: float32 before it existed
-    used = [z.get("precision", "float32") for z in graft["info"].get("sizing", [])]
-    refined = [z for z in graft["info"].get("sizing", []) if "refined_gain" in z]
+    sizing = graft["info"].get("sizing", [])
+    used = [z.get("precision", "float32") for z in sizing]
+    refined = [z for z in sizing if "refined_gain" in z]
     higher = sum(not z.get("refined_same") and z["refined_gain"] > 0 for z in refined)
     return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"], "search": search,
             "bfloat16_tasks": f"{used.count('bfloat16')} of {len(used)}",
@@ -69,7 +70,7 @@ def figures(run: dict) -> dict:
             "cpu_ratio": graft["info"]["cpu_seconds"] / naive["info"]["cpu_seconds"],
             "graft_average": graft["summary"]["average"],
             "naive_average": naive["summary"]["average"], "graft_forgetting": graft["summary"]["forgetting"],
-            "shares": [s["share"] for s in graft["info"].get("sizing", [])], "graft_bytes": graft["bytes"],
+            "shares": [s["share"] for s in sizing], "graft_bytes": graft["bytes"],
             "search_share": parts["graft"]["size search"] / parts["graft"]["training"],
             "peak_rss_mb": {n: run["strategies"][n]["info"].get("peak_rss_mb") for n in ("graft", "naive")},
             "parts": parts}
