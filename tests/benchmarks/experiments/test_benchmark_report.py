@@ -133,6 +133,11 @@ def _measured() -> dict:
 def test_render_names_the_committed_artifacts():
     text = report.render({**_measured(), "reproduction": report.reproduction()})
     assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
+    revision = _measured()["record"]["git_revision"][:7]                  # the timed run's, not today's default's
+    assert (f"ratio 1.20. This ratio is of the run named above (git {revision}), not of today's default" in text
+            and "is on [the speed page](benchmarks/results/speed/speed.md)" in text)
+    assert report.UNTESTED_HERE in text.split("### Continual learning")[0]           # beside the sweep it qualifies
+    assert (report.RESULTS.parent / "experiments" / "learned_region_power.sh").is_file()   # the plan it names
     assert "Artifacts: `benchmarks/results/localization.json`, `benchmarks/results/localization_more.json`." in text
     assert "| sst2 (872) | 82.1 / 11.1 |" in text and "run record incomplete" not in text.split("## More results")[0]
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
