@@ -5,9 +5,14 @@ A family is a module of this package that defines ``FAMILY``, a :class:`StreamFa
 serves, and :attr:`StreamFamily.setup`, which turns a :class:`StreamRequest` (the spec and the run's options)
 into a :class:`StreamSetup`: the run record's stream fields (data identity included), the model every strategy
 starts from and a function making the stream (and the tuning stream of ``--tune``). Nothing else lists a family:
-the CLI looks a spec up with :func:`find_family` and names none. A family kept outside this package (a user's
-own package) joins through the entry-point group :data:`ENTRY_POINTS` (``[project.entry-points."cl_graft.streams"]
-toy = "toy_family"`` in its ``pyproject.toml``, naming a module that defines ``FAMILY``).
+the CLI looks a spec up with :func:`lookup` and names none. A family kept outside this package (a user's
+own package, a plugin) joins through the entry-point group :data:`ENTRY_POINTS` (``[project.entry-points.
+"cl_graft.streams"] toy = "toy_family"`` in its ``pyproject.toml``, naming a module that defines ``FAMILY``, or
+``toy = "toy_family:FAMILY"``). Plugins are loaded only when a spec is looked up, so a broken one fails that
+lookup alone, in one line naming it and its distribution. Exactly one family serves a spec: two families with one
+name, or two claiming one spec, are an error naming both (built-in grammars that nest excepted: the higher
+priority is the more specific); the run record names the family that served the stream
+(:meth:`Registered.record`).
 
 A stream, whatever its family, offers what the harness reads (:class:`ContinualStream`): its ``name``, task names
 in order (``tasks``), its ``scenario``, the Avalanche ``benchmark`` (``train_stream``, ``test_stream``, and
@@ -20,6 +25,8 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points, version
+from types import ModuleType
 from typing import Any, Protocol
 
 import torch
@@ -114,7 +121,12 @@ class StreamFamily:
         claims: ``claims(spec) -> bool``: whether a spec is this family's (its grammar, not yet validated).
         setup: ``setup(request) -> StreamSetup`` (raises ``UserError`` on a bad spec or option, one line).
         scenarios: the scenarios its streams serve.
-        priority: families are asked in descending priority; the catch-all (plain task lists) has the lowest.
+        priority: the order of ``--help``'s grammars (descending); where built-in grammars nest (``split-digits``
+            is digits' and fits ``split-TASK``'s pattern), the higher priority is the more specific and wins.
+        catch_all: set on the family that takes the specs no other family claims (plain task lists; its
+            ``claims`` take every spec): ``catch_all(spec, data_dir) -> bool``, whether the spec names its data
+            (every item a registered task or a task folder), which makes its claim one that clashes with another
+            family's (:func:`lookup`).
     """
 
     name: str
@@ -123,6 +135,7 @@ class StreamFamily:
     setup: Callable[[StreamRequest], StreamSetup]
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     priority: int = 0
+    catch_all: Callable[[str, str | None], bool] | None = None
 
     def check_scenario(self, scenario: str, spec: str) -> None:
         """Raises ``UserError`` when this family's streams do not serve ``scenario``."""
@@ -133,46 +146,173 @@ class StreamFamily:
 
 
 ENTRY_POINTS = "cl_graft.streams"
-"""The entry-point group of stream families kept in other packages (each names a module defining ``FAMILY``)."""
+"""The entry-point group of stream families kept in other packages: ``name = module`` (a module defining
+``FAMILY``) or ``name = module:attr`` (the family itself)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Registered:
+    """A family and where it comes from.
+
+    Attributes:
+        family: the family.
+        module: the module that defines it (a plugin's entry point value, ``toy_family:FAMILY``).
+        distribution: the distribution that installed it, ``name version`` (cl-graft's own for a built-in one).
+        entry_point: a plugin's entry-point name (None: built in).
+    """
+
+    family: StreamFamily
+    module: str
+    distribution: str
+    entry_point: str | None = None
+
+    def describe(self) -> str:
+        """``'digits' (built in)`` or ``'toy' (plugin toy = toy_family of toy-family 0.1)``, for messages."""
+        if self.entry_point is None:
+            return f"{self.family.name!r} (built in)"
+        return f"{self.family.name!r} (plugin {self.entry_point} = {self.module} of {self.distribution})"
+
+    def record(self) -> dict:
+        """The run record's ``stream_family`` field: the family's name, module, distribution and entry point."""
+        return {"name": self.family.name, "module": self.module, "distribution": self.distribution,
+                "entry_point": self.entry_point}
+
+    def claims(self, spec: str) -> bool:
+        """The family's claim of ``spec``.
+
+        Raises:
+            UserError: a plugin's ``claims`` that raises (one line naming the plugin).
+        """
+        try:
+            return bool(self.family.claims(spec))
+        except Exception as e:
+            if self.entry_point is None:
+                raise
+            raise UserError(f"stream family {self.describe()} fails on --stream {spec!r}: {_one_line(e)}") from None
+
+
+def _one_line(e: BaseException) -> str:
+    """``SyntaxError: invalid syntax (toy_family.py, line 3)``: an exception's type and its message's first line."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _distribution(point: EntryPoint | None) -> str:
+    """``name version`` of the distribution declaring ``point`` (None: cl-graft's own)."""
+    if point is None:
+        return f"cl-graft {version('cl-graft')}"
+    dist = point.dist
+    return "an unknown distribution" if dist is None else f"{dist.name} {dist.version}"
+
+
+def builtin() -> list[Registered]:
+    """The families of this package: each of its modules (not starting with ``_``) that defines ``FAMILY``."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = f"{__name__}.{info.name}"
+        family = None if info.name.startswith("_") else getattr(importlib.import_module(module), "FAMILY", None)
+        if isinstance(family, StreamFamily):
+            found.append(Registered(family=family, module=module, distribution=_distribution(None)))
+    return found
+
+
+def plugin_points() -> list[EntryPoint]:
+    """The entry points of :data:`ENTRY_POINTS`, none of them loaded."""
+    return list(entry_points(group=ENTRY_POINTS))
+
+
+def load_plugin(point: EntryPoint) -> Registered:
+    """The family an entry point names: the ``FAMILY`` of its module, or its ``module:attr`` itself.
+
+    Raises:
+        UserError: the module cannot be imported (whatever it raises: ImportError, SyntaxError, RuntimeError...)
+            or names no :class:`StreamFamily`; one line naming the plugin and its distribution.
+    """
+    where = f"stream family plugin {point.name} = {point.value} (entry point group {ENTRY_POINTS}, distribution " \
+            f"{_distribution(point)})"
+    try:
+        found = point.load()
+    except Exception as e:
+        raise UserError(f"{where} cannot be loaded: {_one_line(e)}") from None
+    family = getattr(found, "FAMILY", None) if isinstance(found, ModuleType) else found
+    if not isinstance(family, StreamFamily):
+        raise UserError(f"{where} names no StreamFamily (a module defining FAMILY, or module:attr of one)")
+    return Registered(family=family, module=point.value, distribution=_distribution(point), entry_point=point.name)
+
+
+def registered() -> list[Registered]:
+    """Every family, built-in ones then plugins (:func:`load_plugin`), in descending priority.
+
+    Raises:
+        UserError: a plugin that cannot be loaded, or two families with one name (naming both).
+    """
+    found = builtin() + [load_plugin(point) for point in plugin_points()]
+    by_name: dict[str, Registered] = {}
+    for entry in found:
+        other = by_name.setdefault(entry.family.name, entry)
+        if other is not entry:
+            raise UserError(f"two stream families are called {entry.family.name!r}: {other.describe()} and "
+                            f"{entry.describe()}; one of them must be renamed or uninstalled")
+    return sorted(found, key=lambda entry: -entry.family.priority)
 
 
 def families() -> dict[str, StreamFamily]:
-    """Name → family: every module of this package that defines ``FAMILY``, then those of the
-    :data:`ENTRY_POINTS` group, in descending priority.
+    """Name → family, every family of :func:`registered`, in descending priority.
 
     Raises:
-        UserError: an entry point that cannot be imported or names no module with a ``FAMILY``.
+        UserError: as :func:`registered`.
     """
-    from importlib.metadata import entry_points
-
-    modules = [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
-    found = {}
-    for name in modules + [point.value for point in entry_points(group=ENTRY_POINTS)]:
-        try:
-            family = getattr(importlib.import_module(name), "FAMILY", None)
-        except ImportError as e:
-            raise UserError(f"stream family module {name!r} (entry point group {ENTRY_POINTS}) cannot be imported: "
-                            f"{e}") from None
-        if isinstance(family, StreamFamily):
-            found[family.name] = family
-        elif name not in modules:
-            raise UserError(f"stream family module {name!r} (entry point group {ENTRY_POINTS}) defines no FAMILY")
-    return dict(sorted(found.items(), key=lambda kv: -kv[1].priority))
+    return {entry.family.name: entry.family for entry in registered()}
 
 
-def find_family(spec: str) -> StreamFamily:
-    """The family that claims ``spec`` (the first in descending priority).
+def lookup(spec: str, *, data_dir: str | None = None) -> Registered:
+    """The family that serves ``spec``: the one family claiming it.
+
+    Claims are gathered from every family (:func:`registered`): among built-in ones whose grammars nest, the
+    highest priority; every plugin that claims it; the catch-all when the spec names its data (``data_dir``: the
+    run's ``--data-dir``, None for ``$CL_GRAFT_DATA``). Only when none of them does, the catch-all takes it.
 
     Raises:
-        UserError: none does (one line listing the grammars).
+        UserError: a plugin that cannot be loaded, two families with one name, two families claiming ``spec``
+            (naming both), or none claiming it (listing the grammars); one line each.
     """
-    table = families()
-    for family in table.values():
-        if family.claims(spec.strip()):
-            return family
-    raise UserError(f"--stream {spec!r} is no stream: " + "; ".join(f.grammar for f in table.values()))
+    spec = spec.strip()
+    table = registered()
+    grammars = [entry for entry in table if entry.family.catch_all is None and entry.claims(spec)]
+    catch_all = [entry for entry in table if entry.family.catch_all is not None]
+    claimants = ([entry for entry in grammars if entry.entry_point is None][:1]
+                 + [entry for entry in grammars if entry.entry_point is not None]
+                 + [entry for entry in catch_all if entry.family.catch_all(spec, data_dir)])
+    if not claimants:
+        claimants = [entry for entry in catch_all if entry.claims(spec)]
+    if len(claimants) > 1:
+        raise _ambiguous(spec, claimants)
+    if not claimants:
+        raise UserError(f"--stream {spec!r} is no stream: " + "; ".join(e.family.grammar for e in table))
+    return claimants[0]
+
+
+def _ambiguous(spec: str, claimants: list[Registered]) -> UserError:
+    """The error for a spec that several families claim: it names them all and what the user can change."""
+    named = ", ".join(entry.describe() for entry in claimants[:-1]) + f" and {claimants[-1].describe()}"
+    mend = (["rename the task folder"] if any(e.family.catch_all is not None for e in claimants) else []) + \
+           (["mend or uninstall the plugin"] if any(e.entry_point is not None for e in claimants) else [])
+    return UserError(f"--stream {spec!r} is claimed by more than one stream family: {named}; none is chosen for you"
+                     + (f" ({' or '.join(mend)})" if mend else ""))
+
+
+def find_family(spec: str, *, data_dir: str | None = None) -> StreamFamily:
+    """The family that serves ``spec`` (:func:`lookup`).
+
+    Raises:
+        UserError: as :func:`lookup`.
+    """
+    return lookup(spec, data_dir=data_dir).family
 
 
 def grammar() -> str:
-    """Every family's grammar, for ``--help``."""
-    return " Or: ".join(f.grammar for f in families().values())
+    """The built-in families' grammars and the plugins' names, for ``--help``: no plugin is loaded (a broken one
+    fails only the lookup of a ``--stream``)."""
+    text = " Or: ".join(entry.family.grammar for entry in sorted(builtin(), key=lambda e: -e.family.priority))
+    plugins = ", ".join(f"{point.name} ({_distribution(point)})" for point in plugin_points())
+    return text + (f". Or a plugin family's stream (entry point group {ENTRY_POINTS}): {plugins}" if plugins else "")

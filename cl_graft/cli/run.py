@@ -123,7 +123,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
          task_inference, resume, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out,
          overwrite, **options) -> None:
     from .. import distributed
-    from ..benchmarks.families import StreamRequest, find_family
+    from ..benchmarks.families import StreamRequest, lookup
     from ..console import Console
     from ..errors import UserError
     from ..outdir import claim_out_dir
@@ -144,7 +144,8 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
 
     console = Console.from_flags(quiet=quiet, verbose=verbose)
     device = resolve_device(device)
-    family = find_family(stream)
+    served_by = lookup(stream, data_dir=data_dir)
+    family = served_by.family
     family.check_scenario(scenario, stream)
     if scenario == "class" and task_inference:
         raise UserError("--scenario class already withholds task labels (strategies that can route do); "
@@ -178,7 +179,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
                 "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
                 "tune": tune, "tune_budget": tune_budget if tune else None, "settings_from": chosen,
                 "task_inference": task_inference}
-    record = run_record(**settings, device=str(device), data=setup.source)
+    record = run_record(**settings, device=str(device), data=setup.source, stream_family=served_by.record())
     def on_result(result) -> None:
         if console.verbose:
             console.echo("\n" + strategy_table(result) + "\n")

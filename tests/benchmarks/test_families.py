@@ -146,9 +146,15 @@ def test_a_new_family_is_one_module(env, tmp_path, monkeypatch):
         res = cli(env, "--stream", "echo:2", "--strategies", "naive", "--out", str(tmp_path / "run"))
         assert res.exit_code == 0, res.output
         assert json.loads((tmp_path / "run" / "results.json").read_text())["tasks"] == ["echo0", "echo1"]
+        assert json.loads((tmp_path / "run" / "config.json").read_text())["stream_family"] == {
+            "name": "echo", "module": "toy_family", "distribution": "toy-family 0.1", "entry_point": "echo"}
         points.write_text("[cl_graft.streams]\necho = no_such_module\n")
-        with pytest.raises(UserError, match="no_such_module.*cannot be imported"):
+        with pytest.raises(UserError, match="echo = no_such_module .*toy-family 0.1.* cannot be loaded: "
+                                            "ModuleNotFoundError"):
             find_family("echo:2")
+        res = cli(env, "--stream", "intents", "--strategies", "naive", "--out", str(tmp_path / "refused"))
+        assert res.exit_code == 2 and res.output.count("\n") == 1 and "plugin echo = no_such_module" in res.output
+        assert not (tmp_path / "refused").exists()
     finally:
         sys.modules.pop("toy_family", None)
 

@@ -5,6 +5,7 @@ beside a case) with the checks several groups use."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import subprocess
@@ -39,6 +40,7 @@ class Case:
     during: tuple[Callable[[], bool], Callable[[], None]] | None = None  # (when, what the user does meanwhile)
     file_size: int | None = None                                     # largest file it may write (ulimit -f)
     script: str | None = None                       # a Python script (probes/reliability/scripts.py) instead
+    env: dict[str, str] = field(default_factory=dict)               # environment variables set for the command
     group: str = ""                                                  # what it protects (set by the probe)
     result: dict = field(default_factory=dict)
 
@@ -47,8 +49,10 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def start(args: list, *, file_size: int | None = None, script: str | None = None) -> subprocess.Popen:
-    """``cl-graft args`` (or ``python -c script args``) as a subprocess, optionally under ``ulimit -f``."""
+def start(args: list, *, file_size: int | None = None, script: str | None = None,
+          env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``cl-graft args`` (or ``python -c script args``) as a subprocess, optionally under ``ulimit -f``, with
+    ``env`` added to the environment."""
     cmd = [sys.executable, *(["-c", script] if script else ["-m", "cl_graft.cli"]), *map(str, args)]
 
     def limit() -> None:
@@ -56,7 +60,8 @@ def start(args: list, *, file_size: int | None = None, script: str | None = None
         if file_size is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit,
+                            env={**os.environ, **(env or {})})
 
 
 def wait_until(proc: subprocess.Popen, when: Callable[[], bool], timeout: float, poll: float = 0.2) -> None:
@@ -65,10 +70,10 @@ def wait_until(proc: subprocess.Popen, when: Callable[[], bool], timeout: float,
         time.sleep(poll)
 
 
-def cli(args: list, *, interrupt=None, during=None, file_size=None, script=None, timeout: float = 900
+def cli(args: list, *, interrupt=None, during=None, file_size=None, script=None, env=None, timeout: float = 900
         ) -> tuple[int, str]:
     """Runs one case's command; its exit code and stderr."""
-    proc = start(args, file_size=file_size, script=script)
+    proc = start(args, file_size=file_size, script=script, env=env)
     if interrupt is not None:
         sig, when, *poll = interrupt                       # a short poll can land in a finalizer, which drops it
         wait_until(proc, when, timeout, poll=poll[0] if poll else 0.2)

@@ -44,13 +44,14 @@ from . import (
     recorded_settings,
     references,
     resume,
+    round5_families,
     saved_state,
     writers,
 )
 from .harness import BAD_WORDS, Probe, cli, first_error
 
 GROUPS = (references, input_validation, recorded_settings, output_folders, writers, interrupted, python_api,
-          resume, saved_state, numerics, pages, messages)
+          resume, saved_state, numerics, pages, messages, round5_families)
 """The groups in the order they run; each module has ``TITLE`` (what it protects) and ``cases(probe)``."""
 NAME = "reliability"
 
@@ -97,7 +98,7 @@ def run_cases(data_dir: Path, scratch: Path) -> tuple[list[dict], int]:
                 case.check.before()
             t0 = time.perf_counter()
             code, err = cli(case.args, interrupt=case.interrupt, during=case.during, file_size=case.file_size,
-                            script=case.script)
+                            script=case.script, env=case.env)
             case.result["stderr"] = err
             kept = case.check()
             ok = code == case.want and "Traceback" not in err and not any(w in kept for w in BAD_WORDS)
