@@ -63,6 +63,11 @@ the issue's peers); task scenario: the issue's six beside graft."""
 OWN_DATA = ("digits",)
 """Stream families whose rows come with a library: their invocations get no ``--data-dir``."""
 RUNS = "runs"
+OWNED = ("--seed", "--out", "--stream", "--scenario", "--strategies", "--tune", "--tune-budget", "--settings-from",
+         "--data-dir", "--resume", "--overwrite")
+"""The ``cl-graft run`` options the driver sets itself (from ``--seeds``, ``--benchmarks``, the peers, its tuning
+plan, ``--data-dir`` and its folders): a ``--run-option`` giving one would override the driver's value (one seed
+run twice, a run outside ``--out``), so it is refused."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,7 +200,7 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
 
 
 def parse_seeds(text: str, option: str) -> list[int]:
-    """Comma-separated whole numbers, at least two (the intervals are over seeds).
+    """Comma-separated whole numbers, at least two and each once (the intervals are over seeds).
 
     Raises:
         ScriptError: anything else (one line naming ``option``).
@@ -203,9 +208,61 @@ def parse_seeds(text: str, option: str) -> list[int]:
     if not all(s.strip().isdigit() for s in text.split(",")):
         raise ScriptError(f"{option} is comma-separated whole numbers >= 0, e.g. 0,1,2; got {text!r}")
     seeds = [int(s) for s in text.split(",")]
+    twice = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+    if twice is not None:
+        raise ScriptError(f"{option} lists seed {twice} twice; give each seed once (the intervals are over distinct "
+                          f"seeds)")
     if len(seeds) < 2:
         raise ScriptError(f"{option} needs at least two seeds (the intervals are over seeds)")
     return seeds
+
+
+def parse_benchmarks(text: str) -> list[Benchmark]:
+    """Comma-separated benchmarks (:meth:`Benchmark.parse`), each once.
+
+    Raises:
+        ScriptError: a malformed benchmark, or one listed twice (a page holds one table per benchmark; a second
+            entry is a typo for another benchmark, not a request for the same table again).
+    """
+    benches = [Benchmark.parse(b) for b in text.split(",")]
+    twice = next((b for i, b in enumerate(benches) if b in benches[:i]), None)
+    if twice is not None:
+        raise ScriptError(f"--benchmarks lists {twice.name} twice; give each benchmark once")
+    return benches
+
+
+def check_run_options(options: tuple[str, ...]) -> None:
+    """Refuses a ``--run-option`` naming an option of :data:`OWNED`, in any spelling ``cl-graft run`` accepts
+    (``--seed=7``, or ``--seed`` and ``7`` as two run-options; click takes no abbreviation of a long option).
+
+    Raises:
+        ScriptError: one line naming the option.
+    """
+    for option in options:
+        name = option.strip().split("=", 1)[0].split(maxsplit=1)[0] if option.strip() else ""
+        if name in OWNED:
+            raise ScriptError(f"--run-option {option}: the driver sets {name} of every invocation itself (it owns "
+                              f"{', '.join(OWNED)}); use its own options (--seeds, --benchmarks, --class-peers, "
+                              f"--task-peers, --tune-budget, --settings-from, --data-dir, --out)")
+
+
+def check_report_from(report_from: Path, benches: list[Benchmark]) -> None:
+    """Refuses a ``--report-from`` folder without a ``runs/`` folder, or whose ``runs/`` holds no run of one of
+    ``benches`` (before anything is written).
+
+    Raises:
+        ScriptError: one line naming the folder and the missing benchmark.
+    """
+    runs = report_from / RUNS
+    if not runs.is_dir():
+        raise ScriptError(f"--report-from {report_from}: no {RUNS}/ folder (the folder --out of an earlier run "
+                          f"of this script)")
+    for bench in benches:
+        if "main" not in kept_folders(bench, runs):
+            held = sorted(p.name for p in runs.iterdir() if p.is_dir())
+            raise ScriptError(f"--report-from {report_from}: {RUNS}/ holds no run of benchmark {bench.name} (no "
+                              f"{RUNS}/{bench.folder}/seed*/results.json; it holds {', '.join(held) or 'none'}); "
+                              f"name its benchmarks with --benchmarks")
 
 
 def seeds_of(benches: list[Benchmark], seeds: list[int], given: tuple[str, ...]) -> dict[Benchmark, list[int]]:
@@ -300,14 +357,14 @@ def command(page: Page) -> click.Command:
     @out_options(resume=True)
     def main(benchmarks, seeds, seeds_given, class_peers, task_peers, graft_variants, tune_budget, settings_from,
              data_dir, run_options, report_from, out, overwrite, resume) -> None:
-        benches = [Benchmark.parse(b) for b in benchmarks.split(",")]
+        benches = parse_benchmarks(benchmarks)
         plan = seeds_of(benches, parse_seeds(seeds, "--seeds"), seeds_given)
+        check_run_options(run_options)
         families = {bench: bench.family() for bench in benches}
         peers = {bench: _peers(bench, families[bench], {"class": class_peers, "task": task_peers})
                  for bench in benches} if report_from is None else {}
-        if report_from is not None and not (report_from / RUNS).is_dir():
-            raise ScriptError(f"--report-from {report_from}: no {RUNS}/ folder (the folder --out of an earlier run "
-                              f"of this script)")
+        if report_from is not None:
+            check_report_from(report_from, benches)
         variants = [v for v in graft_variants.split(",") if v]
         with claimed(page.name, click.get_current_context().params) as run_dir:
             runs = run_dir.path / RUNS
@@ -331,3 +388,9 @@ def command(page: Page) -> click.Command:
             write_text(run_dir.path / f"{page.name}.md", page.render(summaries))
 
     return main
+
+
+if __name__ == "__main__":          # the driver has no page of its own: say which scripts are its presets
+    ScriptError("seeds is the driver of the multi-seed pages, not a page: run one of its presets, python -m "
+                "cl_graft.benchmarks.experiments.class_text or .digits (--help for their options)").show()
+    sys.exit(ScriptError.exit_code)

@@ -6,6 +6,7 @@ a run that chose no settings, a hand-edited ``results.json``, the driver module 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,59 @@ def test_2_nested_folders_compare_resolved_paths_on_both_sides(tmp_path, monkeyp
         with pytest.raises(UserError, match="which is running"):     # out of the lent folder through `..`
             claim_out_dir(scratch / ".." / "results", "run", settings={})
     assert not (tmp_path / "real" / "S2" / "results").exists()
+
+
+# ----- 3: the options the driver owns -----------------------------------------------------------------------------
+@pytest.mark.parametrize("given, named", [
+    (["--run-option=--seed=7"], "--seed"),
+    (["--run-option=--seed", "--run-option=7"], "--seed"),
+    (["--run-option", "--seed 7"], "--seed"),
+    (["--run-option=--out=/abs/dir"], "--out"),
+    (["--run-option=--steps=5", "--run-option=--settings-from=x"], "--settings-from"),
+    (["--run-option=--tune"], "--tune"),
+    (["--run-option=--strategies=graft"], "--strategies"),
+    (["--run-option=--stream=split-digits"], "--stream"),
+    (["--run-option=--scenario=task"], "--scenario"),
+])
+def test_3_a_run_option_the_driver_sets_is_refused_before_anything_runs(tmp_path, monkeypatch, given, named):
+    started = Claiming()
+    monkeypatch.setattr(seeds, "subprocess", started)
+    error = _one_error(CliRunner().invoke(main, ["--benchmarks", "split-intents:2//class", "--seeds", "0,1",
+                                                 "--class-peers", "naive", "--out", str(tmp_path / "o"), *given]))
+    assert f"the driver sets {named} of every invocation itself" in error, error
+    assert started.claims == [] and not (tmp_path / "o").exists()
+
+
+def test_3_a_seed_or_a_benchmark_given_twice_is_refused(tmp_path, monkeypatch):
+    started = Claiming()
+    monkeypatch.setattr(seeds, "subprocess", started)
+    base = ["--class-peers", "naive", "--out", str(tmp_path / "o")]
+    error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class", "--seeds", "0,0"]))
+    assert "--seeds lists seed 0 twice" in error
+    error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class", "--seeds", "0,1",
+                                                 "--seeds-of", "split-intents:2//class=3,1,3"]))
+    assert "--seeds-of split-intents:2//class lists seed 3 twice" in error
+    error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class,split-intents:2//class",
+                                                 "--seeds", "0,1"]))
+    assert "--benchmarks lists split-intents:2//class twice" in error
+    assert started.claims == [] and not (tmp_path / "o").exists()
+
+
+# ----- 9: --report-from a folder without the benchmark ------------------------------------------------------------
+def test_9_report_from_a_folder_without_the_benchmark_names_it_and_writes_nothing(tmp_path):
+    kept = tmp_path / "earlier" / "runs" / "split-other-2-class" / "seed0"
+    kept.mkdir(parents=True)
+    (kept / "results.json").write_text("{}")
+    error = _one_error(CliRunner().invoke(main, ["--benchmarks", "split-intents:2//class", "--report-from",
+                                                 str(tmp_path / "earlier"), "--out", str(tmp_path / "o")]))
+    assert "runs/ holds no run of benchmark split-intents:2//class" in error and "split-other-2-class" in error
+    assert not (tmp_path / "o").exists()
+
+
+# ----- smaller items -------------------------------------------------------------------------------------------------
+def test_the_driver_module_run_alone_says_which_scripts_to_run():
+    done = subprocess.run([sys.executable, "-m", "cl_graft.benchmarks.experiments.seeds"], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("Error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert "cl_graft.benchmarks.experiments.class_text" in done.stderr
