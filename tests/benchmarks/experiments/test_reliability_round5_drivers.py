@@ -5,6 +5,7 @@ a run that chose no settings, a hand-edited ``results.json``, the driver module 
 ``round5_drivers`` (``benchmarks.experiments.probes.reliability``) runs the same cases as a user would."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,10 @@ from cl_graft.benchmarks.experiments import seeds
 from cl_graft.benchmarks.experiments.class_text import main
 from cl_graft.errors import UserError
 from cl_graft.outdir import claim_out_dir
+from cl_graft.schema import sealed
 from click.testing import CliRunner
+
+from helpers import cli, results_json, strategy_json
 
 pytest.importorskip("avalanche")
 
@@ -122,6 +126,37 @@ def test_9_report_from_a_folder_without_the_benchmark_names_it_and_writes_nothin
 
 
 # ----- smaller items -------------------------------------------------------------------------------------------------
+def test_settings_from_a_run_that_chose_no_settings_is_refused_in_one_line(env, tmp_path):
+    untuned = tmp_path / "untuned"
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--steps", "2", "--quiet",
+                 "--out", str(untuned))
+    assert result.exit_code == 0, result.output
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "naive", "--steps", "2", "--settings-from",
+                 str(untuned), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2 and "its run chose no settings" in result.output, result.output
+    assert str(untuned / "results.json") in result.output and not (tmp_path / "o").exists()
+    saved = json.loads((untuned / "results.json").read_text())
+    assert saved["sha256"] == sealed(saved)["sha256"]                 # the run sealed its results
+
+
+def test_a_hand_edited_tuned_choice_in_results_json_is_refused_naming_the_file(env, tmp_path):
+    from cl_graft.strategies.comparison.registry import STRATEGIES
+
+    grid = STRATEGIES["ewc"].grid
+    src = tmp_path / "tuned"
+    src.mkdir()
+    info = {"tuning": {"chosen": dict(grid[0])}}
+    results = sealed(results_json({"seed": 0, "tune": True}, ["alpha", "beta"],
+                                  {"ewc": strategy_json([0.8, 0.8], info=info)}))
+    results["strategies"]["ewc"]["info"]["tuning"]["chosen"] = dict(grid[1])     # a valid point, not the one chosen
+    (src / "results.json").write_text(json.dumps(results))
+    result = cli(env, "--stream", "alpha,beta", "--strategies", "ewc", "--steps", "2", "--settings-from", str(src),
+                 "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2, result.output
+    assert f"{src / 'results.json'}: field 'sha256' does not match the file's content" in result.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_driver_module_run_alone_says_which_scripts_to_run():
     done = subprocess.run([sys.executable, "-m", "cl_graft.benchmarks.experiments.seeds"], capture_output=True,
                           text=True, timeout=120, check=False)
