@@ -114,6 +114,15 @@ def test_3_a_seed_or_a_benchmark_given_twice_is_refused(tmp_path, monkeypatch):
     assert started.claims == [] and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("given, message", [("0,0", "--seeds lists seed 0 twice"),
+                                            ("a,b", "--seeds is comma-separated whole numbers")])
+def test_3_the_continual_seeds_driver_reads_its_seeds_as_the_page_drivers_do(tmp_path, given, message):
+    from cl_graft.benchmarks.experiments.continual_seeds import main as continual
+
+    error = _one_error(CliRunner().invoke(continual, ["--seeds", given, "--out", str(tmp_path / "o")]))
+    assert message in error and not (tmp_path / "o").exists()
+
+
 # ----- 9: --report-from a folder without the benchmark ------------------------------------------------------------
 def test_9_report_from_a_folder_without_the_benchmark_names_it_and_writes_nothing(tmp_path):
     kept = tmp_path / "earlier" / "runs" / "split-other-2-class" / "seed0"
