@@ -18,7 +18,9 @@ every seed reuses the choices of another benchmark's tuned folder, e.g. the 50-t
 one). The peers are ``--class-peers`` / ``--task-peers`` when given, else the stream family's
 (:data:`PEERS`). ``--seeds`` applies to every benchmark but those given their own with ``--seeds-of``.
 ``--data-dir`` goes to the invocations of every benchmark whose family reads task folders (not the digits,
-:data:`OWN_DATA`), rewritten relative to ``<out>``. ``--graft-variants auto,0.01,open`` adds, per benchmark and
+:data:`OWN_DATA`), rewritten relative to ``<out>``. ``--run-option`` passes an option to every invocation, except
+those the driver sets itself (:data:`OWNED`: the seed, the folder, the stream, the strategies, the tuning plan);
+a seed or a benchmark listed twice is refused as well. ``--graft-variants auto,0.01,open`` adds, per benchmark and
 seed, one invocation of graft alone for each: a ``--region-size`` (``auto`` or a fixed share; untuned: the size
 is the setting) or ``open`` (the automatic size planned without the stream length, ``--plan open``: graft told
 no more than the baselines), in ``.../graft-<variant>/seed<s>``, labelled ``graft[variant]`` in the tables. An
@@ -29,7 +31,8 @@ The page (``<out>/<page>.md``, its numbers in ``<out>/<page>.json``) is the pres
 ``<out>/runs/<benchmark>/<folder>/results.json``, the artifacts the tables name. The invocations run with
 ``<out>`` as the working directory, so their records and ``--settings-from`` name folders relative to it
 (``work/...``), never this machine's paths. ``--report-from DIR`` runs nothing: the tables of the ``runs/``
-folder in ``DIR`` (e.g. ``benchmarks/results/digits``), copied into ``--out``.
+folder in ``DIR`` (e.g. ``benchmarks/results/digits``), copied into ``--out`` (a benchmark it holds no run of is
+refused before anything is written).
 """
 from __future__ import annotations
 
@@ -351,7 +354,8 @@ def command(page: Page) -> click.Command:
     @click.option("--data-dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
                   help="Folder of the text streams' tasks, passed to their invocations (not to the digits').")
     @click.option("--run-option", "run_options", multiple=True,
-                  help="Passed to every invocation, e.g. --run-option=--steps=50 or --run-option=--preset=smoke.")
+                  help="Passed to every invocation, e.g. --run-option=--steps=50 or --run-option=--preset=smoke "
+                       "(not an option the driver sets: " + ", ".join(OWNED) + ").")
     @click.option("--report-from", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
                   help="Run nothing: the tables of the runs/ folder in this folder (copied into --out).")
     @out_options(resume=True)
