@@ -51,7 +51,7 @@ from cl_graft.errors import UserError
 from cl_graft.files import write_json, write_text
 from cl_graft.task import SCENARIOS
 
-from .script_out import ScriptError, adopt, claimed, out_options, work_folder
+from .script_out import ScriptError, adopt, claimed, load_results, out_options, work_folder
 
 PEERS = {
     "digits": {"class": "graft,naive,replay,replay-matched,gem,agem,er-ace,der,icarl,cumulative",
@@ -250,17 +250,20 @@ def check_run_options(options: tuple[str, ...]) -> None:
 
 
 def check_report_from(report_from: Path, benches: list[Benchmark]) -> None:
-    """Refuses a ``--report-from`` folder without a ``runs/`` folder, or whose ``runs/`` holds no run of one of
-    ``benches`` (before anything is written).
+    """Refuses a ``--report-from`` folder without a ``runs/`` folder, whose ``runs/`` holds no run of one of
+    ``benches``, or a ``results.json`` there that fails :func:`.script_out.load_results` (before anything is
+    written: a page that fails after the copy would leave it in ``--out``).
 
     Raises:
-        ScriptError: one line naming the folder and the missing benchmark.
+        ScriptError: one line naming the folder and the missing benchmark, or the file and its field.
     """
     runs = report_from / RUNS
     if not runs.is_dir():
         raise ScriptError(f"--report-from {report_from}: no {RUNS}/ folder (the folder --out of an earlier run "
                           f"of this script)")
     for bench in benches:
+        for folder in (f for folders in kept_folders(bench, runs).values() for f in folders):
+            load_results(folder)
         if "main" not in kept_folders(bench, runs):
             held = sorted(p.name for p in runs.iterdir() if p.is_dir())
             raise ScriptError(f"--report-from {report_from}: {RUNS}/ holds no run of benchmark {bench.name} (no "

@@ -132,6 +132,10 @@ def test_9_report_from_a_folder_without_the_benchmark_names_it_and_writes_nothin
                                                  str(tmp_path / "earlier"), "--out", str(tmp_path / "o")]))
     assert "runs/ holds no run of benchmark split-intents:2//class" in error and "split-other-2-class" in error
     assert not (tmp_path / "o").exists()
+    error = _one_error(CliRunner().invoke(main, ["--benchmarks", "split-other:2//class", "--report-from",
+                                                 str(tmp_path / "earlier"), "--out", str(tmp_path / "o")]))
+    assert f"{kept / 'results.json'}: field 'run' is missing" in error           # read before anything is copied
+    assert not (tmp_path / "o").exists()
 
 
 # ----- smaller items -------------------------------------------------------------------------------------------------
