@@ -176,3 +176,17 @@ def test_the_driver_module_run_alone_says_which_scripts_to_run():
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("Error: ") and len(done.stderr.strip().splitlines()) == 1
     assert "cl_graft.benchmarks.experiments.class_text" in done.stderr
+
+
+def test_the_probe_runs_these_cases_as_a_user_would(tmp_path):
+    from cl_graft.benchmarks.experiments.probes.reliability import round5_drivers
+    from cl_graft.benchmarks.experiments.probes.reliability.harness import Probe
+    from cl_graft.benchmarks.experiments.probes.reliability.probe import GROUPS
+
+    assert GROUPS[-1] is round5_drivers                    # last: it reads the reference and the tuned runs
+    cases = round5_drivers.cases(Probe(tmp_path, tmp_path / "data"))
+    names = " ".join(c.name for c in cases)
+    for item in ("`..`", "--run-option=--seed=7", "--run-option=--out", "--seeds 0,0", "--benchmarks B,B",
+                 "--report-from", "chose no settings", "results.json was edited", "driver module alone"):
+        assert item in names, item
+    assert [c.want for c in cases].count(0) == 1 and all(c.want == 2 for c in cases[1:])
