@@ -95,10 +95,12 @@ def refuse_links(out: Path, *, named: str | None = None) -> None:
 
 def _refuse_nested_in_busy(out: Path) -> None:
     """Refuses an ``out`` inside the output folder of a command that is running (it holds the folder's lock),
-    unless ``out`` is inside the folder that command lent to this one (:data:`SCRATCH_ENV`)."""
-    lent = Path(os.environ[SCRATCH_ENV]).absolute() if os.environ.get(SCRATCH_ENV) else None
-    lender = set(lent.parents) if lent is not None and lent in out.absolute().parents else set()
-    for folder in out.absolute().parents:
+    unless ``out`` is inside the folder that command lent to this one (:data:`SCRATCH_ENV`). Both sides are
+    compared resolved: ``..`` and symbolic links name the folder they lead to, not the folders they pass through."""
+    where = out.resolve()                                 # `..` and links resolved, as the lent folder is
+    lent = Path(os.environ[SCRATCH_ENV]).resolve() if os.environ.get(SCRATCH_ENV) else None
+    lender = set(lent.parents) if lent is not None and lent in where.parents else set()
+    for folder in where.parents:
         if folder in lender:
             continue
         holder = FolderLock(folder, "").busy() if (folder / LOCK_FILE).is_file() else None

@@ -31,6 +31,7 @@ from cl_graft.provenance import run_record
 
 from .report_tables import continual_lines, continual_summary
 from .script_out import adopt, claimed, out_options, settings_of, work_folder
+from .seeds import parse_seeds
 
 LIGHT_FILES = ("results.json", "results.csv", "matrices.csv", "config.json", "figures")
 STRATEGIES = "graft,packnet,naive,ewc,lwf,replay,replay-matched"
@@ -70,9 +71,7 @@ def run_seed(seed: int, work: Path, options: dict, extra: list[str], threads: in
               help="seeds run at once after the tuned one (threads split)")
 @out_options(resume=True)
 def main(data_dir, stream, strategies, seeds, model, preset, k, steps, device, jobs, out, overwrite, resume) -> dict:
-    seeds = [int(s) for s in seeds.split(",")]
-    if len(seeds) < 2:
-        raise click.BadParameter("needs at least two seeds (the interval is over seeds)", param_hint="--seeds")
+    seeds = parse_seeds(seeds, "--seeds")
     options = click.get_current_context().params
     settings = {name: v for name, v in settings_of(options).items() if name != "jobs"}   # jobs change no number
     with claimed("continual_seeds", options, settings=settings) as run_dir:

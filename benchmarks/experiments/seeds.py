@@ -18,7 +18,9 @@ every seed reuses the choices of another benchmark's tuned folder, e.g. the 50-t
 one). The peers are ``--class-peers`` / ``--task-peers`` when given, else the stream family's
 (:data:`PEERS`). ``--seeds`` applies to every benchmark but those given their own with ``--seeds-of``.
 ``--data-dir`` goes to the invocations of every benchmark whose family reads task folders (not the digits,
-:data:`OWN_DATA`), rewritten relative to ``<out>``. ``--graft-variants auto,0.01,open`` adds, per benchmark and
+:data:`OWN_DATA`), rewritten relative to ``<out>``. ``--run-option`` passes an option to every invocation, except
+those the driver sets itself (:data:`OWNED`: the seed, the folder, the stream, the strategies, the tuning plan);
+a seed or a benchmark listed twice is refused as well. ``--graft-variants auto,0.01,open`` adds, per benchmark and
 seed, one invocation of graft alone for each: a ``--region-size`` (``auto`` or a fixed share; untuned: the size
 is the setting) or ``open`` (the automatic size planned without the stream length, ``--plan open``: graft told
 no more than the baselines), in ``.../graft-<variant>/seed<s>``, labelled ``graft[variant]`` in the tables. An
@@ -29,7 +31,8 @@ The page (``<out>/<page>.md``, its numbers in ``<out>/<page>.json``) is the pres
 ``<out>/runs/<benchmark>/<folder>/results.json``, the artifacts the tables name. The invocations run with
 ``<out>`` as the working directory, so their records and ``--settings-from`` name folders relative to it
 (``work/...``), never this machine's paths. ``--report-from DIR`` runs nothing: the tables of the ``runs/``
-folder in ``DIR`` (e.g. ``benchmarks/results/digits``), copied into ``--out``.
+folder in ``DIR`` (e.g. ``benchmarks/results/digits``), copied into ``--out`` (a benchmark it holds no run of is
+refused before anything is written).
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from cl_graft.errors import UserError
 from cl_graft.files import write_json, write_text
 from cl_graft.task import SCENARIOS
 
-from .script_out import ScriptError, adopt, claimed, out_options, work_folder
+from .script_out import ScriptError, adopt, claimed, load_results, out_options, work_folder
 
 PEERS = {
     "digits": {"class": "graft,naive,replay,replay-matched,gem,agem,er-ace,der,icarl,cumulative",
@@ -63,6 +66,11 @@ the issue's peers); task scenario: the issue's six beside graft."""
 OWN_DATA = ("digits",)
 """Stream families whose rows come with a library: their invocations get no ``--data-dir``."""
 RUNS = "runs"
+OWNED = ("--seed", "--out", "--stream", "--scenario", "--strategies", "--tune", "--tune-budget", "--settings-from",
+         "--data-dir", "--resume", "--overwrite")
+"""The ``cl-graft run`` options the driver sets itself (from ``--seeds``, ``--benchmarks``, the peers, its tuning
+plan, ``--data-dir`` and its folders): a ``--run-option`` giving one would override the driver's value (one seed
+run twice, a run outside ``--out``), so it is refused."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,7 +203,7 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
 
 
 def parse_seeds(text: str, option: str) -> list[int]:
-    """Comma-separated whole numbers, at least two (the intervals are over seeds).
+    """Comma-separated whole numbers, at least two and each once (the intervals are over seeds).
 
     Raises:
         ScriptError: anything else (one line naming ``option``).
@@ -203,9 +211,64 @@ def parse_seeds(text: str, option: str) -> list[int]:
     if not all(s.strip().isdigit() for s in text.split(",")):
         raise ScriptError(f"{option} is comma-separated whole numbers >= 0, e.g. 0,1,2; got {text!r}")
     seeds = [int(s) for s in text.split(",")]
+    twice = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+    if twice is not None:
+        raise ScriptError(f"{option} lists seed {twice} twice; give each seed once (the intervals are over distinct "
+                          f"seeds)")
     if len(seeds) < 2:
         raise ScriptError(f"{option} needs at least two seeds (the intervals are over seeds)")
     return seeds
+
+
+def parse_benchmarks(text: str) -> list[Benchmark]:
+    """Comma-separated benchmarks (:meth:`Benchmark.parse`), each once.
+
+    Raises:
+        ScriptError: a malformed benchmark, or one listed twice (a page holds one table per benchmark; a second
+            entry is a typo for another benchmark, not a request for the same table again).
+    """
+    benches = [Benchmark.parse(b) for b in text.split(",")]
+    twice = next((b for i, b in enumerate(benches) if b in benches[:i]), None)
+    if twice is not None:
+        raise ScriptError(f"--benchmarks lists {twice.name} twice; give each benchmark once")
+    return benches
+
+
+def check_run_options(options: tuple[str, ...]) -> None:
+    """Refuses a ``--run-option`` naming an option of :data:`OWNED`, in any spelling ``cl-graft run`` accepts
+    (``--seed=7``, or ``--seed`` and ``7`` as two run-options; click takes no abbreviation of a long option).
+
+    Raises:
+        ScriptError: one line naming the option.
+    """
+    for option in options:
+        name = option.strip().split("=", 1)[0].split(maxsplit=1)[0] if option.strip() else ""
+        if name in OWNED:
+            raise ScriptError(f"--run-option {option}: the driver sets {name} of every invocation itself (it owns "
+                              f"{', '.join(OWNED)}); use its own options (--seeds, --benchmarks, --class-peers, "
+                              f"--task-peers, --tune-budget, --settings-from, --data-dir, --out)")
+
+
+def check_report_from(report_from: Path, benches: list[Benchmark]) -> None:
+    """Refuses a ``--report-from`` folder without a ``runs/`` folder, whose ``runs/`` holds no run of one of
+    ``benches``, or a ``results.json`` there that fails :func:`.script_out.load_results` (before anything is
+    written: a page that fails after the copy would leave it in ``--out``).
+
+    Raises:
+        ScriptError: one line naming the folder and the missing benchmark, or the file and its field.
+    """
+    runs = report_from / RUNS
+    if not runs.is_dir():
+        raise ScriptError(f"--report-from {report_from}: no {RUNS}/ folder (the folder --out of an earlier run "
+                          f"of this script)")
+    for bench in benches:
+        for folder in (f for folders in kept_folders(bench, runs).values() for f in folders):
+            load_results(folder)
+        if "main" not in kept_folders(bench, runs):
+            held = sorted(p.name for p in runs.iterdir() if p.is_dir())
+            raise ScriptError(f"--report-from {report_from}: {RUNS}/ holds no run of benchmark {bench.name} (no "
+                              f"{RUNS}/{bench.folder}/seed*/results.json; it holds {', '.join(held) or 'none'}); "
+                              f"name its benchmarks with --benchmarks")
 
 
 def seeds_of(benches: list[Benchmark], seeds: list[int], given: tuple[str, ...]) -> dict[Benchmark, list[int]]:
@@ -294,20 +357,21 @@ def command(page: Page) -> click.Command:
     @click.option("--data-dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
                   help="Folder of the text streams' tasks, passed to their invocations (not to the digits').")
     @click.option("--run-option", "run_options", multiple=True,
-                  help="Passed to every invocation, e.g. --run-option=--steps=50 or --run-option=--preset=smoke.")
+                  help="Passed to every invocation, e.g. --run-option=--steps=50 or --run-option=--preset=smoke "
+                       "(not an option the driver sets: " + ", ".join(OWNED) + ").")
     @click.option("--report-from", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
                   help="Run nothing: the tables of the runs/ folder in this folder (copied into --out).")
     @out_options(resume=True)
     def main(benchmarks, seeds, seeds_given, class_peers, task_peers, graft_variants, tune_budget, settings_from,
              data_dir, run_options, report_from, out, overwrite, resume) -> None:
-        benches = [Benchmark.parse(b) for b in benchmarks.split(",")]
+        benches = parse_benchmarks(benchmarks)
         plan = seeds_of(benches, parse_seeds(seeds, "--seeds"), seeds_given)
+        check_run_options(run_options)
         families = {bench: bench.family() for bench in benches}
         peers = {bench: _peers(bench, families[bench], {"class": class_peers, "task": task_peers})
                  for bench in benches} if report_from is None else {}
-        if report_from is not None and not (report_from / RUNS).is_dir():
-            raise ScriptError(f"--report-from {report_from}: no {RUNS}/ folder (the folder --out of an earlier run "
-                              f"of this script)")
+        if report_from is not None:
+            check_report_from(report_from, benches)
         variants = [v for v in graft_variants.split(",") if v]
         with claimed(page.name, click.get_current_context().params) as run_dir:
             runs = run_dir.path / RUNS
@@ -331,3 +395,9 @@ def command(page: Page) -> click.Command:
             write_text(run_dir.path / f"{page.name}.md", page.render(summaries))
 
     return main
+
+
+if __name__ == "__main__":          # the driver has no page of its own: say which scripts are its presets
+    ScriptError("seeds is the driver of the multi-seed pages, not a page: run one of its presets, python -m "
+                "cl_graft.benchmarks.experiments.class_text or .digits (--help for their options)").show()
+    sys.exit(ScriptError.exit_code)

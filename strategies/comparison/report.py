@@ -22,6 +22,7 @@ import numpy as np
 
 from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
+from cl_graft.schema import sealed
 from cl_graft.task import SCENARIO_MEANING, SCENARIOS
 
 from .metrics import chance_band, flag_text, sanity_flags
@@ -159,14 +160,15 @@ def scenario_line(scenario: str) -> str:
 
 def write_results(out: Path, results: dict[str, StrategyResult], *, record: dict, scenario: str = "task",
                   bands=None) -> list[Path]:
-    """Writes the JSON (with the ``scenario`` of every accuracy in it, each task's ``chance`` band and the
-    ``sanity`` flags of :func:`result_flags`), CSVs and figures; returns the paths written."""
+    """Writes the JSON (with the ``scenario`` of every accuracy in it, each task's ``chance`` band, the
+    ``sanity`` flags of :func:`result_flags` and the sha256 of its content, :func:`cl_graft.schema.sealed`), CSVs
+    and figures; returns the paths written."""
     tasks = next(iter(results.values())).tasks
     paths = [out / RESULTS_JSON, out / RESULTS_CSV, out / MATRICES_CSV]
-    write_json(paths[0], {"run": record, "scenario": scenario, "tasks": tasks,
-                          "chance": None if bands is None else [list(b) for b in bands],
-                          "sanity": result_flags(results, bands),
-                          "strategies": {n: r.to_json() for n, r in results.items()}})
+    write_json(paths[0], sealed({"run": record, "scenario": scenario, "tasks": tasks,
+                                 "chance": None if bands is None else [list(b) for b in bands],
+                                 "sanity": result_flags(results, bands),
+                                 "strategies": {n: r.to_json() for n, r in results.items()}}))
     summary_rows = [["strategy", *[f"final_{t}" for t in tasks], "average", "forgetting", "bwt", "bytes", "seconds"]]
     for name, res in results.items():
         s = res.summary()

@@ -5,7 +5,10 @@
 Every field goes through the schema layer (:mod:`cl_graft.schema`): its kind, accuracies in [0, 1], seconds and
 bytes at least 0, each accuracy row as long as the stream, one row (a final row) or one per task, and a
 ``summary`` that is the one its matrix gives; a file edited into impossible numbers is one line naming the file and
-the field, never a page of them.
+the field, never a page of them. ``results.json`` carries the sha256 of its content (:func:`cl_graft.schema.sealed`,
+as a run's ``progress.json`` does), so a hand edit that keeps every field valid (a tuned choice that
+``--settings-from`` would reuse as tuned) is refused too; a file without one was written before the seal and is
+read on its fields alone.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import os
 from pathlib import Path
 
 from cl_graft.errors import UserError
-from cl_graft.schema import Between, ListOf, MapOf, Obj, check_rows, read_checked
+from cl_graft.schema import SEAL, Between, ListOf, MapOf, Obj, check_rows, check_sealed, read_checked
 
 from .metrics import summarize
 
@@ -54,8 +57,8 @@ def read_results(spec: str | os.PathLike) -> dict:
     """The checked ``results.json`` of a finished ``cl-graft run``; ``spec`` is the run's folder or the file.
 
     Raises:
-        UserError: no such file, not JSON, or a field that fails :data:`RESULTS_SCHEMA` or :func:`check_result`
-            (one line naming the file and the field).
+        UserError: no such file, not JSON, a field that fails :data:`RESULTS_SCHEMA` or :func:`check_result`
+            (one line naming the file and the field), or a sha256 that is not its content's (edited).
     """
     path = Path(spec) / "results.json" if Path(spec).is_dir() else Path(spec)
     if not path.is_file():
@@ -65,4 +68,4 @@ def read_results(spec: str | os.PathLike) -> dict:
         if result["tasks"] != results["tasks"]:
             raise UserError(f"{path}: field 'strategies.{name}.tasks' is not the run's field 'tasks'")
         check_result(path, result, f"strategies.{name}.")
-    return results
+    return check_sealed(path, results) if SEAL in results else results     # last: the checks above name the field

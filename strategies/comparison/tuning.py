@@ -84,14 +84,18 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
     (:func:`cl_graft.regions.names.current_setting_names`).
 
     Raises:
-        UserError: no ``results.json`` in ``run_dir``, a strategy that was not tuned there, or a recorded point
-            that is not in the strategy's grid (the file is not a tuning record of this version).
+        UserError: no ``results.json`` in ``run_dir`` (or one edited after it was written), a strategy that was
+            not tuned there, a recorded point that is not in the strategy's grid (the file is not a tuning record
+            of this version), or, for ``names`` without a grid, a run that chose no settings at all (neither
+            ``--tune`` nor ``--settings-from``: the folder is not what the option asks for, and the record, which
+            names the folder only through the choices, would claim a reuse of choices never made).
     """
     path = Path(run_dir) / "results.json"
     results = read_results(path)
     tuned = Obj({}, {"info": Obj({}, {"tuning": Nullable(Obj({}, {"chosen": Nullable(dict)}))})})
     check_json(path, results, Obj({"strategies": MapOf(tuned)}, {"run": Nullable(dict)}))
-    seed = (results.get("run") or {}).get("seed")
+    run = results.get("run") or {}
+    seed = run.get("seed")
     out = {}
     for name in (n for n in names if STRATEGIES[n].grid):
         point = (((results["strategies"].get(name) or {}).get("info") or {}).get("tuning") or {}).get("chosen")
@@ -101,6 +105,11 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
         if point not in [dict(p) for p in STRATEGIES[name].grid]:
             raise UserError(f"{path}: {name!r} chose {point}, which is not a point of its grid")
         out[name] = {"chosen": dict(point), "from": f"{Path(run_dir)} (seed {seed})"}
+    chose = run.get("tune") or run.get("settings_from") or any((r.get("info") or {}).get("tuning")
+                                                                for r in results["strategies"].values())
+    if not out and not chose:           # strategies without a grid: nothing names the folder in the run's record
+        raise UserError(f"{path}: its run chose no settings (it ran without --tune or --settings-from), so there are "
+                        f"none to reuse; give the folder of a `cl-graft run --tune`, or drop --settings-from")
     return out
 
 

@@ -44,6 +44,7 @@ from . import (
     recorded_settings,
     references,
     resume,
+    round5_drivers,
     round5_families,
     saved_state,
     writers,
@@ -51,7 +52,7 @@ from . import (
 from .harness import BAD_WORDS, Probe, cli, first_error
 
 GROUPS = (references, input_validation, recorded_settings, output_folders, writers, interrupted, python_api,
-          resume, saved_state, numerics, pages, messages, round5_families)
+          resume, saved_state, numerics, pages, messages, round5_families, round5_drivers)
 """The groups in the order they run; each module has ``TITLE`` (what it protects) and ``cases(probe)``."""
 NAME = "reliability"
 
