@@ -12,7 +12,7 @@ from __future__ import annotations
 from cl_graft.errors import UserError
 
 from . import StreamFamily, StreamRequest, StreamSetup, families
-from .text import text_setup
+from .text import refuse_digits_model, text_setup
 
 
 def _setup(request: StreamRequest) -> StreamSetup:
@@ -26,6 +26,7 @@ def _setup(request: StreamRequest) -> StreamSetup:
         if family is not None:
             raise UserError(f"--stream {request.spec!r}: {item!r} is a {family.name} stream of its own, not a "
                             f"task of a list; give it alone")
+    refuse_digits_model(request)
     tasks = parse_stream(request.spec, request.data_dir)
     splits = [load_rows(t, request.data_dir, request.data, seed=request.seed) for t in tasks]
     return text_setup(request, splits, data_tasks=tasks)

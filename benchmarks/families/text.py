@@ -2,10 +2,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from cl_graft.errors import UserError
 from cl_graft.task import TaskRows, TaskSpec
 
 from . import StreamRequest, StreamSetup
+
+
+def refuse_digits_model(request: StreamRequest) -> None:
+    """Refuses a digits model (``--model mlp``) for a text stream at once, before any data or model is looked up
+    (the name would otherwise go to the Hub as a model id); a local folder of that name is a model like any other.
+
+    Raises:
+        UserError: ``request.model`` names a digits model (one line).
+    """
+    from ..digits import MODELS
+
+    if request.model in MODELS and not Path(request.model).exists():
+        raise UserError(f"--model {request.model} is a digits model (split-digits, permuted-digits:N); --stream "
+                        f"{request.spec} is a text stream: give a pre-trained text model (minilm, a Hub id or a "
+                        f"local folder)")
 
 
 def text_setup(request: StreamRequest, splits: Sequence[TaskRows], *, data_tasks: list[str],

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 
@@ -19,8 +20,23 @@ def _check_seed(ctx, param, value: int) -> int:
     return value
 
 
+def _refuse_idle_fresh_head(command):
+    """``command`` refusing ``--fresh-head`` with a linear head (one line, before it runs): a linear head is new
+    for every task whatever the flag says, so the flag would change nothing and be recorded as set."""
+    @functools.wraps(command)
+    def checked(*args, **options):
+        if options.get("fresh_head") and options.get("head") == "linear":
+            raise UserError("--fresh-head lets a prompt head (--head mlm or causal) start without pre-trained "
+                            "weights; a linear head is always new: drop --fresh-head")
+        return command(*args, **options)
+
+    return checked
+
+
 def common_options(f):
-    """--model/--head/--fresh-head/--preset/--data-dir/--seed/--device/--out/--overwrite, in that order in --help."""
+    """--model/--head/--fresh-head/--preset/--data-dir/--seed/--device/--out/--overwrite, in that order in --help;
+    ``--fresh-head`` with ``--head linear`` is refused before the command runs."""
+    f = _refuse_idle_fresh_head(f)
     opts = [
         click.option("--model", default="minilm", show_default=True,
                      help="Hub id or local path of the pre-trained model; 'minilm' = the bundled all-MiniLM-L6-v2."),

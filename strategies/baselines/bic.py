@@ -20,9 +20,10 @@ from .common import (
     CLASS,
     MODEL,
     ReplayFamily,
+    all_checks,
+    new_classes,
     positive,
     rows_bytes,
-    single_head,
     tensor_bytes,
     tensor_rows,
     with_model,
@@ -98,7 +99,6 @@ def build(ctx: BuildContext):
     optimizer (SGD, lr 0.1), temperature 2 and distillation weight (the old classes' share)."""
     from avalanche.training.templates import SupervisedTemplate
 
-    single_head(ctx, "bic")
     settings: BiCSettings = ctx.settings
     plugin = bias_correction_class()(mem_size=settings.replay_mem, val_percentage=settings.bic_val_share,
                                      stage_2_epochs=settings.bic_stage2_epochs)
@@ -120,5 +120,5 @@ ENTRY = StrategyEntry(
     "--model mlp, new classes per experience)",
     stores=MODEL + ", replay_mem rows (a share held out), the bias layer and the previous model",
     build=build, kept_bytes=kept, settings=BiCSettings, grid=GRID, scenarios=CLASS,
-    check=tensor_rows("bic", "splits each experience's dataset, which Avalanche's text datasets do not "
-                      "allow"))
+    check=all_checks(tensor_rows("bic", "splits each experience's dataset, which Avalanche's text datasets "
+                                 "do not allow"), new_classes("bic")))

@@ -26,7 +26,6 @@ from cl_graft.errors import UserError
 from cl_graft.presets import Preset
 
 from ..interface.entry import BuildContext, model_bytes, row_bytes
-from ..interface.scenario import is_multi_head
 from ..interface.settings import Settings
 
 MODEL = "the trained weights"
@@ -74,7 +73,11 @@ def stock(cls_name: str, fixed: Mapping[str, Any] | None = None, **arguments: st
     return build
 
 
-def tensor_rows(name: str, why: str) -> Callable[[Any, Any], None]:
+Check = Callable[[Any, Any], None]
+"""An entry's ``check(settings, stream)`` (:attr:`~..interface.entry.StrategyEntry.check`)."""
+
+
+def tensor_rows(name: str, why: str) -> Check:
     """An entry's ``check`` for a method whose rows must be tensors (digits): on a text stream (rows are dicts
     of token ids of different lengths) a one-line refusal saying ``why``, before any strategy trains."""
     def check(settings, stream) -> None:
@@ -84,33 +87,41 @@ def tensor_rows(name: str, why: str) -> Callable[[Any, Any], None]:
     return check
 
 
-def single_head(ctx: BuildContext, name: str) -> torch.nn.Module:
-    """The single-head model a class-incremental method that keeps exemplars per class trains (iCaRL, BiC),
-    refusing a stream whose experiences share classes (``permuted-digits``: their exemplar sets and old/new
-    split of the output layer count on each experience bringing classes not seen before) or a multi-head
-    model.
+def text_rows(name: str) -> Check:
+    """An entry's ``check`` for a method that works on a pre-trained text encoder: on a stream without text rows
+    (digits) a one-line refusal, before any strategy trains."""
+    def check(settings, stream) -> None:
+        if not stream.splits:
+            raise UserError(f"{name} works on a pre-trained text encoder: it runs on text streams, not on "
+                            f"{stream.name}")
 
-    Raises:
-        UserError: two experiences with a class in common, or a multi-head model.
-    """
-    seen: set[int] = set()
-    for exp in ctx.stream.benchmark.train_stream:
-        classes = {int(c) for c in exp.classes_in_this_experience}
-        if classes & seen:
-            raise UserError(f"{name} needs new classes in every experience (split-digits); {ctx.stream.name} "
-                            f"repeats classes")
-        seen |= classes
-    if is_multi_head(ctx.model):
-        raise UserError(f"{name} needs a single-head model (--model mlp)")
-    return ctx.model
+    return check
 
 
-def text_classifier(ctx: BuildContext, name: str):
-    """The run's text classifier (``ctx.model.clf``), or a one-line refusal for other streams."""
-    if not ctx.stream.splits:
-        raise UserError(f"{name} works on a pre-trained text encoder: it runs on text streams, not on "
-                        f"{ctx.stream.name}")
-    return ctx.model.clf
+def new_classes(name: str) -> Check:
+    """An entry's ``check`` for a class-incremental method that keeps exemplars per class on a single-head model
+    (iCaRL, BiC): a one-line refusal of a stream whose experiences share classes (``permuted-digits``: their
+    exemplar sets and old/new split of the output layer count on each experience bringing classes not seen
+    before), before any strategy trains."""
+    def check(settings, stream) -> None:
+        seen: set[int] = set()
+        for exp in stream.benchmark.train_stream:
+            classes = {int(c) for c in exp.classes_in_this_experience}
+            if classes & seen:
+                raise UserError(f"{name} needs new classes in every experience (split-digits); {stream.name} "
+                                f"repeats classes")
+            seen |= classes
+
+    return check
+
+
+def all_checks(*checks: Check) -> Check:
+    """One entry ``check`` running ``checks`` in order (the first refusal is the one given)."""
+    def check(settings, stream) -> None:
+        for each in checks:
+            each(settings, stream)
+
+    return check
 
 
 def head_bytes(strategy, model) -> tuple[int, dict]:

@@ -10,7 +10,20 @@ import torch
 from cl_graft.errors import UserError
 
 from ..interface.entry import BuildContext, StrategyEntry
-from .common import CLASS, MODEL, ReplayFamily, plugin_of, single_head, tensor_bytes, with_model
+from .common import (
+    CLASS,
+    MODEL,
+    ReplayFamily,
+    all_checks,
+    new_classes,
+    plugin_of,
+    tensor_bytes,
+    tensor_rows,
+    with_model,
+)
+
+
+SEQUENTIAL = "needs an nn.Sequential model ending in a linear layer (--model mlp)"
 
 
 @dataclass(frozen=True)
@@ -28,9 +41,9 @@ def build(ctx: BuildContext):
     linear layer) the training classifier; at test Avalanche's nearest-mean-of-exemplars classifier."""
     from avalanche.training import ICaRL
 
-    model = single_head(ctx, "icarl")
+    model = ctx.model
     if not isinstance(model, torch.nn.Sequential) or not isinstance(model[-1], torch.nn.Linear):
-        raise UserError("icarl needs an nn.Sequential model ending in a linear layer (--model mlp)")
+        raise UserError(f"icarl {SEQUENTIAL}")
     kwargs = {k: v for k, v in ctx.template.items() if k not in ("model", "criterion")}   # its own loss
     strategy = ICaRL(**kwargs, feature_extractor=model[:-1], classifier=model[-1], plugins=list(ctx.plugins),
                      memory_size=ctx.settings.replay_mem, buffer_transform=None,
@@ -56,4 +69,5 @@ ENTRY = StrategyEntry(
     name="icarl", help="Avalanche ICaRL (herded exemplars, nearest-mean classifier; --scenario class, "
     "--model mlp, new classes per experience)",
     stores=MODEL + ", replay_mem exemplars, a mean feature vector per class and the previous model",
-    build=build, kept_bytes=kept, settings=ICaRLSettings, scenarios=CLASS)
+    build=build, kept_bytes=kept, settings=ICaRLSettings, scenarios=CLASS,
+    check=all_checks(tensor_rows("icarl", SEQUENTIAL), new_classes("icarl")))

@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 
 from ..interface.entry import BuildContext, StrategyEntry
-from .common import head_bytes, text_classifier
+from .common import head_bytes, text_rows
 
 
 def build(ctx: BuildContext):
     from avalanche.training import Naive
 
-    clf = text_classifier(ctx, "linear-probe")
+    clf = ctx.model.clf
     heads = set(clf.head_parameter_names())
     for n, p in clf.named_parameters():
         p.requires_grad_(n in heads)
@@ -38,4 +38,4 @@ def build(ctx: BuildContext):
 
 ENTRY = StrategyEntry(name="linear-probe", help="the pre-trained encoder frozen, a classifier trained on each "
                       "experience's classes (text streams)", stores="the trained heads", build=build,
-                      kept_bytes=head_bytes)
+                      kept_bytes=head_bytes, check=text_rows("linear-probe"))

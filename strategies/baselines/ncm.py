@@ -12,14 +12,13 @@ import torch
 
 from ..head_inputs import HeadInputs
 from ..interface.entry import BuildContext, StrategyEntry
-from .common import head_bytes, text_classifier
+from .common import head_bytes, text_rows
 
 
 def build(ctx: BuildContext):
     from avalanche.models.utils import avalanche_forward
     from avalanche.training import Naive
 
-    text_classifier(ctx, "ncm")
 
     class NearestClassMean(Naive):
         def training_epoch(self, **kwargs):
@@ -57,4 +56,4 @@ def _head_module(model, label: int) -> torch.nn.Linear:
 
 ENTRY = StrategyEntry(name="ncm", help="nearest class mean on θ_pre's sentence features, no training (text "
                       "streams)", stores="one mean feature vector per class (the head)", build=build,
-                      kept_bytes=head_bytes)
+                      kept_bytes=head_bytes, check=text_rows("ncm"))

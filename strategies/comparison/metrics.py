@@ -140,11 +140,12 @@ def chance_band(classes: int, majority: float | None = None, *, margin: float = 
 
 def at_chance_tasks(final, bands) -> list[int]:
     """Indices of the tasks whose final accuracy lies in its chance band (``bands``: one ``(low, high)`` per
-    task, :func:`chance_band`)."""
+    task, :func:`chance_band`) and is below 100%: a perfect score is never called chance, even where the band
+    reaches it (a one-class task, which its stream says it is)."""
     final = np.asarray(final, dtype=float)
     if len(bands) != final.size:
         raise UserError(f"one chance band per task: {len(bands)} bands for {final.size} tasks")
-    return [j for j, (v, (low, high)) in enumerate(zip(final, bands)) if low <= v <= high]
+    return [j for j, (v, (low, high)) in enumerate(zip(final, bands)) if low <= v <= high and v < 1.0]
 
 
 def sanity_flags(matrix, *, plain=None, bands=None) -> list[dict]:

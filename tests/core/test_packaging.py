@@ -31,3 +31,14 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     command = re.search(r"^TEST_COMMAND='(.+)'$", ci, re.MULTILINE).group(1)
     assert command in (ROOT / "README.md").read_text()
+
+
+def test_the_licence_is_an_spdx_string_the_build_takes_without_a_deprecation(tmp_path):
+    """setuptools deprecates the ``project.license`` table (PEP 639); the SPDX string names the same licence."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                            str(ROOT), "-w", str(tmp_path)], check=True, capture_output=True, text=True)
+    assert "project.license" not in built.stdout + built.stderr
+    (wheel,) = tmp_path.glob("cl_graft-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT" in metadata.splitlines()

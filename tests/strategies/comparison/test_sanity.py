@@ -113,3 +113,11 @@ def test_the_digits_page_flags_si_equal_to_naive_and_ewc_at_chance(tmp_path):
     assert "| si! | task label given |" in text and "| lwf | task label given |" in text
     assert "! si probably misconfigured on seeds 0, 1: accuracy matrix equals naive's" in text
     assert "! ewc probably misconfigured on seeds 0, 1: at chance on 2 of 2 tasks" in text
+
+
+def test_a_perfect_score_is_never_at_chance():
+    """A one-class task's band reaches 100% (its one answer is right by construction: its stream says so); a
+    strategy scoring 100% there is not flagged."""
+    one_class = [chance_band(1)] * 3
+    assert at_chance_tasks([1.0, 1.0, 0.99], one_class) == [2]
+    assert sanity_flags(np.array([[1.0, 1.0, 1.0]]), bands=one_class) == []

@@ -44,6 +44,7 @@ from . import (
     recorded_settings,
     references,
     resume,
+    round5_checks,
     round5_drivers,
     round5_families,
     saved_state,
@@ -52,7 +53,7 @@ from . import (
 from .harness import BAD_WORDS, Probe, cli, first_error
 
 GROUPS = (references, input_validation, recorded_settings, output_folders, writers, interrupted, python_api,
-          resume, saved_state, numerics, pages, messages, round5_families, round5_drivers)
+          resume, saved_state, numerics, pages, messages, round5_families, round5_drivers, round5_checks)
 """The groups in the order they run; each module has ``TITLE`` (what it protects) and ``cases(probe)``."""
 NAME = "reliability"
 
@@ -62,8 +63,8 @@ NAME = "reliability"
               show_default=True)
 @out_options(page=True)
 def main(data_dir, out, overwrite, page) -> None:
-    if data_dir is None or not (data_dir / "sst2").is_dir():
-        raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2 and cr")
+    if data_dir is None or not all((data_dir / task).is_dir() for task in ("sst2", "cr", "clinc150")):
+        raise click.UsageError("needs the real data: --data-dir or $CL_GRAFT_DATA with sst2, cr and clinc150")
     with claimed("probes.reliability", click.get_current_context().params) as run_dir:
         record = run_record(command="benchmarks.experiments.probes.reliability", device="cpu")  # as it starts
         rows, failed = run_cases(data_dir, work_folder(run_dir))
