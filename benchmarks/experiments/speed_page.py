@@ -51,7 +51,7 @@ def figures(run: dict) -> dict:
     higher = sum(not z.get("refined_same") and z["refined_gain"] > 0 for z in refined)
     record = run["run"]
     return {"seed": record["seed"], "command_line": record["command_line"], "search": search,
-            "order": run_order(record), "conditions": conditions_text(record),
+            "order": run_order(record), "conditions": conditions_text(record), "started": record.get("started", ""),
             "bfloat16_tasks": f"{used.count('bfloat16')} of {len(used)}",
             "refined_tasks": f"{higher} of {len(refined)}" if refined else None,
             "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
@@ -156,6 +156,11 @@ def _verdict_line(stream: str, name: str, v: dict, base: str) -> str:
             f"{-100 * ACCURACY_TARGET:g}: {yes[v['accuracy_met']]}).")
 
 
+def latest(configs: list[tuple[str, list[dict]]]) -> list[dict]:
+    """The figures of the configuration whose runs started last (their records' ``started``)."""
+    return max(configs, key=lambda config: max(f["started"] for f in config[1]))[1]
+
+
 def alternating_commands(figs: list[dict]) -> list[str]:
     """Each seed's recorded command with ``--strategies graft,naive`` on even seed positions and ``naive,graft`` on
     odd ones, and ``--out runs/speed/<its folder's name>`` (a fresh folder)."""
@@ -190,9 +195,10 @@ def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[d
              *_section("The README's main job: qnli → agnews → sst2, quick preset", text),
              *_section("A digits stream", digits),
              "## Commands for the next runs", "",
-             "The latest configuration's commands with graft and naive taking turns to run first across seeds (so "
-             "that what the machine does early or late in a run does not always fall on the same strategy):", "",
-             *(f"- `{c}`" for configs in (text, digits) for c in alternating_commands(configs[-1][1]))]
+             "The commands of the configuration run last (the latest start) with graft and naive taking turns to run "
+             "first across seeds (so that what the machine does early or late in a run does not always fall on the "
+             "same strategy):", "",
+             *(f"- `{c}`" for configs in (text, digits) for c in alternating_commands(latest(configs)))]
     return "\n".join(lines), {"text": dict(text), "digits": dict(digits), "verdicts": found}
 
 

@@ -83,8 +83,11 @@ def test_the_next_runs_alternate_which_strategy_runs_first():
     for run in runs:
         run["run"]["command_line"] = (f"cl-graft run --stream a,b --strategies graft,naive --seed {run['run']['seed']} "
                                       f"--out benchmarks/results/text_size/x/seed{run['run']['seed']}")
+    for run in runs:
+        run["run"]["started"] = "2026-11-28T10:00:00+00:00"
+    earlier = [_f(_run(s, 150.0, search=30.0, average=0.8)) for s in (0, 1, 2)]       # no start: older
     figs = [_f(r) for r in runs]
-    text, _ = page_text([("before", figs)], [("before", figs)])
+    text, _ = page_text([("before", figs), ("older", earlier)], [("before", figs)])
     assert text.endswith("\n".join(f"- `cl-graft run --stream a,b --strategies {order} --seed {s} --out "
                                    f"runs/speed/x/seed{s}`" for s, order in
                                    ((0, "graft,naive"), (1, "naive,graft"), (2, "graft,naive"))))
