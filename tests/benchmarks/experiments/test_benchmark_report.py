@@ -133,6 +133,10 @@ def _measured() -> dict:
 def test_render_names_the_committed_artifacts():
     text = report.render({**_measured(), "reproduction": report.reproduction()})
     assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
+    assert "peak RSS 900 MB; naive 10 s, 800 MB (MB = 10^6 bytes)" in text
+    old = _measured()
+    del old["record"]["byte_unit"]                                         # a report made when MB meant MiB
+    assert "peak RSS 944 MB; naive 10 s, 839 MB" in report.render({**old, "reproduction": report.reproduction()})
     assert "Artifacts: `benchmarks/results/localization.json`, `benchmarks/results/localization_more.json`." in text
     assert "| sst2 (872) | 82.1 / 11.1 |" in text and "run record incomplete" not in text.split("## More results")[0]
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
