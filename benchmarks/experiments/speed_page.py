@@ -52,6 +52,8 @@ def figures(run: dict) -> dict:
     record = run["run"]
     return {"seed": record["seed"], "command_line": record["command_line"], "search": search,
             "order": run_order(record), "conditions": conditions_text(record), "started": record.get("started", ""),
+            "on_cpu": {n: run["strategies"][n]["info"]["cpu_seconds"] / run["strategies"][n]["seconds"]
+                       for n in ("graft", "naive")},
             "bfloat16_tasks": f"{used.count('bfloat16')} of {len(used)}",
             "refined_tasks": f"{higher} of {len(refined)}" if refined else None,
             "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
@@ -109,7 +111,8 @@ def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
             if fig["refined_tasks"] is not None:
                 settings += f"; the finder's region scored higher than the rung's in {fig['refined_tasks']} tasks"
             lines.append(f"- {name}, seed {fig['seed']}: `{fig['command_line']}` (git {fig['git_revision']}, "
-                         f"{fig['device_name']}{settings}; {fig['order']}; {fig['conditions']})")
+                         f"{fig['device_name']}{settings}; {fig['order']}; {fig['conditions']}; CPU s / wall s "
+                         f"graft {fig['on_cpu']['graft']:.2f}, naive {fig['on_cpu']['naive']:.2f})")
     base = configs[0][1]
     lines += ["", "| seed | configuration | graft s | naive s | graft / naive | CPU s graft / naive | size search s (% of "
                   f"graft's training) | graft average (vs {configs[0][0]}) | sizes % | graft MB | peak RSS MB graft / "
@@ -187,7 +190,8 @@ def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[d
              "of the same command and seed at other revisions or settings. Each run names the order its strategies "
              "ran in and the conditions its record kept (torch threads, `OMP_NUM_THREADS`, the 1-minute load "
              "average at start and end, whether the CPU multiplies bfloat16 natively: the size search's precision "
-             "follows it; runs made before records kept them say \"conditions not recorded\"). The size search's "
+             "follows it; runs made before records kept them say \"conditions not recorded\"), and each strategy's CPU seconds over "
+             "its wall seconds (below 1 per thread: it waited for a contended CPU). The size search's "
              f"share is {SEARCH_SHARE_MEANS}; bytes and memory in {BYTE_UNIT}. Made by "
              "`benchmarks/experiments/speed_page.py` from the runs listed below.", "",
              *(_verdict_line("The README's main job", n, v, text[0][0]) for n, v in found["text"].items()),

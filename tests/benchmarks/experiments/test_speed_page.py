@@ -71,9 +71,9 @@ def test_each_run_names_its_order_and_conditions_or_that_they_were_not_recorded(
         "torch_threads": 1, "omp_num_threads": "1", "load_average_start": [0.5, 0.4, 0.3],
         "load_average_end": [2.1, 1.0, 0.5], "bfloat16_native": True})
     text, _ = page_text([("before", [_f(old)]), ("after", [_f(new)])], [("before", [_f(old)]), ("b", [_f(old)])])
-    assert "(git abc, cpu; graft, then naive; conditions not recorded)" in text
+    assert "(git abc, cpu; graft, then naive; conditions not recorded; CPU s / wall s graft 0.99, naive 0.99)" in text
     assert ("(git abc, cpu; naive, then graft; 1 torch threads, OMP_NUM_THREADS 1, load average 0.50 at start and 2.10 at "
-            "end, bfloat16 native)") in text
+            "end, bfloat16 native; CPU s / wall s graft 0.99, naive 0.99)") in text
     assert "| 0 | before | 150 | 100 | **1.50** | 1.51 | 30 (34.1) | 80.0 (+0.0) | 1, 1 | 1.0 | 944 / 734 |" in text
     assert "| 0 | after | 120 | 100 | **1.20** | 1.20 | 9 (11.4) | 80.0 (+0.0) | 1, 1 | 1.0 | 900 / 700 |" in text
 
