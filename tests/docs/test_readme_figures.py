@@ -5,7 +5,9 @@
 in the README, an edit of the passage without its artifact, or a new artifact without the README fails. Whitespace
 and line breaks are ignored; ``-`` and ``−`` are the same sign. :func:`test_every_number_of_the_measured_figures_is_quoted`
 checks the other way: every number of the README's measured passages (the quick-start's output and "What we
-measured") lies inside one of the quotes, so a figure added to the README needs its line here.
+measured"), and every count in words ("one seed", "four cores"), lies inside one of the quotes, so a figure added to
+the README needs its line here. :data:`COMMANDS`: each command README quotes for a measured figure has its run's
+recorded options. :func:`test_an_edited_copy_of_the_readme_fails` shows each check catching an edited copy.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from collections.abc import Callable
 
 import pytest
 from scipy import stats
+
+from cl_graft.benchmarks.experiments.run_records import record_note
 
 from helpers import REPO_ROOT
 
@@ -147,6 +151,8 @@ def ratio_conditions() -> str:
     assert {z["precision"] for r in runs for z in r["strategies"]["graft"]["info"]["sizing"]} == {"bfloat16"}
     older = [art(f"text_size/{FLOAT32}/seed{s}/results.json") for s in range(3)]
     assert all("precision" not in z for r in older for z in r["strategies"]["graft"]["info"]["sizing"])
+    assert max(r["run"]["started"] for r in older) < min(r["run"]["started"] for r in runs)     # "an earlier revision"
+    assert not [record_note(r["run"]) for r in runs + older if record_note(r["run"])]           # each names its own
     (cores,) = {_cores(r) for r in runs}
     recorded = any("conditions" in r["run"] for r in runs)
     return (f"{_ratio(runs)}× naive's wall time, CPU time {_ratio(runs, lambda res: res['info']['cpu_seconds'])}× "
