@@ -1,6 +1,7 @@
 """Run records: what made a result (the full command line, device, versions, git revision, settings), the
 conditions its times were measured under (:func:`cl_graft.machine.conditions`: threads, load average at start and
-end, native bfloat16) and what it cost (wall and CPU seconds, peak memory in MB of ``byte_unit``: 10^6 bytes). Every command's ``config.json`` and every results file carries one.
+end, native bfloat16) and what it cost (wall and CPU seconds, peak memory in MB of ``byte_unit``: 10^6 bytes).
+Every command's ``config.json`` and every results file carries one.
 
 A record names no absolute path of the machine that made it: :func:`portable_path` writes each path relative to
 the folder the command ran in (for committed results, the repository root: ``/path/to/shared/data`` typed in

@@ -190,8 +190,9 @@ def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[d
              "of the same command and seed at other revisions or settings. Each run names the order its strategies "
              "ran in and the conditions its record kept (torch threads, `OMP_NUM_THREADS`, the 1-minute load "
              "average at start and end, whether the CPU multiplies bfloat16 natively: the size search's precision "
-             "follows it; runs made before records kept them say \"conditions not recorded\"), and each strategy's CPU seconds over "
-             "its wall seconds (below 1 per thread: it waited for a contended CPU). The size search's "
+             "follows it; runs made before records kept them say \"conditions not recorded\"), and each "
+             "strategy's CPU seconds over its wall seconds (below 1 per thread: it waited for a contended CPU). "
+             "The size search's "
              f"share is {SEARCH_SHARE_MEANS}; bytes and memory in {BYTE_UNIT}. Made by "
              "`benchmarks/experiments/speed_page.py` from the runs listed below.", "",
              *(_verdict_line("The README's main job", n, v, text[0][0]) for n, v in found["text"].items()),
