@@ -1,5 +1,7 @@
-"""Run records: what made a result (the full command line, device, versions, git revision, settings) and what it
-cost (wall and CPU seconds, peak memory). Every command's ``config.json`` and every results file carries one.
+"""Run records: what made a result (the full command line, device, versions, git revision, settings), the
+conditions its times were measured under (:func:`cl_graft.machine.conditions`: threads, load average at start and
+end, native bfloat16) and what it cost (wall and CPU seconds, peak memory in MB of ``byte_unit``: 10^6 bytes).
+Every command's ``config.json`` and every results file carries one.
 
 A record names no absolute path of the machine that made it: :func:`portable_path` writes each path relative to
 the folder the command ran in (for committed results, the repository root: ``/path/to/shared/data`` typed in
@@ -22,6 +24,8 @@ import torch
 
 from . import distributed
 from .files import version
+from .machine import conditions, load_average
+from .units import BYTE_UNIT, MB
 
 
 def _git(*args: str) -> str | None:
@@ -119,9 +123,10 @@ def _portable_fields(value: Any) -> Any:
 
 
 def run_record(**fields: Any) -> dict:
-    """What made a result: the full command line, start time, device, versions, platform and git revision,
-    plus the given fields (seed, settings, ...), with every path in them portable (:func:`portable_path`).
-    :func:`finish_record` adds what the run cost."""
+    """What made a result: the full command line, start time, device, versions, platform, git revision, the
+    conditions at start (``conditions``: :func:`cl_graft.machine.conditions` of the ``device`` field) and the byte
+    unit of its MB figures (``byte_unit``), plus the given fields (seed, settings, ...), with every path in them
+    portable (:func:`portable_path`). :func:`finish_record` adds what the run cost and the load at its end."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     command = portable_command(COMMAND_LINE.get() or _argv_command_line())
     return {"command_line": command, "started": started,
@@ -129,14 +134,15 @@ def run_record(**fields: Any) -> dict:
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": version("transformers"), "avalanche": version("avalanche-lib"),
             "numpy": version("numpy"), "platform": platform.platform(), "git_revision": git_revision(),
-            "processes": distributed.describe(), **_portable_fields(fields)}
+            "processes": distributed.describe(), "conditions": conditions(fields.get("device")),
+            "byte_unit": BYTE_UNIT, **_portable_fields(fields)}
 
 
 class MemoryPeak:
-    """The peak resident memory of this process from now on, in MB: Linux's ``VmHWM``, started afresh by writing
-    5 to ``/proc/self/clear_refs`` (so each of a run's strategies gets its own peak in one process). ``mb()`` is
-    None where the peak cannot be started afresh (another system): the process's peak would include earlier work.
-    """
+    """The peak resident memory of this process from now on, in MB (10^6 bytes): Linux's ``VmHWM``, started afresh
+    by writing 5 to ``/proc/self/clear_refs`` (so each of a run's strategies gets its own peak in one process).
+    ``mb()`` is None where the peak cannot be started afresh (another system): the process's peak would include
+    earlier work."""
 
     def __init__(self) -> None:
         try:
@@ -150,14 +156,17 @@ class MemoryPeak:
             return None
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024)
+                return round(int(line.split()[1]) * 1024 / MB)                 # VmHWM counts KiB
         return None
 
 
 def finish_record(record: dict) -> dict:
-    """``record`` with the run's cost so far: wall seconds since ``started``, process CPU seconds, peak RSS
-    (of this process: rank 0's under torchrun)."""
+    """``record`` with the run's cost so far: wall seconds since ``started``, process CPU seconds, peak RSS in MB
+    (of this process: rank 0's under torchrun), and ``conditions["load_average_end"]``, the load as it ends."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     started = datetime.fromisoformat(record["started"])
-    return {**record, "wall_seconds": round((datetime.now(timezone.utc) - started).total_seconds(), 1),
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024)}
+    ended = {**record.get("conditions", {}), "load_average_end": load_average()}
+    wall = (datetime.now(timezone.utc) - started).total_seconds()
+    return {**record, "conditions": ended, "wall_seconds": round(wall, 1),
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mb": round(usage.ru_maxrss * 1024 / MB)}                  # ru_maxrss counts KiB

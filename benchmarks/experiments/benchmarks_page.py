@@ -37,6 +37,7 @@ from cl_graft.provenance import portable_command, run_record
 from cl_graft.regions.region import Region, graftable_names
 from cl_graft.training.finetune import FinetuneConfig, finetune_
 from cl_graft.training.models import build_classifier, clone_model
+from cl_graft.units import BYTE_UNIT, recorded_mb
 
 from .localization import measure_cost, median_seconds
 from .report_tables import (
@@ -184,7 +185,7 @@ def measure_strategies(data_dir: str | None, quick: bool, work: Path) -> dict:
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)
         record = load_results(folder)["run"]
-        out[name] = {"wall_s": time.perf_counter() - t0, "peak_rss_mb": record.get("peak_rss_mb"),
+        out[name] = {"wall_s": time.perf_counter() - t0, "peak_rss_mb": recorded_mb(record.get("peak_rss_mb"), record),
                      "command": portable_command(shlex.join(cmd[2:]))}
     out["ratio"] = out["graft"]["wall_s"] / out["naive"]["wall_s"]
     return out
@@ -242,12 +243,13 @@ def render(report: dict) -> str:
                      f"{row['percent_of_checkpoint']:.2f} |")
     lines += ["", ("Serving a task costs in proportion to the elements it switches (the regions of the tasks learned after "
               "it), not to the number of stored tasks as such; the last task needs no switch.")]
+    rss = {n: recorded_mb(strat[n]["peak_rss_mb"], report["record"]) for n in ("graft", "naive")}  # MiB before
     lines += ["", (f"`cl-graft run` on {strat['stream']} ({strat['preset']} preset), one strategy per process: graft "
-              f"{strat['graft']['wall_s']:.0f} s, peak RSS {strat['graft']['peak_rss_mb']} MB; naive "
-              f"{strat['naive']['wall_s']:.0f} s, {strat['naive']['peak_rss_mb']} MB; ratio {strat['ratio']:.2f}."
-              f" This ratio is of the run named above (git {rec['git_revision'][:7]}), not of today's default: the"
-              " default's graft / naive on the README's main job, both strategies in one process, is on"
-              " [the speed page](benchmarks/results/speed/speed.md)."),
+               f"{strat['graft']['wall_s']:.0f} s, peak RSS {rss['graft']:.0f} MB; naive "
+               f"{strat['naive']['wall_s']:.0f} s, {rss['naive']:.0f} MB ({BYTE_UNIT}); ratio {strat['ratio']:.2f}."
+               f" This ratio is of the run named above (git {rec['git_revision'][:7]}), not of today's default: the"
+               " default's graft / naive on the README's main job, both strategies in one process, is on"
+               " [the speed page](benchmarks/results/speed/speed.md)."),
               "", "## Reproduction (committed artifacts)", ""]
     repro = report["reproduction"]
     if repro["localization"]:

@@ -3,6 +3,8 @@ setting, final average accuracy, forgetting, bytes and wall seconds over seeds, 
 correction."""
 from __future__ import annotations
 
+from cl_graft.units import BYTE_UNIT
+
 from .seeds_report import FORGETTING, HOW_TO_READ, SEES, SETTING, STORED, STRATEGY, WALL, Column, page, table_lines
 from .verdicts import pm
 
@@ -17,7 +19,7 @@ def render(summaries: list[dict]) -> str:
         "Made by `benchmarks/experiments/digits.py` (every number from `cl-graft run` invocations; tables by "
         "`benchmarks/experiments/digits_report.py`, data: `digits.json`; artifact paths relative to this "
         "folder). Per strategy: final average accuracy over tasks and forgetting (mean ± sample sd over seeds, %), "
-        "stored bytes as each strategy's entry counts them (mean over seeds; a baseline's trained weights and what "
+        f"stored bytes ({BYTE_UNIT}) as each strategy's entry counts them (mean over seeds; a baseline's trained weights and what "
         "its method keeps, graft's regions, heads and feature statistics beside the starting model; replay-matched "
         "holds as many bytes of memory rows as graft keeps in the same run), wall seconds (2 shared CPU cores: "
         "noisy). " + HOW_TO_READ), (table_lines(s, COLUMNS) for s in summaries))

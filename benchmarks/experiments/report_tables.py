@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from cl_graft.strategies.comparison.metrics import paired_interval
-from cl_graft.strategies.comparison.progress import human_bytes
+from cl_graft.units import human_bytes
 
 from cl_graft.files import read_json
 from cl_graft.regions.names import current_setting_names

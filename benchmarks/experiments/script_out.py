@@ -33,10 +33,6 @@ OUT_OPTIONS = ("out", "overwrite", "resume", "page")
 """The options of :func:`out_options`: where the results go, not what they are (not in the settings)."""
 
 
-MB = 1024 * 1024
-"""Bytes in the MB the pages print (as the console prints them: powers of 1024)."""
-
-
 class ScriptError(click.ClickException):
     """A one-line error (``Error: ...``) and exit code 2: bad input, as the commands report it."""
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from cl_graft.strategies.comparison.metrics import flag_text, sanity_flags
-from cl_graft.strategies.comparison.progress import human_bytes
+from cl_graft.units import human_bytes
 
 from .script_out import load_results
 from .verdicts import VERDICT, bonferroni_verdict, holm_intervals, mean_sd, pm

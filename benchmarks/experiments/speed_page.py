@@ -17,43 +17,31 @@ folder, :mod:`.script_out`).
 """
 from __future__ import annotations
 
+import shlex
 import statistics
 from pathlib import Path
 
 import click
 from cl_graft.files import write_json
+from cl_graft.units import BYTE_UNIT, MB, recorded_mb
 
 from .script_out import ScriptError, claimed, load_results, out_options, write_page
+from .timing import PARTS, SEARCH_SHARE_MEANS, conditions_text, parts, run_order, search_share
 
 RATIO_TARGET = 1.15
 SEARCH_TARGET = 0.10
 ACCURACY_TARGET = 0.003
-PARTS = ("training", "size search", "finder at the chosen size", "feature statistics", "trained model's test score",
-         "evaluation", "the rest (building, saving)")
 
 
 def breakdown(run: dict) -> dict[str, dict[str, float]]:
-    """Seconds per part of graft's and naive's wall time (:data:`PARTS`; graft's training excludes the parts it runs
-    inside its ``train`` calls: the size search, the finder, feature statistics, the trained model's test score)."""
-    out = {}
-    for name in ("graft", "naive"):
-        res = run["strategies"][name]
-        info, sizing = res["info"], res["info"].get("sizing", [])
-        search = sum(s.get("search_seconds", 0.0) for s in sizing)
-        finder = sum(s.get("seconds", 0.0) - s.get("search_seconds", 0.0) for s in sizing)
-        features = sum(v or 0.0 for v in info.get("feature_seconds", []))
-        tested = sum(s.get("trained_test_seconds") or 0.0 for s in sizing)
-        out[name] = {"training": info["train_seconds"] - search - finder - features - tested, "size search": search,
-                     "finder at the chosen size": finder, "feature statistics": features,
-                     "trained model's test score": tested, "evaluation": info["eval_seconds"],
-                     "the rest (building, saving)": res["seconds"] - info["train_seconds"] - info["eval_seconds"]}
-    return out
+    """Seconds per part (:data:`.timing.PARTS`) of graft's and naive's wall time in one run."""
+    return {name: parts(run["strategies"][name]) for name in ("graft", "naive")}
 
 
 def figures(run: dict) -> dict:
     """One run's figures: wall seconds, the ratio, graft's accuracy, sizes, search share, peak memory."""
     graft, naive = run["strategies"]["graft"], run["strategies"]["naive"]
-    parts = breakdown(run)
+    split = breakdown(run)
     size = (run["run"].get("strategy_settings") or {}).get("graft", {}).get("region_size")
     search = {k: size.get(k, "float32" if k == "precision" else None) for k in ("rows", "refine", "precision")} \
         if isinstance(size, dict) else None                                  # precision: float32 before it existed
@@ -61,7 +49,11 @@ def figures(run: dict) -> dict:
     used = [z.get("precision", "float32") for z in sizing]
     refined = [z for z in sizing if "refined_gain" in z]
     higher = sum(not z.get("refined_same") and z["refined_gain"] > 0 for z in refined)
-    return {"seed": run["run"]["seed"], "command_line": run["run"]["command_line"], "search": search,
+    record = run["run"]
+    return {"seed": record["seed"], "command_line": record["command_line"], "search": search,
+            "order": run_order(record), "conditions": conditions_text(record), "started": record.get("started", ""),
+            "on_cpu": {n: run["strategies"][n]["info"]["cpu_seconds"] / run["strategies"][n]["seconds"]
+                       for n in ("graft", "naive")},
             "bfloat16_tasks": f"{used.count('bfloat16')} of {len(used)}",
             "refined_tasks": f"{higher} of {len(refined)}" if refined else None,
             "git_revision": run["run"]["git_revision"], "device_name": run["run"]["device_name"],
@@ -71,9 +63,10 @@ def figures(run: dict) -> dict:
             "graft_average": graft["summary"]["average"],
             "naive_average": naive["summary"]["average"], "graft_forgetting": graft["summary"]["forgetting"],
             "shares": [s["share"] for s in sizing], "graft_bytes": graft["bytes"],
-            "search_share": parts["graft"]["size search"] / parts["graft"]["training"],
-            "peak_rss_mb": {n: run["strategies"][n]["info"].get("peak_rss_mb") for n in ("graft", "naive")},
-            "parts": parts}
+            "search_share": search_share(split["graft"]),
+            "peak_rss_mb": {n: recorded_mb(run["strategies"][n]["info"].get("peak_rss_mb"), record)
+                            for n in ("graft", "naive")},
+            "parts": split}
 
 
 def _configs(named: list[tuple[str, list[dict]]], what: str) -> list[tuple[str, list[dict]]]:
@@ -105,7 +98,7 @@ def _pct(shares: list[float]) -> str:
 
 
 def _mb(value) -> str:
-    return "–" if value is None else f"{value}"
+    return "–" if value is None else f"{value:.0f}"
 
 
 def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
@@ -118,7 +111,8 @@ def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
             if fig["refined_tasks"] is not None:
                 settings += f"; the finder's region scored higher than the rung's in {fig['refined_tasks']} tasks"
             lines.append(f"- {name}, seed {fig['seed']}: `{fig['command_line']}` (git {fig['git_revision']}, "
-                         f"{fig['device_name']}{settings})")
+                         f"{fig['device_name']}{settings}; {fig['order']}; {fig['conditions']}; CPU s / wall s "
+                         f"graft {fig['on_cpu']['graft']:.2f}, naive {fig['on_cpu']['naive']:.2f})")
     base = configs[0][1]
     lines += ["", "| seed | configuration | graft s | naive s | graft / naive | CPU s graft / naive | size search s (% of "
                   f"graft's training) | graft average (vs {configs[0][0]}) | sizes % | graft MB | peak RSS MB graft / "
@@ -131,7 +125,7 @@ def _section(title: str, configs: list[tuple[str, list[dict]]]) -> list[str]:
                 f"{f['cpu_ratio']:.2f} | "
                 f"{f['parts']['graft']['size search']:.0f} ({100 * f['search_share']:.1f}) | "
                 f"{100 * f['graft_average']:.1f} ({100 * (f['graft_average'] - ref['graft_average']):+.1f}) | "
-                f"{_pct(f['shares'])} | {f['graft_bytes'] / 2 ** 20:.1f} | {_mb(f['peak_rss_mb']['graft'])} / "
+                f"{_pct(f['shares'])} | {f['graft_bytes'] / MB:.1f} | {_mb(f['peak_rss_mb']['graft'])} / "
                 f"{_mb(f['peak_rss_mb']['naive'])} |")
     lines += ["", "Where the time went (s, mean over the seeds; graft in each configuration, then naive in the last):",
               "", "| part | " + " | ".join(f"graft, {name}" for name, _ in configs) + f" | naive, {configs[-1][0]} |",
@@ -165,6 +159,25 @@ def _verdict_line(stream: str, name: str, v: dict, base: str) -> str:
             f"{-100 * ACCURACY_TARGET:g}: {yes[v['accuracy_met']]}).")
 
 
+def latest(configs: list[tuple[str, list[dict]]]) -> list[dict]:
+    """The figures of the configuration whose runs started last (their records' ``started``)."""
+    return max(configs, key=lambda config: max(f["started"] for f in config[1]))[1]
+
+
+def alternating_commands(figs: list[dict]) -> list[str]:
+    """Each seed's recorded command with ``--strategies graft,naive`` on even seed positions and ``naive,graft`` on
+    odd ones, and ``--out runs/speed/<its folder's name>`` (a fresh folder)."""
+    out = []
+    for i, fig in enumerate(figs):
+        words = shlex.split(fig["command_line"])
+        for flag, value in (("--strategies", "graft,naive" if i % 2 == 0 else "naive,graft"), ("--out", None)):
+            if flag in words:
+                at = words.index(flag) + 1
+                words[at] = value or f"runs/speed/{Path(words[at]).parent.name}/{Path(words[at]).name}"
+        out.append(shlex.join(words))
+    return out
+
+
 def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[dict]]]) -> tuple[str, dict]:
     """The page and its figures: ``text`` and ``digits`` are (configuration, figures per seed) lists, the first
     configuration the one the others are compared with."""
@@ -174,12 +187,23 @@ def page_text(text: list[tuple[str, list[dict]]], digits: list[tuple[str, list[d
              "Each ratio is graft's wall time over naive's in the same `cl-graft run` (one process, one after the "
              "other), so both run under the machine's load of that time (other work that starts or stops during a "
              "run moves it: the CPU-time ratio beside it does not move with the load); the configurations are runs "
-             "of the same command and seed at other revisions or settings. Made by `benchmarks/experiments/speed_page.py` from the runs "
-             "listed below.", "",
+             "of the same command and seed at other revisions or settings. Each run names the order its strategies "
+             "ran in and the conditions its record kept (torch threads, `OMP_NUM_THREADS`, the 1-minute load "
+             "average at start and end, whether the CPU multiplies bfloat16 natively: the size search's precision "
+             "follows it; runs made before records kept them say \"conditions not recorded\"), and each "
+             "strategy's CPU seconds over its wall seconds (below 1 per thread: it waited for a contended CPU). "
+             "The size search's "
+             f"share is {SEARCH_SHARE_MEANS}; bytes and memory in {BYTE_UNIT}. Made by "
+             "`benchmarks/experiments/speed_page.py` from the runs listed below.", "",
              *(_verdict_line("The README's main job", n, v, text[0][0]) for n, v in found["text"].items()),
              *(_verdict_line("The digits stream", n, v, digits[0][0]) for n, v in found["digits"].items()), "",
              *_section("The README's main job: qnli → agnews → sst2, quick preset", text),
-             *_section("A digits stream", digits)]
+             *_section("A digits stream", digits),
+             "## Commands for the next runs", "",
+             "The commands of the configuration run last (the latest start) with graft and naive taking turns to run "
+             "first across seeds (so that what the machine does early or late in a run does not always fall on the "
+             "same strategy):", "",
+             *(f"- `{c}`" for configs in (text, digits) for c in alternating_commands(latest(configs)))]
     return "\n".join(lines), {"text": dict(text), "digits": dict(digits), "verdicts": found}
 
 

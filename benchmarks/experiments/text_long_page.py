@@ -24,8 +24,9 @@ import statistics
 from pathlib import Path
 
 import click
+from cl_graft.units import BYTE_UNIT, MB
 
-from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
+from .script_out import ScriptError, claimed, load_results, out_options, write_page
 from .verdicts import pct
 
 SAME = ("stream", "seed", "preset", "k", "eval_cap", "config")
@@ -68,7 +69,7 @@ def page_text(runs: list[dict]) -> str:
              (f"Stream {' → '.join(tasks)}; preset {rec['preset']} with {rec['k']} training rows per class, "
               f"{rec['config']['recipe']['steps']} steps per experience, {rec['eval_cap']} test rows per task, seed "
               f"{rec['seed']}; every strategy scores every task after every experience (task labels at test). "
-              "Made by `benchmarks/experiments/text_long_page.py` from these invocations:"), ""]
+              f"Bytes in {BYTE_UNIT}. Made by `benchmarks/experiments/text_long_page.py` from these invocations:"), ""]
     for run in runs:
         r = run["run"]
         lines.append(f"- `{r['command_line']}` (git {r['git_revision']}; {r['device_name']}, torch {r['torch']}; "

@@ -26,9 +26,13 @@ from pathlib import Path
 import click
 from cl_graft.regions.names import region_elements
 from cl_graft.strategies.comparison.metrics import paired_interval
+from cl_graft.units import BYTE_UNIT, MB
 
 from .run_records import record_note
-from .script_out import MB, ScriptError, claimed, load_results, out_options, write_page
+from .script_out import ScriptError, claimed, load_results, out_options, write_page
+from .timing import SEARCH_SHARE_MEANS, parts, search_share
+
+TESTED, REST = "trained model's test score", "the rest (building, saving)"
 
 
 def _task_rows(graft: dict, single: dict, tasks: list[str]) -> list[str]:
@@ -74,22 +78,19 @@ def _int32_note(graft: dict) -> str:
 
 
 def time_line(graft: dict, naive: dict) -> str:
-    """Where graft's wall time went beside naive's, for runs whose records split it (``train_seconds``,
-    ``eval_seconds``; the region searches' and the feature statistics' seconds); '' for older records."""
-    g, n = graft.get("info", {}), naive.get("info", {})
-    if "train_seconds" not in g or "train_seconds" not in n:
+    """Where graft's wall time went beside naive's (:func:`.timing.parts`), for runs whose records split it
+    (``train_seconds``, ``eval_seconds``); '' for older records."""
+    if "train_seconds" not in graft.get("info", {}) or "train_seconds" not in naive.get("info", {}):
         return ""
-    search = sum(s["search_seconds"] for s in g["sizing"])
-    finder = sum(s["seconds"] - s["search_seconds"] for s in g["sizing"])
-    after = "the choice after retraining" if any("retrain" in s for s in g["sizing"]) else "finder at the chosen size"
-    features = sum(g.get("feature_seconds", []))
-    training = g["train_seconds"] - search - finder - features
-    other = graft["seconds"] - g["train_seconds"] - g["eval_seconds"]
-    return (f"Where the time went (s, graft vs naive): training {training:.0f} vs {n['train_seconds']:.0f}; size "
-            f"search {search:.0f} ({100 * search / g['train_seconds']:.1f}% of graft's training calls); {after} "
-            f"{finder:.0f}; feature statistics {features:.0f}; evaluation {g['eval_seconds']:.0f} vs "
-            f"{n['eval_seconds']:.0f}; the rest (building, saving) {other:.0f} vs "
-            f"{naive['seconds'] - n['train_seconds'] - n['eval_seconds']:.0f}.")
+    g, n = parts(graft), parts(naive)
+    after = ("the choice after retraining" if any("retrain" in s for s in graft["info"]["sizing"])
+             else "finder at the chosen size")
+    tested = f"; the trained model's test score {g[TESTED]:.0f}" if g[TESTED] else ""
+    return (f"Where the time went (s, graft vs naive): training {g['training']:.0f} vs {n['training']:.0f}; size "
+            f"search {g['size search']:.0f} ({100 * search_share(g):.1f}% of graft's training); {after} "
+            f"{g['finder at the chosen size']:.0f}; feature statistics {g['feature statistics']:.0f}{tested}; "
+            f"evaluation {g['evaluation']:.0f} vs {n['evaluation']:.0f}; the rest (building, saving) "
+            f"{g[REST]:.0f} vs {n[REST]:.0f}.")
 
 
 def _tolerance(runs: list[dict]) -> str:
@@ -141,7 +142,8 @@ def page_text(runs: list[dict], singles: list[dict], single_records: list[dict |
              "(paired hits) or the trained model's temperature-scaled probabilities on the dev rows and a sample "
              f"of the training inputs (label-free) vouch loses at most {_tolerance(runs)} points of the task's "
              "trained accuracy with 95% confidence (`cl_graft.strategies.graft.sizing`)" + _retrain_note(runs)
-             + ". Made by `benchmarks/experiments/text_size_page.py` from the runs below."), ""]
+             + f". The size search's share is {SEARCH_SHARE_MEANS}; bytes in {BYTE_UNIT}. Made by "
+             "`benchmarks/experiments/text_size_page.py` from the runs below."), ""]
     shares, graft_avg, single_avg = [], [], []
     for run, single, other in zip(runs, singles, single_records or [None] * len(runs)):
         rec, graft = run["run"], run["strategies"]["graft"]

@@ -18,6 +18,7 @@ from typing import Any
 from avalanche.core import SupervisedPlugin
 
 from cl_graft.console import Console
+from cl_graft.units import human_bytes
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,3 @@ class ConsolePlugin(SupervisedPlugin, supports_distributed=True):
 
     def after_eval_iteration(self, strategy, **kwargs) -> None:
         self.console.advance(len(strategy.mb_y))
-
-
-def human_bytes(n: int) -> str:
-    """``n`` bytes in B, KB, MB or GB (powers of 1024)."""
-    for unit in ("B", "KB", "MB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"

@@ -24,9 +24,9 @@ from cl_graft.files import atomic_write, write_json
 from cl_graft.plotting import plot_curves, plot_grouped_bars, plot_matrix
 from cl_graft.schema import sealed
 from cl_graft.task import SCENARIO_MEANING, SCENARIOS
+from cl_graft.units import BYTE_UNIT, human_bytes
 
 from .metrics import chance_band, flag_text, sanity_flags
-from .progress import human_bytes
 from .registry import STRATEGIES, reference
 from .runner import StrategyResult
 
@@ -143,7 +143,7 @@ def stored_note(results: dict[str, StrategyResult]) -> str:
         texts.setdefault(entry.stores if entry is not None else "not recorded", []).append(name)
     parts = [f"{', '.join(names)}: {text}" for text, names in texts.items()]
     return textwrap.fill("* stored: what a strategy keeps beside the model it starts from (results.json: info.kept "
-                         "by part); " + "; ".join(parts) + ".", width=110, subsequent_indent="  ")
+                         "by part; " + BYTE_UNIT + "); " + "; ".join(parts) + ".", width=110, subsequent_indent="  ")
 
 
 def _write_csv(path: str, rows: list[list]) -> None:

@@ -36,6 +36,9 @@ def test_every_strategy_runs_and_writes_results(all_run):
         assert (out / "figures" / png).stat().st_size > 0
     assert "average" in output and "%single" in output and "* stored: " in output
     assert (out / "graft" / "state" / "skills" / "skills.json").is_file()
+    conditions = data["run"]["conditions"]                                   # the conditions beside the times
+    assert set(conditions) == {"torch_threads", "omp_num_threads", "load_average_start", "load_average_end",
+                               "bfloat16_native"} and data["run"]["byte_unit"] == "MB = 10^6 bytes"
 
 
 def test_the_console_is_one_line_per_task_and_the_table(all_run):

@@ -94,3 +94,32 @@ def test_memory_peak_starts_afresh_for_each_part_of_a_run():
         assert big is None and second.mb() is None
         return
     assert big >= 400 and second.mb() < big - 300
+
+
+def test_run_record_keeps_the_conditions_its_times_ran_under(monkeypatch):
+    """Threads, OMP_NUM_THREADS, the load at start and end, native bfloat16: beside every time."""
+    import os
+
+    from cl_graft import machine
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    loads = iter([(0.5, 0.25, 0.125), (2.0, 1.0, 0.5)])
+    monkeypatch.setattr(os, "getloadavg", lambda: next(loads))
+    monkeypatch.setattr(machine, "native_bfloat16", lambda device: device.type == "cpu")
+    record = run_record(device="cpu")
+    assert record["conditions"] == {"torch_threads": torch.get_num_threads(), "omp_num_threads": "3",
+                                    "load_average_start": [0.5, 0.25, 0.12], "bfloat16_native": True}
+    done = finish_record(record)
+    assert done["conditions"]["load_average_end"] == [2.0, 1.0, 0.5]
+    assert done["conditions"]["load_average_start"] == [0.5, 0.25, 0.12] and "load_average_end" not in \
+        record["conditions"]                                                   # the caller's record is not changed
+    assert done["byte_unit"] == "MB = 10^6 bytes"
+
+
+def test_peak_memory_is_counted_in_mb_of_a_million_bytes(monkeypatch):
+    """ru_maxrss counts KiB: 1,000,000 KiB is 1024 MB (10^6 bytes), not 977 (MiB)."""
+    import resource
+
+    usage = types.SimpleNamespace(ru_utime=1.0, ru_stime=0.0, ru_maxrss=1_000_000)
+    monkeypatch.setattr(resource, "getrusage", lambda who: usage)
+    assert finish_record(run_record())["peak_rss_mb"] == 1024

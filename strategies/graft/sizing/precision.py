@@ -19,20 +19,11 @@ import contextlib
 
 import torch
 
+from cl_graft.machine import native_bfloat16
+
 PRECISIONS = ("auto", "float32", "bfloat16")
 BFLOAT16_MIN_ELEMENTS = 1_000_000
 """The fewest graftable elements for which ``"auto"`` takes bfloat16 (MiniLM has 10.6 M)."""
-
-
-def native_bfloat16(device: torch.device) -> bool:
-    """Whether ``device`` multiplies bfloat16 natively: a CUDA device that supports it, or a CPU with AVX512-BF16
-    or AMX (elsewhere bfloat16 is emulated, slower than float32)."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type != "cpu":
-        return False
-    checks = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
-    return any(check is not None and check() for check in checks)
 
 
 def search_dtype(precision: str, device: torch.device, *, elements: int) -> torch.dtype:

@@ -138,6 +138,10 @@ def test_render_names_the_committed_artifacts():
             and "is on [the speed page](benchmarks/results/speed/speed.md)" in text)
     assert report.UNTESTED_HERE in text.split("### Continual learning")[0]           # beside the sweep it qualifies
     assert (report.RESULTS.parent / "experiments" / "learned_region_power.sh").is_file()   # the plan it names
+    assert "peak RSS 900 MB; naive 10 s, 800 MB (MB = 10^6 bytes)" in text
+    old = _measured()
+    del old["record"]["byte_unit"]                                         # a report made when MB meant MiB
+    assert "peak RSS 944 MB; naive 10 s, 839 MB" in report.render({**old, "reproduction": report.reproduction()})
     assert "Artifacts: `benchmarks/results/localization.json`, `benchmarks/results/localization_more.json`." in text
     assert "| sst2 (872) | 82.1 / 11.1 |" in text and "run record incomplete" not in text.split("## More results")[0]
     assert "Gaps and calibration counts: [`benchmarks/results/localization.md`]" in text
@@ -210,12 +214,12 @@ def test_the_digits_section_reads_digits_json(tmp_path, monkeypatch):
     # −7, −7 (level 0.025), counted apart from the peers
     assert rows["| split-digits, mlp (2 tasks, 3 seeds)"] == (
         "| split-digits, mlp (2 tasks, 3 seeds) | class-incremental (no task label) | 91.0 ± 1.0 (size auto) | "
-        "4.9 KB | replay 86.3 ± 1.5 | 5.9 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 0, not "
+        "5.0 KB | replay 86.3 ± 1.5 | 6.0 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 0, not "
         "separable on 0 of 2 peers; cumulative (ceiling): graft behind; Bonferroni would change replay | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
         "[-3.8, +4.5] not separable |")
     row = rows["| permuted-digits:2, mtmlp (2 tasks, 3 seeds)"]
     assert "| task-incremental (task label given) | 91.0 ± 1.0 (size 0.1) |" in row
-    assert "| ewc! 50.0 ± 0.0 | 2.9 KB | +41.0 [+38.5, +43.5] | graft ahead |" in row
+    assert "| ewc! 50.0 ± 0.0 | 3.0 KB | +41.0 [+38.5, +43.5] | graft ahead |" in row
     assert row.endswith("| graft[auto] 89.0: +2.0 [+0.0, +2.0] not separable |")     # the sign test: 3 seeds
     assert "graft[0.1]" not in row                                          # graft's own size: no comparison
     more = text.split("## More results (hand-written pages)")[1]

@@ -78,7 +78,7 @@ def _text_run(seed: int) -> dict:
     return results_json({"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
                          "torch": "2"}, ["qnli", "sst2"],
                         {"graft": strategy_json([0.8, 0.9], info={"sizing": sizing,
-                                                                  "task_bytes": [{"total": 2 ** 20}] * 2},
+                                                                  "task_bytes": [{"total": 10 ** 6}] * 2},
                                                 bytes=2 ** 21, seconds=120.0),
                          "single": strategy_json([0.8, 0.8], forgetting=float("nan"))})
 
@@ -181,7 +181,7 @@ def _digits_run(seed: int, retrain: float, average: float) -> dict:
     return results_json({"seed": seed, "command_line": f"cl-graft run --retrain {retrain}", "git_revision": "abc1234",
                          "stream": "split-digits", "model": "mlp", "scenario": "task",
                          "strategy_settings": {"graft": {"size": {"retrain": retrain}}}}, ["t0", "t1"],
-                        {"graft": strategy_json([average, average], info={"sizing": sizing}, bytes=2 ** 20)})
+                        {"graft": strategy_json([average, average], info={"sizing": sizing}, bytes=10 ** 6)})
 
 
 def test_retrain_ab_pairs_the_variants_by_seed(tmp_path):

@@ -59,9 +59,38 @@ def test_each_run_names_its_size_search_settings_which_its_command_may_not():
     for record, (same, gain) in zip(new["strategies"]["graft"]["info"]["sizing"], [(False, 0.03), (False, 0.0)]):
         record.update(refined_same=same, refined_gain=gain)                    # a tie keeps the rung's region
     text, _ = page_text([("before", [_f(old)]), ("after", [_f(new)])], [("before", [_f(old)]), ("b", [_f(old)])])
-    assert "(git abc, cpu; size search: rows 256, refine false, precision float32 (bfloat16 in 0 of 2 tasks))" in text
+    assert "(git abc, cpu; size search: rows 256, refine false, precision float32 (bfloat16 in 0 of 2 tasks);" in text
     assert ("(git abc, cpu; size search: rows 512, refine true, precision auto (bfloat16 in 1 of 2 tasks); the "
-            "finder's region scored higher than the rung's in 1 of 2 tasks)") in text
+            "finder's region scored higher than the rung's in 1 of 2 tasks;") in text
+
+
+def test_each_run_names_its_order_and_conditions_or_that_they_were_not_recorded():
+    old, new = _run(0, 150.0, search=30.0, average=0.8), _run(0, 120.0, search=9.0, average=0.8)
+    old["run"]["strategies"] = ["graft", "naive"]
+    new["run"].update(strategies=["naive", "graft"], byte_unit="MB = 10^6 bytes", conditions={
+        "torch_threads": 1, "omp_num_threads": "1", "load_average_start": [0.5, 0.4, 0.3],
+        "load_average_end": [2.1, 1.0, 0.5], "bfloat16_native": True})
+    text, _ = page_text([("before", [_f(old)]), ("after", [_f(new)])], [("before", [_f(old)]), ("b", [_f(old)])])
+    assert "(git abc, cpu; graft, then naive; conditions not recorded; CPU s / wall s graft 0.99, naive 0.99)" in text
+    assert ("(git abc, cpu; naive, then graft; 1 torch threads, OMP_NUM_THREADS 1, load average 0.50 at start and 2.10 at "
+            "end, bfloat16 native; CPU s / wall s graft 0.99, naive 0.99)") in text
+    assert "| 0 | before | 150 | 100 | **1.50** | 1.51 | 30 (34.1) | 80.0 (+0.0) | 1, 1 | 1.0 | 944 / 734 |" in text
+    assert "| 0 | after | 120 | 100 | **1.20** | 1.20 | 9 (11.4) | 80.0 (+0.0) | 1, 1 | 1.0 | 900 / 700 |" in text
+
+
+def test_the_next_runs_alternate_which_strategy_runs_first():
+    runs = [_run(s, 150.0, search=30.0, average=0.8) for s in (0, 1, 2)]
+    for run in runs:
+        run["run"]["command_line"] = (f"cl-graft run --stream a,b --strategies graft,naive --seed {run['run']['seed']} "
+                                      f"--out benchmarks/results/text_size/x/seed{run['run']['seed']}")
+    for run in runs:
+        run["run"]["started"] = "2026-11-28T10:00:00+00:00"
+    earlier = [_f(_run(s, 150.0, search=30.0, average=0.8)) for s in (0, 1, 2)]       # no start: older
+    figs = [_f(r) for r in runs]
+    text, _ = page_text([("before", figs), ("older", earlier)], [("before", figs)])
+    assert text.endswith("\n".join(f"- `cl-graft run --stream a,b --strategies {order} --seed {s} --out "
+                                   f"runs/speed/x/seed{s}`" for s, order in
+                                   ((0, "graft,naive"), (1, "naive,graft"), (2, "graft,naive"))))
 
 
 def _f(run: dict) -> dict:

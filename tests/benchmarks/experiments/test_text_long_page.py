@@ -14,7 +14,7 @@ TASKS = ["qnli", "agnews", "sst2"]
 
 
 def _result(final: list[float], *, forgetting: float = 0.0, sizing: list[dict] | None = None) -> dict:
-    return strategy_json(final, forgetting=forgetting, bytes=3 * 2 ** 20, seconds=100.0,
+    return strategy_json(final, forgetting=forgetting, bytes=3 * 10 ** 6, seconds=100.0,
                          info={} if sizing is None else {"sizing": sizing})
 
 
@@ -47,8 +47,8 @@ def test_page_merges_invocations_and_checks_the_stream():
     assert "| single | 75.3 | – | – | 3.0 | 100 |" in text                 # single forgets nothing: no figure
     assert "of single-task fine-tuning on 2 of 3 task runs (more than 2 below on sst2 -10.0)" in text
     assert "replay-matched" in text and "its memory holds" not in text        # no memory record: no line
-    runs[0]["strategies"]["replay-matched"]["info"].update(memory_rows=300, memory_bytes=2 ** 20)
-    assert ("- replay-matched: its memory holds 300 rows, 1,048,576 B (1.00 MB); fewer bytes than graft's 3.0 MB, so "
+    runs[0]["strategies"]["replay-matched"]["info"].update(memory_rows=300, memory_bytes=10 ** 6)
+    assert ("- replay-matched: its memory holds 300 rows, 1,000,000 B (1.00 MB); fewer bytes than graft's 3.0 MB, so "
             "it holds every training row of the stream (capped at the stream's rows, not matched)") in page_text(runs)
 
 

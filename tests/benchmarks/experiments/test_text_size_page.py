@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from cl_graft.benchmarks.experiments.text_size_page import main, page_text, promise_text
+from cl_graft.benchmarks.experiments.timing import SEARCH_SHARE_MEANS
 from click.testing import CliRunner
 
 from helpers import results_json, strategy_json
@@ -16,8 +17,8 @@ def _run(seed: int, graft: list[float], single: list[float], *, naive: bool = Fa
                "temperature": 1.5, "free": 0.9, "search_seconds": 3.0} for i in range(len(TASKS))]
     record = {"seed": seed, "command_line": f"cl-graft run --seed {seed}", "git_revision": "abc",
               "device_name": "cpu", "torch": "2"}
-    strategies = {"graft": strategy_json(graft, info={"sizing": sizing, "task_bytes": [{"total": 2 * 2 ** 20}] * 2},
-                                         bytes=4 * 2 ** 20, seconds=120.0),
+    strategies = {"graft": strategy_json(graft, info={"sizing": sizing, "task_bytes": [{"total": 2 * 10 ** 6}] * 2},
+                                         bytes=4 * 10 ** 6, seconds=120.0),
                   "single": strategy_json(single, forgetting=float("nan"))}
     if naive:
         strategies["naive"] = strategy_json([0.5, 0.5], seconds=100.0)
@@ -66,15 +67,16 @@ def test_page_says_where_grafts_time_went():
         s["seconds"] = 3.0 + 2 * (i + 1)                                         # finder: 2 and 4 s
     graft["info"].update(train_seconds=100.0, eval_seconds=15.0, feature_seconds=[5.0, 5.0],
                          region_elements=[2 ** 18] * 2, graftable=2 ** 24,
-                         bytes={"regions": 3 * 2 ** 20, "total": 4 * 2 ** 20})
+                         bytes={"regions": 3 * 10 ** 6, "total": 4 * 10 ** 6})
     naive["info"] = {"train_seconds": 80.0, "eval_seconds": 15.0}
     text = page_text([run], [run["strategies"]["single"]])
-    assert "stored 4.0 MB (5.0 MB with int32 indices)" in text                # 2^19 elements: 4 MB of index + value
+    assert "stored 4.0 MB (5.2 MB with int32 indices)" in text        # 2^19 elements: 4,194,304 bytes of index + value
     graft["info"]["region_sizes"] = graft["info"].pop("region_elements")      # results written before the rename
     assert page_text([run], [run["strategies"]["single"]]) == text
-    assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (6.0% of graft's "
-            "training calls); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
-            "saving) 5 vs 5.") in text
+    assert ("Where the time went (s, graft vs naive): training 78 vs 80; size search 6 (7.7% of graft's "
+            "training); finder at the chosen size 6; feature statistics 10; evaluation 15 vs 15; the rest (building, "
+            "saving) 5 vs 5.") in text                                 # 6 / 78: the speed page's definition
+    assert f"The size search's share is {SEARCH_SHARE_MEANS}; bytes in MB = 10^6 bytes." in text
     graft["info"]["sizing"][1]["retrain"] = {"rung_share": 0.05, "kept": False}    # a run that retrained
     text = page_text([run], [run["strategies"]["single"]])
     assert "| sst2 | 2.00 | 5.00 (not kept) |" in text and "; the choice after retraining 6;" in text

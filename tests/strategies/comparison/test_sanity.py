@@ -66,6 +66,7 @@ def test_the_table_and_results_json_mark_a_strategy_equal_to_naive_or_at_chance(
     assert [line.split()[0] for line in table.splitlines()[1:5]] == ["naive", "noop!", "ewc", "broken!"]
     assert "! noop probably misconfigured: accuracy matrix equals naive's" in table
     assert "! broken probably misconfigured: at chance on 3 of 3 tasks" in table
+    assert "(results.json: info.kept by part; MB = 10^6 bytes)" in " ".join(table.split())       # the unit, said
     write_results(tmp_path, results, record={}, bands=TEN_CLASSES)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["sanity"] == json.loads(json.dumps(flags)) and saved["chance"][0] == pytest.approx([0.08, 0.12])

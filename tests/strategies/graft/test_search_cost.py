@@ -20,7 +20,8 @@ from cl_graft.regions.region import Region
 from cl_graft.strategies import ExperienceData, LocalizeFinder, RegionSize, SizedFinder
 from cl_graft.strategies.graft.sizing.ladder import Ladder
 from cl_graft.strategies.graft.sizing import precision
-from cl_graft.strategies.graft.sizing.precision import native_bfloat16, products, search_dtype
+from cl_graft.machine import native_bfloat16
+from cl_graft.strategies.graft.sizing.precision import products, search_dtype
 
 CPU = torch.device("cpu")
 QUICK = LocalizeFinder("graft", LocalizeConfig(steps=2, select_rows=64))
