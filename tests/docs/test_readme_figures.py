@@ -418,7 +418,9 @@ CLASS_RUNS = ("clinc150_class_s0", "banking77_class_default_s0")
 def class_text_seeds() -> str:
     seeds = {folder: art(f"class_text/{folder}/results.json")["run"]["seed"] for folder in CLASS_RUNS}
     assert all(isinstance(s, int) for s in seeds.values())                             # one seed per stream
-    return f"the defaults, {count(1, 'seed')} each, no interval;"
+    clinc, banking = (art(f"class_text/{folder}/results.json")["run"]["git_revision"][:7] for folder in CLASS_RUNS)
+    return (f"past runs of the defaults at `{clinc}` (clinc150) and `{banking}` (banking77), not re-run at today's, "
+            f"{count(1, 'seed')} each, no interval;")
 
 
 def class_text() -> str:
@@ -564,7 +566,7 @@ def test_the_quoted_commands_are_the_ones_their_runs_recorded():
 @pytest.mark.parametrize("old, new", [
     ("Over 3 seeds", "Over 5 seeds"),                                         # a seed count in digits
     ("one core):", "four cores):"),                                           # a count in words, in a quote
-    ("the defaults, one seed each", "the defaults, five seeds each"),
+    ("not re-run at today's, one seed each", "not re-run at today's, five seeds each"),
     ("(quick preset, one seed)", "(quick preset, two seeds)"),
     ("one each way (one seed, uncorrected;", "one each way (one seed, uncorrected; four runs;"),  # outside a quote
     ("--preset quick --out runs/cl", "--preset full --out runs/cl"),          # a quoted command's flag
