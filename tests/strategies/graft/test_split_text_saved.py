@@ -1,0 +1,81 @@
+"""A split text stream's graft run kept and taken out, in both scenarios: a saved ``GraftStrategy`` loaded into a
+fresh model answers with the logits it saved and trains on alike (a ``SharedHead``'s classes seen, a
+``TaskAdapter``'s tasks trained, come back with it); one task exported as a transformers folder, from Python with
+the strategy's model or its classifier (the class scenario's head over every class seen up to the task, stated)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+avalanche = pytest.importorskip("avalanche")
+
+from avalanche.training.plugins import EvaluationPlugin
+
+from cl_graft.benchmarks.families import StreamRequest, find_family
+from cl_graft.strategies import GraftStrategy, LocalizeConfig, LocalizeFinder
+from cl_graft.strategies.comparison.runner import fresh_model
+from cl_graft.strategies.interface.config import continual_setup
+
+from helpers import EvalOutputs, intents_env
+
+SPEC = "split-intents:3"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    return intents_env(tmp_path_factory.mktemp("split-saved"))
+
+
+def _setup(env, scenario: str):
+    """The split stream's setup (its seeded starting classifier) and stream, class order 5,4,3,2,1,0."""
+    data, _ = continual_setup("smoke", seed=0)
+    setup = find_family(SPEC).setup(StreamRequest(spec=SPEC, scenario=scenario, data=data, seed=0,
+                                                  model=str(env / "model"), data_dir=str(env / "data"),
+                                                  class_order="5,4,3,2,1,0"))
+    return setup, setup.make()[0]
+
+
+def _strategy(model, scenario: str, probe, saved=None) -> GraftStrategy:
+    """A graft strategy on ``model`` as ``cl-graft run`` makes one (features routing in the class scenario), small;
+    with ``saved``: the run loaded from that folder."""
+    kw = {"optimizer": torch.optim.SGD(model.parameters(), lr=0.5), "train_mb_size": 16, "train_epochs": 2,
+          "evaluator": EvaluationPlugin(loggers=[]), "plugins": [probe]}
+    if saved is not None:
+        return GraftStrategy.load(saved, model=model, **kw)
+    return GraftStrategy(model=model, finder=LocalizeFinder("topk", LocalizeConfig(region_size=0.05)),
+                         task_inference="features" if scenario == "class" else None, **kw)
+
+
+def _logits(strategy, probe, experiences) -> list[torch.Tensor]:
+    strategy.eval(experiences)
+    return [torch.cat(probe.out[e.current_experience]) for e in experiences]
+
+
+@pytest.mark.parametrize("scenario", ["class", "task"])
+def test_a_loaded_split_run_answers_as_saved_and_trains_on_alike(env, tmp_path, scenario):
+    setup, stream = _setup(env, scenario)
+    bm = stream.benchmark
+    model, _ = fresh_model(setup.base, stream, 0)
+    probe = EvalOutputs()
+    strategy = _strategy(model, scenario, probe)
+    for i in range(2):
+        torch.manual_seed(i)
+        strategy.train(bm.train_stream[i])
+    saved = _logits(strategy, probe, bm.test_stream[:2])
+    strategy.save(tmp_path / "run")
+    loaded_model, _ = fresh_model(setup.base, stream, 0)
+    loaded_probe = EvalOutputs()
+    loaded = _strategy(loaded_model, scenario, loaded_probe, saved=tmp_path / "run")
+    assert all(torch.equal(a, b) for a, b in zip(_logits(loaded, loaded_probe, bm.test_stream[:2]), saved,
+                                                 strict=True))
+    state, loaded_state = model.state_dict(), loaded_model.state_dict()
+    assert all(torch.equal(state[n], loaded_state[n]) for n in state)        # a SharedHead's seen classes too
+    if scenario == "task":                                                    # what LwF's forward reads
+        assert loaded_model.known_train_tasks_labels == model.known_train_tasks_labels == {0, 1}
+    else:
+        assert loaded_model.seen.tolist() == [False, False, True, True, True, True]     # groups [5, 4], [3, 2]
+    for s in (strategy, loaded):
+        torch.manual_seed(2)
+        s.train(bm.train_stream[2])
+    after = _logits(strategy, probe, bm.test_stream)
+    assert all(torch.equal(a, b) for a, b in zip(_logits(loaded, loaded_probe, bm.test_stream), after, strict=True))
