@@ -12,20 +12,22 @@ toy = "toy_family"`` in its ``pyproject.toml``, naming a module that defines ``F
 A stream, whatever its family, offers what the harness reads (:class:`ContinualStream`): its ``name``, task names
 in order (``tasks``), its ``scenario``, the Avalanche ``benchmark`` (``train_stream``, ``test_stream``, and
 ``valid_stream`` when it has dev rows) and ``splits``: each task's text rows (:class:`~cl_graft.task.TaskRows`),
-empty for streams that are not made of text rows.
+empty for streams that are not made of text rows. :func:`recorded_setup` makes a run's setup again from its record
+(the same starting model), for the commands that read a run back.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
 
 from cl_graft.errors import UserError
-from cl_graft.presets import Preset
+from cl_graft.presets import Preset, get_preset
+from cl_graft.schema import ListOf, MapOf, Nullable, Obj
 from cl_graft.task import SCENARIOS, TaskRows
 
 
@@ -176,3 +178,27 @@ def find_family(spec: str) -> StreamFamily:
 def grammar() -> str:
     """Every family's grammar, for ``--help``."""
     return " Or: ".join(f.grammar for f in families().values())
+
+
+RECORDED = Obj({"stream": str, "tasks": ListOf(str), "scenario": str, "seed": int, "model": str, "preset": str},
+               {"head": str, "fresh_head": bool, "k": int, "dev_k": int, "eval_cap": Nullable(int), "max_length": int,
+                "class_order": ListOf(int), "data_sha256": MapOf(str)})
+"""The fields of a ``cl-graft run`` record (``config.json``) that :func:`recorded_setup` reads, for a family's
+stream (one ``--stream`` spec)."""
+
+
+def recorded_setup(record: dict, data_dir: str | None) -> StreamSetup:
+    """The setup of the stream a ``cl-graft run`` record describes (:data:`RECORDED`, checked by the caller): the
+    same family, options, class order and seeded starting model as the run's, to read its saved state back
+    (``cl-graft export``, the class-answer probe). Data sizes the record lacks are its preset's.
+
+    Raises:
+        UserError: as the family's setup does (a spec or option it refuses, data it cannot find).
+    """
+    sizes = {k: record[k] for k in ("k", "dev_k", "eval_cap", "max_length") if k in record}
+    data = replace(get_preset(record["preset"], seed=record["seed"]), **sizes)
+    order = record.get("class_order")
+    return find_family(record["stream"]).setup(StreamRequest(
+        spec=record["stream"], scenario=record["scenario"], data=data, seed=record["seed"], model=record["model"],
+        head=record.get("head", "linear"), fresh_head=record.get("fresh_head", False), data_dir=data_dir,
+        class_order=None if order is None else ",".join(map(str, order))))
