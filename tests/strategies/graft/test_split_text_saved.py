@@ -4,6 +4,8 @@ fresh model answers with the logits it saved and trains on alike (a ``SharedHead
 the strategy's model or its classifier (the class scenario's head over every class seen up to the task, stated)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -79,3 +81,37 @@ def test_a_loaded_split_run_answers_as_saved_and_trains_on_alike(env, tmp_path, 
         s.train(bm.train_stream[2])
     after = _logits(strategy, probe, bm.test_stream)
     assert all(torch.equal(a, b) for a, b in zip(_logits(loaded, loaded_probe, bm.test_stream), after, strict=True))
+
+
+@pytest.mark.parametrize("scenario", ["class", "task"])
+def test_a_split_task_exports_from_the_strategys_model_or_its_classifier(env, tmp_path, scenario):
+    from cl_graft.strategies import export_task, load_task_model
+    from cl_graft.strategies.graft.export import task_model
+
+    setup, stream = _setup(env, scenario)
+    model, _ = fresh_model(setup.base, stream, 0)
+    strategy = _strategy(model, scenario, EvalOutputs())
+    for i in range(2):
+        torch.manual_seed(i)
+        strategy.train(stream.benchmark.train_stream[i])
+    owners = strategy.graft.owners
+    for name, given in (("model", model), ("classifier", model.clf)):
+        export_task(owners, given, "intents-1", tmp_path / name)
+    files = sorted(p.name for p in (tmp_path / "model").iterdir())
+    assert {"config.json", "model.safetensors", "task_head.safetensors", "cl_graft_task.json"} <= set(files)
+    assert all((tmp_path / "model" / f).read_bytes() == (tmp_path / "classifier" / f).read_bytes() for f in files)
+    exported = load_task_model(tmp_path / "model")
+    spec = exported.tasks["intents-1"]
+    stated = json.loads((tmp_path / "model" / "cl_graft_task.json").read_text()).get("head_classes")
+    head, classes = ("intents", [2, 3, 4, 5]) if scenario == "class" else ("intents-1", None)
+    if scenario == "class":                        # groups [5, 4], [3, 2]: every class seen up to intents-1
+        assert spec.labels == ("c2", "c3", "c4", "c5") and stated["head"] == "intents" and stated["ids"] == classes
+    else:                                          # its group's own head, labels in class order
+        assert spec.labels == ("c3", "c2") and stated is None
+    rows = stream.splits[0].test + stream.splits[1].test
+    enc = exported.encode(rows)
+    with torch.no_grad():
+        got = exported(enc["input_ids"], enc["attention_mask"])
+        grafted = task_model(owners, model.clf, "intents-1").eval()
+        want = grafted(enc["input_ids"], enc["attention_mask"], task=head)
+    assert torch.allclose(got, want if classes is None else want[:, classes], atol=1e-6)
