@@ -115,3 +115,15 @@ def test_a_split_task_exports_from_the_strategys_model_or_its_classifier(env, tm
         grafted = task_model(owners, model.clf, "intents-1").eval()
         want = grafted(enc["input_ids"], enc["attention_mask"], task=head)
     assert torch.allclose(got, want if classes is None else want[:, classes], atol=1e-6)
+
+
+def test_the_classes_seen_by_a_task_are_the_training_experiences_up_to_its_first():
+    from cl_graft.errors import UserError
+    from cl_graft.strategies.graft.adaptations import classes_seen
+
+    records = [{"training": True, "task_labels": [1], "classes": [3, 2]},          # trained out of stream order
+               {"training": False, "task_labels": [0, 1, 2], "classes": [0, 1, 2, 3, 4, 5]},       # an evaluation
+               {"training": True, "task_labels": [0], "classes": [5, 4]}]
+    assert classes_seen(records, 1) == [2, 3] and classes_seen(records, 0) == [2, 3, 4, 5]
+    with pytest.raises(UserError, match="no training experience of task label 2"):
+        classes_seen(records, 2)
