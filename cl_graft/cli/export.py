@@ -91,7 +91,8 @@ def _start_model(record: dict, skills: Path, data_dir: str | None):
 @click.option("--task", required=True, help="The task whose model to export (learned in the run).")
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the tasks (for their label names; default: $CL_GRAFT_DATA, else the registry).")
+              help="Folder of the tasks (their label names, a split stream's classes; default: $CL_GRAFT_DATA, "
+                   "else the registry).")
 @click.option("--overwrite", is_flag=True, help="Replace an export already in --out.")
 def export(skills, task, out, data_dir, overwrite):
     """Write TASK's model (θ_pre + the regions of the tasks learned up to it + its head) to OUT in Hugging Face

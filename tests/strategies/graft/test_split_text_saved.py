@@ -14,7 +14,8 @@ avalanche = pytest.importorskip("avalanche")
 from avalanche.training.plugins import EvaluationPlugin
 
 from cl_graft.benchmarks.families import StreamRequest, find_family
-from cl_graft.strategies import GraftStrategy, LocalizeConfig, LocalizeFinder
+from cl_graft.errors import UserError
+from cl_graft.strategies import GraftStrategy, LocalizeConfig, LocalizeFinder, load_run_
 from cl_graft.strategies.comparison.runner import fresh_model
 from cl_graft.strategies.interface.config import continual_setup
 
@@ -70,6 +71,8 @@ def test_a_loaded_split_run_answers_as_saved_and_trains_on_alike(env, tmp_path, 
     loaded = _strategy(loaded_model, scenario, loaded_probe, saved=tmp_path / "run")
     assert all(torch.equal(a, b) for a, b in zip(_logits(loaded, loaded_probe, bm.test_stream[:2]), saved,
                                                  strict=True))
+    with pytest.raises(UserError, match="does not hold the TextClassifier"):           # a wrapper of another one
+        load_run_(tmp_path / "run", fresh_model(setup.base, stream, 0)[0].clf, wrapper=loaded_model)
     state, loaded_state = model.state_dict(), loaded_model.state_dict()
     assert all(torch.equal(state[n], loaded_state[n]) for n in state)        # a SharedHead's seen classes too
     if scenario == "task":                                                    # what LwF's forward reads
@@ -118,7 +121,6 @@ def test_a_split_task_exports_from_the_strategys_model_or_its_classifier(env, tm
 
 
 def test_the_classes_seen_by_a_task_are_the_training_experiences_up_to_its_first():
-    from cl_graft.errors import UserError
     from cl_graft.strategies.graft.adaptations import classes_seen
 
     records = [{"training": True, "task_labels": [1], "classes": [3, 2]},          # trained out of stream order
