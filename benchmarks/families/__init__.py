@@ -17,14 +17,15 @@ priority is the more specific); the run record names the family that served the 
 A stream, whatever its family, offers what the harness reads (:class:`ContinualStream`): its ``name``, task names
 in order (``tasks``), its ``scenario``, the Avalanche ``benchmark`` (``train_stream``, ``test_stream``, and
 ``valid_stream`` when it has dev rows) and ``splits``: each task's text rows (:class:`~cl_graft.task.TaskRows`),
-empty for streams that are not made of text rows.
+empty for streams that are not made of text rows. :func:`recorded_setup` makes a run's setup again from its record
+(the same starting model), for the commands that read a run back.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points, version
 from types import ModuleType
 from typing import Any, Protocol
@@ -32,7 +33,8 @@ from typing import Any, Protocol
 import torch
 
 from cl_graft.errors import UserError
-from cl_graft.presets import Preset
+from cl_graft.presets import Preset, get_preset
+from cl_graft.schema import ListOf, MapOf, Nullable, Obj
 from cl_graft.task import SCENARIOS, TaskRows
 
 
@@ -316,3 +318,27 @@ def grammar() -> str:
     text = " Or: ".join(entry.family.grammar for entry in sorted(builtin(), key=lambda e: -e.family.priority))
     plugins = ", ".join(f"{point.name} ({_distribution(point)})" for point in plugin_points())
     return text + (f". Or a plugin family's stream (entry point group {ENTRY_POINTS}): {plugins}" if plugins else "")
+
+
+RECORDED = Obj({"stream": str, "tasks": ListOf(str), "scenario": str, "seed": int, "model": str, "preset": str},
+               {"head": str, "fresh_head": bool, "k": int, "dev_k": int, "eval_cap": Nullable(int), "max_length": int,
+                "class_order": ListOf(int), "data_sha256": MapOf(str)})
+"""The fields of a ``cl-graft run`` record (``config.json``) that :func:`recorded_setup` reads, for a family's
+stream (one ``--stream`` spec)."""
+
+
+def recorded_setup(record: dict, data_dir: str | None) -> StreamSetup:
+    """The setup of the stream a ``cl-graft run`` record describes (:data:`RECORDED`, checked by the caller): the
+    same family, options, class order and seeded starting model as the run's, to read its saved state back
+    (``cl-graft export``, the class-answer probe). Data sizes the record lacks are its preset's.
+
+    Raises:
+        UserError: as the family's setup does (a spec or option it refuses, data it cannot find).
+    """
+    sizes = {k: record[k] for k in ("k", "dev_k", "eval_cap", "max_length") if k in record}
+    data = replace(get_preset(record["preset"], seed=record["seed"]), **sizes)
+    order = record.get("class_order")
+    return find_family(record["stream"], data_dir=data_dir).setup(StreamRequest(
+        spec=record["stream"], scenario=record["scenario"], data=data, seed=record["seed"], model=record["model"],
+        head=record.get("head", "linear"), fresh_head=record.get("fresh_head", False), data_dir=data_dir,
+        class_order=None if order is None else ",".join(map(str, order))))

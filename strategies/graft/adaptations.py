@@ -3,7 +3,8 @@
 Avalanche's dynamic modules (``MultiHeadClassifier``, ``IncrementalClassifier``) grow heads when the template adapts
 the model to an experience (``avalanche_model_adaptation``). :func:`adaptation_record` keeps what that adaptation
 read (the experience's task labels and classes, as JSON); :func:`replay_adaptation_` replays the records on a model
-fresh from its constructor, which then has the same heads (:meth:`~.owner_map.OwnerMap.apply_`, :mod:`.saved_run`).
+fresh from its constructor, which then has the same heads (:meth:`~.owner_map.OwnerMap.apply_`, :mod:`.saved_run`);
+:func:`classes_seen` reads from them which classes a class-incremental model had seen when it learned a task.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from avalanche.models import DynamicModule
 from avalanche.models.dynamic_modules import avalanche_model_adaptation
 from torch import nn
+
+from cl_graft.errors import UserError
 
 
 def adaptation_record(model: nn.Module, experience, *, training: bool) -> dict | None:
@@ -47,3 +50,20 @@ def replay_adaptation_(model: nn.Module, records: list[dict]) -> None:
             avalanche_model_adaptation(model, _Adapted(list(r["classes"]), list(r["task_labels"])))
     finally:
         model.train(was_training)
+
+
+def classes_seen(records: list[dict], task_label: int) -> list[int]:
+    """The classes (sorted) of the training experiences a model was adapted to up to and including the first of
+    task label ``task_label``: what a class-incremental model had seen when it learned that task.
+
+    Raises:
+        UserError: no training adaptation of ``task_label`` was recorded.
+    """
+    seen: set[int] = set()
+    for r in records:
+        if r["training"]:
+            seen |= set(r["classes"])
+            if task_label in r["task_labels"]:
+                return sorted(seen)
+    raise UserError(f"no training experience of task label {task_label} in the run's recorded head adaptations; "
+                    f"the classes its model had seen are unknown")

@@ -3,17 +3,23 @@
 After a stream (Panigrahi et al. 2023, §5.2) task ``k`` is served by θ_pre plus the regions of tasks ``≤ k`` and
 its head. :func:`export_task` writes exactly that model:
 
-- a :class:`~cl_graft.training.models.TextClassifier`: the backbone in Hugging Face ``save_pretrained`` format
-  (``config.json`` with the task's ``id2label``/``label2id``, ``model.safetensors``, tokenizer files), so
-  ``AutoModel.from_pretrained(out)`` (``AutoModelForMaskedLM``/``AutoModelForCausalLM`` for prompt heads) loads
-  it; the task's linear head in ``task_head.safetensors``; ``cl_graft_task.json`` (task, labels, head kind,
-  pooling). :func:`load_task_model` reads it back into cl-graft in one call.
+- a :class:`~cl_graft.training.models.TextClassifier` (alone, or in the strategy's ``TaskAdapter`` or
+  ``SharedHead``): the backbone in Hugging Face ``save_pretrained`` format (``config.json`` with the task's
+  ``id2label``/``label2id``, ``model.safetensors``, tokenizer files), so ``AutoModel.from_pretrained(out)``
+  (``AutoModelForMaskedLM``/``AutoModelForCausalLM`` for prompt heads) loads it; the task's linear head in
+  ``task_head.safetensors``; ``cl_graft_task.json`` (task, labels, head kind, pooling).
+  :func:`load_task_model` reads it back into cl-graft in one call. A task of a class-incremental split text
+  stream, which one head over every class answers (a ``SharedHead``, or a classifier whose one task is that
+  head), exports that head over the classes the run had seen when it learned the task (the classes of its group
+  and of the groups before), stated in ``cl_graft_task.json``'s ``head_classes`` (the head, the class ids kept,
+  in order, and the rule).
 - any other module: its ``state_dict`` without the other tasks' heads in ``model.safetensors``, plus
   ``cl_graft_task.json`` (the task, its head tensors, and the Avalanche head adaptations to replay);
   ``load_task_model(out, model=Constructor(...))`` puts it back into a model fresh from its constructor.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -29,7 +35,7 @@ from cl_graft.task import TaskSpec
 from cl_graft.training.models import TextClassifier, build_classifier, clone_model
 from cl_graft.written import staged_folder, write_failed
 
-from .adaptations import replay_adaptation_
+from .adaptations import classes_seen, replay_adaptation_
 from .owner_map import OwnerMap
 from .targets import HeadNames, graft_target
 
@@ -64,9 +70,11 @@ def task_model(owners: OwnerMap, model: nn.Module, task: str) -> nn.Module:
 
 def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.PathLike, *,
                 heads: HeadNames | None = None) -> Path:
-    """Writes ``task``'s model to the folder ``out`` (see the module docstring); returns it. ``heads``: the
-    strategy's head hook, when it was given one."""
-    grafted, out = task_model(owners, model, task), Path(out)
+    """Writes ``task``'s model to the folder ``out`` (see the module docstring); returns it. ``model``: the
+    strategy's model or the owner map's root (not modified); ``heads``: the strategy's head hook, when it was
+    given one."""
+    target = graft_target(model, heads=heads)
+    grafted, out = task_model(owners, target.root, task), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not isinstance(grafted, TextClassifier):
         target = graft_target(grafted, heads=heads)
@@ -77,7 +85,12 @@ def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.Pat
         write_json(out / TASK_FILE, {"task": task, "format": "state_dict", "model": type(grafted).__name__,
                                      "head": own, "adaptations": owners.adaptations})
         return out
-    spec = grafted.tasks[grafted.resolve_task(task)]
+    shared = target.shared_head or _only_head(grafted, task)
+    if shared is None:
+        spec, classes = grafted.tasks[grafted.resolve_task(task)], None
+    else:
+        label = target.label(task) if target.task_names is not None else owners.index(task)
+        spec, classes = _seen_head(grafted.tasks[shared], task, classes_seen(owners.adaptations, label))
     backbone = grafted.backbone
     backbone.config.id2label = dict(enumerate(spec.labels))
     backbone.config.label2id = {label: i for i, label in enumerate(spec.labels)}
@@ -88,12 +101,36 @@ def export_task(owners: OwnerMap, model: nn.Module, task: str, out: str | os.Pat
     except (OSError, SafetensorError) as e:
         raise write_failed(out / STATE_FILE, e) from None
     if grafted.head_kind == "linear":
-        head = grafted.heads[spec.name]
-        write_safetensors(out / HEAD_FILE, {n: p.detach().cpu().contiguous() for n, p in head.named_parameters()})
+        head = grafted.heads[shared or spec.name]
+        write_safetensors(out / HEAD_FILE, {n: (p if classes is None else p[classes]).detach().cpu().contiguous()
+                                            for n, p in head.named_parameters()})          # (C, H), (C,)
+    stated = {} if classes is None else {"head_classes": {
+        "head": shared, "ids": classes, "rule": f"every class seen up to {task} (its group and the groups before)"}}
     write_json(out / TASK_FILE, {"task": spec.to_json(), "format": "transformers", "head": grafted.head_kind,
                                  "pooling": grafted.pooling, "max_length": grafted.max_length,
-                                 "source": grafted.source, "skills_of": owners.tasks[:owners.index(task) + 1]})
+                                 "source": grafted.source, "skills_of": owners.tasks[:owners.index(task) + 1],
+                                 **stated})
     return out
+
+
+def _only_head(clf: TextClassifier, task: str) -> str | None:
+    """The classifier's one task when ``task`` is not one of its own: the head that answered every task of a
+    class-incremental stream; else None."""
+    return next(iter(clf.tasks)) if task not in clf.tasks and len(clf.tasks) == 1 else None
+
+
+def _seen_head(head: TaskSpec, task: str, classes: list[int]) -> tuple[TaskSpec, list[int]]:
+    """``task``'s spec over the shared ``head``'s ``classes`` (its labels and label words at those ids), with them.
+
+    Raises:
+        UserError: fewer than two classes (a one-class head answers nothing).
+    """
+    if len(classes) < 2:
+        raise UserError(f"task {task!r} had seen {len(classes)} class of the head {head.name!r}; a head needs two "
+                        f"to answer, export a later task")
+    words = tuple(head.label_words[c] for c in classes) if head.label_words else ()
+    return dataclasses.replace(head, name=task, labels=tuple(head.labels[c] for c in classes),
+                               label_words=words), classes
 
 
 def load_task_model(path: str | os.PathLike, *, model: nn.Module | None = None,

@@ -21,9 +21,10 @@ user's is kept, and one in the way of the save or in a task folder is refused); 
 cleans. Every refusal is one line.
 
 :func:`load_run_` rebuilds the run in a model fresh from its constructor, in a new process: Avalanche's dynamic
-modules (``MultiHeadClassifier``, ``IncrementalClassifier``) first get their heads back by replaying the head
-adaptations the run recorded (:func:`~.adaptations.replay_adaptation_`: the task labels and classes of each experience the model
-was adapted to, kept in :attr:`OwnerMap.adaptations`), then every tensor is written from the files. Every file is
+modules (``MultiHeadClassifier``, ``IncrementalClassifier``, a ``SharedHead``'s classes seen) first get their state
+back by replaying the head adaptations the run recorded (:func:`~.adaptations.replay_adaptation_`: the task labels
+and classes of each experience the model was adapted to, kept in :attr:`OwnerMap.adaptations`) on the module the
+strategy trains, then every tensor is written from the files. Every file is
 checked first: its sha256 against ``graft_run.json``, every field against its schema, and the skills' files against
 each other (:func:`~.saved_checks.load_skills`); a mismatch is one line naming the file and the field.
 """
@@ -195,9 +196,15 @@ def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def load_run_(directory: str | os.PathLike, model: nn.Module) -> OwnerMap:
+def load_run_(directory: str | os.PathLike, model: nn.Module, *, wrapper: nn.Module | None = None) -> OwnerMap:
     """Puts the run saved in ``directory`` IN PLACE into ``model`` (fresh from its constructor; with a run saved
     with ``pre=False``: at θ_pre) and returns its owner map.
+
+    Args:
+        wrapper: the module the strategy trains when ``model`` (the owner map's root) is inside it (a
+            :class:`~cl_graft.strategies.adapter.SharedHead` or ``TaskAdapter`` around its classifier, a
+            ``DataParallel``), IN PLACE too: the head adaptations are replayed on it, as Avalanche adapted it
+            during the run, so its own state comes back (a ``SharedHead``'s classes seen); None: ``model``.
 
     Raises:
         UserError: a missing, malformed or inconsistent folder (one line naming the file and the field), or a
@@ -213,8 +220,11 @@ def load_run_(directory: str | os.PathLike, model: nn.Module) -> OwnerMap:
     skills = read_json(directory / MAP_CONFIG)
     if isinstance(skills, dict) and skills.get("pre", pre) != pre:
         raise UserError(f"{directory / MAP_CONFIG}: field 'pre' is {skills.get('pre')}, {RUN_FILE} says {pre}")
+    if wrapper is not None and not any(m is model for m in wrapper.modules()):
+        raise UserError(f"{type(wrapper).__name__} does not hold the {type(model).__name__} the run is loaded into; "
+                        f"pass the module the strategy trains as wrapper")
     owners = load_skills(directory, model)
-    replay_adaptation_(model, owners.adaptations)
+    replay_adaptation_(model if wrapper is None else wrapper, owners.adaptations)
     rest = read_safetensors(directory / REST_FILE)
     if sorted(rest) != sorted(cfg["rest"]):
         raise UserError(f"{directory / REST_FILE}: holds other tensors than {RUN_FILE}'s field 'rest' lists")

@@ -217,7 +217,7 @@ Attributes:
         """
         saved = saved_arguments(directory)
         root = graft_target(model, graftable=kwargs.get("graftable"), heads=kwargs.get("heads")).root
-        owners = load_run_(directory, root)
+        owners = load_run_(directory, root, wrapper=model)
         for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats"):
             if key in saved:
                 kwargs.setdefault(key, saved[key])

@@ -19,16 +19,15 @@ Rules, as shares of rows answered right:
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
 import torch
 
-from cl_graft.benchmarks.families import StreamRequest, find_family
+from cl_graft.benchmarks.families import RECORDED, recorded_setup
 from cl_graft.files import read_json, write_json
 from cl_graft.grafting.graft import patch_, restore_
-from cl_graft.presets import get_preset
+from cl_graft.schema import check_json
 from cl_graft.strategies.graft.saved_checks import load_skills
 from cl_graft.strategies.graft.task_features import FeatureRouter
 from cl_graft.strategies.head_inputs import HeadInputs
@@ -47,11 +46,7 @@ def rebuild(run: Path, data_dir: str | None):
     skills = run / "graft" / "state" / "skills"
     if not skills.is_dir():
         raise ScriptError(f"{skills}: no graft state (the run's state folder is needed)")
-    data = replace(get_preset(cfg["preset"], seed=cfg["seed"]), k=cfg["k"], dev_k=cfg["dev_k"],
-                   eval_cap=cfg["eval_cap"], max_length=cfg["max_length"])
-    setup = find_family(cfg["stream"]).setup(StreamRequest(
-        spec=cfg["stream"], scenario="class", data=data, seed=cfg["seed"], model=cfg["model"], head=cfg["head"],
-        fresh_head=cfg["fresh_head"], data_dir=data_dir, class_order=",".join(map(str, cfg["class_order"]))))
+    setup = recorded_setup(check_json(run / "config.json", cfg, RECORDED), data_dir)
     clf = setup.base
     owners = load_skills(skills, clf)
     owners.apply_(clf)
