@@ -254,4 +254,5 @@ def get_task(name: str, data_dir: str | Path | None = None) -> TaskSpec:
     known = sorted(TASKS)
     if root is not None:
         known += sorted(p.name for p in root.iterdir() if (p / "meta.json").exists() and p.name not in TASKS)
-    raise UserError(f"unknown task {name!r}; known: {', '.join(known)}")
+    split = " (a split stream is written split-TASK:N)" if name.startswith("split-") else ""
+    raise UserError(f"unknown task {name!r}{split}; known: {', '.join(known)}")

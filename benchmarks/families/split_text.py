@@ -39,7 +39,7 @@ from cl_graft.task import TaskRows, TaskSpec
 from . import StreamFamily, StreamRequest, StreamSetup
 from .text import refuse_digits_model, text_setup
 
-_SPEC = re.compile(r"split-(?P<task>[A-Za-z0-9_-]+?)(?::(?P<n>.*))?")
+_SPEC = re.compile(r"split-(?P<task>[A-Za-z0-9_-]+?):(?P<n>.*)")  # the ":" sets it apart from a task folder "split-…"
 _COUNT = re.compile(r"[0-9]+")
 """N of ``split-TASK:N``: ASCII digits only (``str.isdigit`` takes ``²`` and ``３``)."""
 DEV_SHARE = 8
@@ -133,7 +133,7 @@ def _setup(request: StreamRequest) -> StreamSetup:
     task, count = match["task"], match["n"]
     data = load_task(task, request.data_dir)
     n_labels = data.spec.num_labels
-    if count is None or not _COUNT.fullmatch(count) or not 1 <= int(count) <= n_labels:
+    if not _COUNT.fullmatch(count) or not 1 <= int(count) <= n_labels:
         raise UserError(f"--stream {request.spec!r}: write split-{task}:N with N experiences, "
                         f"1 <= N <= {n_labels} (its labels)")
     order = class_order(request.class_order, n_labels, request.seed)

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from cl_graft.benchmarks.families import StreamRequest, families, lookup
+from cl_graft.benchmarks.data import load_task
 from cl_graft.cli import main
 from cl_graft.errors import UserError
 from cl_graft.presets import get_preset
@@ -93,16 +94,18 @@ def test_two_families_claiming_one_spec_are_refused_naming_both(plugins):
     assert lookup("greedy:stream").family.name == "greedy"           # what no other family reads is its own
 
 
-def test_a_task_folder_named_split_is_ambiguous_alone_and_a_task_in_a_list(tmp_path):
+def test_a_task_folder_named_split_is_a_task_alone_and_in_a_list(tmp_path):
     data = tmp_path / "data"
     rows = [{"text": f"row {i}", "label": i % 2} for i in range(8)]
     for name in ("split-foo", "split-digits"):
         write_task(data / name, ["no", "yes"], {"train": rows, "test": rows})
-    for spec, family in (("split-foo", "'split text' (built in)"), ("split-digits", "'digits' (built in)")):
-        with pytest.raises(UserError) as refused:
-            lookup(spec, data_dir=str(data))
-        assert f"{family} and 'task-list' (built in)" in str(refused.value), str(refused.value)
-    assert lookup("split-foo", data_dir=str(tmp_path)).family.name == "split text"      # no such folder there
+    assert lookup("split-foo", data_dir=str(data)).family.name == "task-list"      # a split stream needs ":N"
+    assert lookup("split-foo:2", data_dir=str(data)).family.name == "split text"
+    with pytest.raises(UserError) as refused:                                       # digits' own name stays its own
+        lookup("split-digits", data_dir=str(data))
+    assert "'digits' (built in) and 'task-list' (built in)" in str(refused.value), str(refused.value)
+    with pytest.raises(UserError, match=r"unknown task 'split-foo' \(a split stream is written split-TASK:N\)"):
+        load_task("split-foo", str(tmp_path))                                      # no such folder there
     found = lookup("split-foo,split-digits", data_dir=str(data))
     assert found.family.name == "task-list"
     setup = found.family.setup(StreamRequest(spec="split-foo,split-digits", scenario="task", seed=0,
