@@ -322,7 +322,7 @@ def _verdict_counts(b: dict) -> str:
     simultaneous intervals would change."""
     verdicts = b["verdicts"]
     ahead, behind, m = verdicts.count(1), verdicts.count(-1), len(verdicts)
-    ceilings = "".join(f"; {n} (ceiling): {VERDICT[v]}" for n, v in b["ceilings"].items())
+    ceilings = "".join(f"; {n} (reference): {VERDICT[v]}" for n, v in b["ceilings"].items())
     changed = b["bonferroni_changes"]
     return (f"ahead on {ahead}, behind on {behind}, not separable on {m - ahead - behind} of {m} peers{ceilings}"
             + (f"; Bonferroni would change {', '.join(changed)}" if changed else ""))
@@ -343,7 +343,8 @@ def digits_lines(summary: dict) -> list[str]:
               "stored: bytes each strategy keeps beyond the model it starts from, as its entry counts them. Graft "
               "runs at the region size its tuning chose on dev rows; the best peer is the highest mean among the "
               "scenario's other strategies (each tuned on dev rows with the same grid budget), cumulative (it keeps "
-              "every training row) being the ceiling, not a peer. \"graft − best peer\": paired by seed, points, "
+              "every training row) being a reference, not a peer (a ceiling only where it scores above them; with task "
+              "labels on the permuted streams it scores below naive). \"graft − best peer\": paired by seed, points, "
               "with the t-interval at Holm's step-down level over the table's peers (the level, every peer and "
               "its setting in the page); verdicts only where it excludes 0 (\"not separable\": it holds 0, however "
               "wide). These per-step intervals are not simultaneous confidence intervals (the verdicts are "

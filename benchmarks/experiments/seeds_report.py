@@ -28,7 +28,8 @@ REFERENCE = "graft"
 SEES = {"task": "task label given", "class": "no task label"}
 """What a strategy's test rows carry in each scenario (a table's column)."""
 CEILINGS = ("cumulative",)
-"""Strategies that keep every training row: the ceiling a table is read against, not a peer (they stay in the
+"""Strategies that keep every training row: a reference a table is read against, not a peer (an upper bound only
+where it scores above them: with task labels on permuted streams cumulative scores below naive) (they stay in the
 Holm family, which only makes the peers' intervals wider)."""
 
 
@@ -204,7 +205,7 @@ def verdict_line(s: dict) -> str:
     minus, m, k = s["graft_minus"], len(s["graft_minus"]), len(s["graft_minus_sizes"])
     peers = [d["ahead"] for n, d in minus.items() if n not in CEILINGS]
     ahead, behind = peers.count(1), peers.count(-1)
-    ceilings = "".join(f"; {n} (the ceiling, not a peer): {VERDICT[d['ahead']]}" for n, d in minus.items()
+    ceilings = "".join(f"; {n} (keeps every row: a reference, not a peer): {VERDICT[d['ahead']]}" for n, d in minus.items()
                        if n in CEILINGS)
     changed = [f"{n} ({VERDICT[d['ahead']]} → {VERDICT[b]})" for n, d in minus.items()
                if (b := bonferroni_verdict(d, m)) != d["ahead"]]

@@ -313,7 +313,7 @@ def digits_task() -> str:
     widest = max((d for b in split for d in b["graft_minus"].values()), key=lambda d: d["high"] - d["low"])
     peers = lambda b: len([n for n in b["graft_minus"] if n != "cumulative"])          # noqa: E731
     return (f"20 permuted tasks graft {_mean(p20, 'graft')}% ({_bytes(p20['rows']['graft']['bytes'])}), ahead of "
-            "naive, SI, GEM (and the cumulative ceiling), not separable from LwF "
+            "naive, SI, GEM (and cumulative), not separable from LwF "
             f"{_mean(p20, 'lwf')}, replay-matched {_mean(p20, 'replay-matched')} (a memory of graft's bytes; "
             f"{_bytes(p20['rows']['replay-matched']['bytes'])} with its model) and {len(v20[0]) - 2} more; 50 tasks "
             f"{_mean(p50, 'graft')}% ({_bytes(p50['rows']['graft']['bytes'])}), ahead of {len(v50[1])} of "
@@ -336,7 +336,7 @@ def digits_class() -> str:
     assert behind[0] == "gem" and holm_only == behind[1:]
     name = {"der": "DER", "gem": "GEM", "replay-matched": "replay-matched"}
     return (f"split digits {_mean(split, 'graft')}% (forgetting {pct(split['rows']['graft']['forgetting']['mean'])}), "
-            f"ahead of all {len(vs[1])} peers and the ceiling ("
+            f"ahead of all {len(vs[1])} peers and cumulative ("
             + ", ".join(f"{name[n]} {_mean(split, n)}" for n in best)
             + f"); 20 permuted tasks on one head {_mean(perm, 'graft')}%, behind GEM {_mean(perm, 'gem')}, and by "
             "Holm (not Bonferroni) " + ", ".join(f"{name[n]} {_mean(perm, n)}" for n in holm_only) + ".")

@@ -215,7 +215,7 @@ def test_the_digits_section_reads_digits_json(tmp_path, monkeypatch):
     assert rows["| split-digits, mlp (2 tasks, 3 seeds)"] == (
         "| split-digits, mlp (2 tasks, 3 seeds) | class-incremental (no task label) | 91.0 ± 1.0 (size auto) | "
         "5.0 KB | replay 86.3 ± 1.5 | 6.0 KB | +4.7 [+0.9, +8.5] | graft ahead | ahead on 2, behind on 0, not "
-        "separable on 0 of 2 peers; cumulative (ceiling): graft behind; Bonferroni would change replay | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
+        "separable on 0 of 2 peers; cumulative (reference): graft behind; Bonferroni would change replay | graft[0.01] 80.0: +11.0 [+6.6, +15.4] default ahead; graft[open] 90.7: +0.3 "
         "[-3.8, +4.5] not separable |")
     row = rows["| permuted-digits:2, mtmlp (2 tasks, 3 seeds)"]
     assert "| task-incremental (task label given) | 91.0 ± 1.0 (size 0.1) |" in row

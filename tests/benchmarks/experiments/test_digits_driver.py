@@ -57,7 +57,7 @@ def test_bonferroni_names_the_holm_verdicts_its_simultaneous_intervals_would_cha
     line = verdict_line({"graft_minus": weak, "graft_minus_sizes": {}, "seeds": [0, 1, 2, 3, 4]})
     assert "y (graft ahead → not separable)" in line and "of the 2 peers" in line
     line = verdict_line({"graft_minus": out, "graft_minus_sizes": {}, "seeds": [0, 1, 2, 3, 4]})
-    assert "ahead of 3 of the 3 peers" in line and "cumulative (the ceiling, not a peer): graft ahead" in line
+    assert "ahead of 3 of the 3 peers" in line and "cumulative (keeps every row: a reference, not a peer): graft ahead" in line
     assert line.endswith("the same verdicts.")
 
 
