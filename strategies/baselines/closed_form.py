@@ -18,6 +18,7 @@ and continues with the next experience.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,17 @@ class HeadState:
             raise UserError(f"{directory}: the progress file's field 'state.experiences' is "
                             f"{record.get('experiences')!r}, its field 'rows' commits {committed}")
         return SavedState(tensors, int(tensors["experiences"]))
+
+
+def text_streams(name: str) -> Callable[[Any, Any], None]:
+    """An entry's ``check``: the refusal of :func:`.common.text_classifier` for a stream without text rows,
+    before any strategy of the run trains."""
+    def check(settings, stream) -> None:
+        if not stream.splits:
+            raise UserError(f"{name} works on a pre-trained text encoder: it runs on text streams, not on "
+                            f"{stream.name}")
+
+    return check
 
 
 def feature_width(ctx: BuildContext, name: str) -> int:

@@ -17,7 +17,7 @@ from cl_graft.heads import RandomProjectionRidge
 
 from ..interface.entry import BuildContext, StrategyEntry
 from ..interface.settings import Settings
-from .closed_form import HeadState, feature_width, kept, template
+from .closed_form import HeadState, feature_width, kept, template, text_streams
 
 
 @dataclass(frozen=True)
@@ -48,4 +48,5 @@ def build(ctx: BuildContext):
 ENTRY = StrategyEntry(name="ranpac", help="RanPAC's head on θ_pre's sentence features: random projection, ReLU, "
                       "ridge from the Gram matrix, no training (text streams)",
                       stores="the projection, its Gram matrix and each class's sum of projected features",
-                      build=build, kept_bytes=kept, settings=RanPACSettings, grid=GRID, state=HeadState())
+                      build=build, kept_bytes=kept, settings=RanPACSettings, grid=GRID, state=HeadState(),
+                      check=text_streams("ranpac"))

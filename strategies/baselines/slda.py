@@ -19,7 +19,7 @@ from cl_graft.heads import StreamingLDA
 
 from ..interface.entry import BuildContext, StrategyEntry
 from ..interface.settings import Settings
-from .closed_form import HeadState, feature_width, kept, template
+from .closed_form import HeadState, feature_width, kept, template, text_streams
 
 
 @dataclass(frozen=True)
@@ -47,4 +47,4 @@ def build(ctx: BuildContext):
 ENTRY = StrategyEntry(name="slda", help="streaming LDA on θ_pre's sentence features (Avalanche's StreamingLDA "
                       "rule), no training (text streams)",
                       stores="the class means and counts and one shared covariance", build=build, kept_bytes=kept,
-                      settings=SLDASettings, grid=GRID, state=HeadState())
+                      settings=SLDASettings, grid=GRID, state=HeadState(), check=text_streams("slda"))
