@@ -113,6 +113,16 @@ def text_classifier(ctx: BuildContext, name: str):
     return ctx.model.clf
 
 
+def frozen_encoder(ctx: BuildContext, name: str):
+    """The run's text classifier with every tensor but its heads' frozen (``requires_grad`` off; the copy the
+    run gave this strategy, :attr:`BuildContext.model`), or a one-line refusal for other streams."""
+    clf = text_classifier(ctx, name)
+    heads = set(clf.head_parameter_names())
+    for n, p in clf.named_parameters():
+        p.requires_grad_(n in heads)
+    return clf
+
+
 def head_bytes(strategy, model) -> tuple[int, dict]:
     """Bytes of the classifier's heads (what ``linear-probe`` and ``ncm`` keep beyond the encoder)."""
     clf = model.clf

@@ -12,16 +12,13 @@ from __future__ import annotations
 import torch
 
 from ..interface.entry import BuildContext, StrategyEntry
-from .common import head_bytes, text_classifier
+from .common import frozen_encoder, head_bytes
 
 
 def build(ctx: BuildContext):
     from avalanche.training import Naive
 
-    clf = text_classifier(ctx, "linear-probe")
-    heads = set(clf.head_parameter_names())
-    for n, p in clf.named_parameters():
-        p.requires_grad_(n in heads)
+    frozen_encoder(ctx, "linear-probe")
 
     class FrozenEncoder(Naive):
         def criterion(self):
