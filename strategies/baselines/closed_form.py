@@ -129,7 +129,7 @@ def template(ctx: BuildContext, name: str, head: Any):
             out = None
             for head_name, rows, feats in features(self.model, self.mb_x, self.mb_task_id):
                 classes, cols = self.columns.seen(head_name)
-                scores = self.head.scores(feats)[:, cols] if cols else feats.new_zeros(len(feats), 0)
+                scores = self.head.scores(feats)[:, cols] if cols else torch.zeros(len(feats), 0)
                 width = self.model.clf.tasks[head_name].num_labels
                 below = min(MASK_VALUE, float(scores.min()) - 1) if cols else MASK_VALUE
                 part = torch.full((len(feats), width), below)
