@@ -124,6 +124,17 @@ def all_checks(*checks: Check) -> Check:
     return check
 
 
+def frozen_encoder(ctx: BuildContext):
+    """The run's text classifier with every tensor but its heads' frozen (``requires_grad`` off; the copy the
+    run gave this strategy, :attr:`BuildContext.model`); its entry's :func:`text_rows` check refused other streams
+    before any strategy trained."""
+    clf = ctx.model.clf
+    heads = set(clf.head_parameter_names())
+    for n, p in clf.named_parameters():
+        p.requires_grad_(n in heads)
+    return clf
+
+
 def head_bytes(strategy, model) -> tuple[int, dict]:
     """Bytes of the classifier's heads (what ``linear-probe`` and ``ncm`` keep beyond the encoder)."""
     clf = model.clf

@@ -12,16 +12,13 @@ from __future__ import annotations
 import torch
 
 from ..interface.entry import BuildContext, StrategyEntry
-from .common import head_bytes, text_rows
+from .common import frozen_encoder, head_bytes, text_rows
 
 
 def build(ctx: BuildContext):
     from avalanche.training import Naive
 
-    clf = ctx.model.clf
-    heads = set(clf.head_parameter_names())
-    for n, p in clf.named_parameters():
-        p.requires_grad_(n in heads)
+    frozen_encoder(ctx)
 
     class FrozenEncoder(Naive):
         def criterion(self):

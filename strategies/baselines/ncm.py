@@ -12,6 +12,7 @@ import torch
 
 from ..head_inputs import HeadInputs
 from ..interface.entry import BuildContext, StrategyEntry
+from .closed_form import head_of
 from .common import head_bytes, text_rows
 
 
@@ -31,27 +32,20 @@ def build(ctx: BuildContext):
             for self.mbatch in self.dataloader:
                 self._unpack_minibatch()
                 x, y, t = self.mb_x, self.mb_y, self.mb_task_id                 # (B, 2, L), (B,), (B,)
-                head = _head_module(self.model, int(t[0]))
+                _, head = head_of(self.model, int(t[0]))
                 with HeadInputs(head) as rec:
                     avalanche_forward(self.model, x, t)
                 feats = torch.nn.functional.normalize(rec.take(len(y)), dim=-1)
                 for c in torch.unique(y).tolist():
                     sums[c] = sums.get(c, 0) + feats[y == c].sum(0)
                     counts[c] = counts.get(c, 0) + int((y == c).sum())
-            head = _head_module(self.model, int(self.experience.task_labels[0]))
+            _, head = head_of(self.model, int(self.experience.task_labels[0]))
             for c, total in sums.items():
                 head.weight[c] = torch.nn.functional.normalize(total / counts[c], dim=0)
                 head.bias[c] = 0.0
             super()._after_training_exp(**kwargs)
 
     return NearestClassMean(**ctx.template, plugins=ctx.plugins)
-
-
-def _head_module(model, label: int) -> torch.nn.Linear:
-    """The linear head that answers task label ``label`` (a :class:`TaskAdapter`'s task head or the shared head)."""
-    clf = model.clf
-    task = getattr(model, "head", None) or model.task_names[label]
-    return clf.heads[task]
 
 
 ENTRY = StrategyEntry(name="ncm", help="nearest class mean on θ_pre's sentence features, no training (text "

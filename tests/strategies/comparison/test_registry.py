@@ -64,7 +64,7 @@ def test_every_entry_is_consistent():
         assert entry.name == name and entry.help and entry.stores and entry.fit in FITS
         assert all(p in STRATEGIES for p in entry.peers)
         assert entry.routes is None or set(entry.routes.rules) <= set(TASK_INFERENCE)
-    assert [n for n, e in STRATEGIES.items() if e.state is not None] == ["graft"]
+    assert [n for n, e in STRATEGIES.items() if e.state is not None] == ["graft", "ranpac", "slda"]
     assert {n for n, e in STRATEGIES.items() if e.routes is not None} == {"graft", "graft-paper", "packnet",
                                                                        "packnet-zero"}
     assert DEFAULT_STRATEGIES == ("graft", "naive", "ewc", "lwf", "replay", "joint")    # as before discovery
