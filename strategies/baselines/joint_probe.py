@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..interface.entry import BuildContext, StrategyEntry
-from .common import frozen_encoder, head_bytes
+from .common import frozen_encoder, head_bytes, text_rows
 
 
 def build(ctx: BuildContext):
@@ -18,4 +18,4 @@ def build(ctx: BuildContext):
 
 ENTRY = StrategyEntry(name="joint-probe", help="ceiling, not a continual method: the encoder frozen, a classifier "
                       "trained on every class at once (text streams)", stores="the trained heads", build=build,
-                      kept_bytes=head_bytes, fit="whole-stream")
+                      kept_bytes=head_bytes, fit="whole-stream", check=text_rows("joint-probe"))
