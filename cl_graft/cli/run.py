@@ -130,15 +130,6 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
     from ..provenance import finish_record, run_record
     from ..strategies.interface.config import continual_setup
     from ..strategies.comparison.registry import parse_strategies, strategy_settings
-    from ..strategies.comparison.report import (
-        chance_bands,
-        scenario_line,
-        strategy_notes,
-        strategy_table,
-        summary_table,
-        write_results,
-    )
-    from ..strategies.comparison.runner import run_continual
     from ..strategies.comparison.tuning import chosen_settings, refuse_fixed_choices
     from ..training.models import resolve_device
 
@@ -175,6 +166,16 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         fresh_head=fresh_head, data_dir=data_dir, device=device, class_order=class_order,
         given=frozenset(o for o, v in set_options.items() if v is not None)))
     base, make_streams = setup.base, setup.make
+    from ..strategies.comparison.report import (                # the harness imports Avalanche (~7 s): only
+        chance_bands,                                             # once the stream and every option are checked
+        scenario_line,
+        strategy_notes,
+        strategy_table,
+        summary_table,
+        write_results,
+    )
+    from ..strategies.comparison.runner import run_continual
+
     settings = {"command": "run", **setup.record, "strategies": names, "preset": preset, "seed": seed,
                 "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
                 "tune": tune, "tune_budget": tune_budget if tune else None, "settings_from": chosen,
