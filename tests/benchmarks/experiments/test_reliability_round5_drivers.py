@@ -111,6 +111,11 @@ def test_3_a_seed_or_a_benchmark_given_twice_is_refused(tmp_path, monkeypatch):
     error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class,split-intents:2//class",
                                                  "--seeds", "0,1"]))
     assert "--benchmarks lists split-intents:2//class twice" in error
+    error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class", "--seeds", "0,1",
+                                                 "--seeds-of", "split-intents:2//class=3,4", "--seeds-of",
+                                                 "split-intents:2//class=5,6"]))       # the last one kept, silently
+    assert "--seeds-of gives benchmark split-intents:2//class twice ('split-intents:2//class=3,4' and " \
+           "'split-intents:2//class=5,6')" in error, error
     assert started.claims == [] and not (tmp_path / "o").exists()
 
 
