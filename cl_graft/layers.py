@@ -14,7 +14,8 @@ PACKAGES = ("cl_graft", "cl_graft.strategies", "cl_graft.benchmarks")
 LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its modules (and their submodules)
     {"files": ("cl_graft.errors", "cl_graft.files", "cl_graft.written", "cl_graft.schema", "cl_graft.folder_lock"),
      "layers": ("cl_graft.layers",)},
-    {"basics": ("cl_graft.ops", "cl_graft.metrics", "cl_graft.task", "cl_graft.distributed", "cl_graft.console")},
+    {"basics": ("cl_graft.ops", "cl_graft.metrics", "cl_graft.task", "cl_graft.distributed", "cl_graft.console"),
+     "plugin_points": ("cl_graft.plugin_points",)},     # entry-point plugins: stream families, strategies
     {"training": ("cl_graft.training",), "provenance": ("cl_graft.provenance",)},
     {"regions": ("cl_graft.regions",)},
     {"grafting": ("cl_graft.grafting",), "presets": ("cl_graft.presets",),
