@@ -153,10 +153,14 @@ def _plugin_settings(unknown: list[str], plugins: list) -> dict:
     except ValueError as e:
         raise UserError(f"a plugin strategy's setting: {e}") from None
     reader = settings_options(click.Command("run", add_help_option=False), own)
+    ctx = click.get_current_context()
     try:
         values = reader.make_context("run", list(unknown)).params
+    except click.NoSuchOption as e:                              # as click says it, the command's options offered
+        names = [name for param in [*ctx.command.params, *reader.params] for name in param.opts]
+        raise click.NoSuchOption(e.option_name, possibilities=names, ctx=ctx) from None
     except click.UsageError as e:
-        raise click.UsageError(e.format_message(), ctx=click.get_current_context()) from None
+        raise click.UsageError(e.format_message(), ctx=ctx) from None
     return {opt.key: values[opt.name] for opt in own if values[opt.name] is not None}
 
 
