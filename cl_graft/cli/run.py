@@ -18,8 +18,8 @@ from ..benchmarks.digits import MODELS as DIGIT_MODELS
 from ..benchmarks.families import grammar
 from ..plugin_points import listing
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
-from ..strategies.interface.registration import ENTRY_POINTS
 from ..strategies.comparison.tuning import TUNE_BUDGET
+from ..strategies.interface.registration import ENTRY_POINTS
 from ..task import SCENARIOS
 from .common import common_options, console_options, field_option
 
