@@ -174,7 +174,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
     from ..outdir import claim_out_dir
     from ..provenance import finish_record, run_record
     from ..strategies.interface.config import continual_setup
-    from ..strategies.comparison.registry import entry_of, parse_strategies, strategy_settings
+    from ..strategies.comparison.registry import entry_of, parse_strategies, plugin_records, strategy_settings
     from ..strategies.comparison.tuning import chosen_settings, refuse_fixed_choices
     from ..training.models import resolve_device
 
@@ -225,7 +225,8 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
                 "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
                 "tune": tune, "tune_budget": tune_budget if tune else None, "settings_from": chosen,
                 "task_inference": task_inference}
-    record = run_record(**settings, device=str(device), data=setup.source, stream_family=served_by.record())
+    record = run_record(**settings, device=str(device), data=setup.source, stream_family=served_by.record(),
+                        strategy_plugins=plugin_records(names))
     def on_result(result) -> None:
         if console.verbose:
             console.echo("\n" + strategy_table(result) + "\n")

@@ -82,6 +82,24 @@ def plugin_table() -> dict[str, StrategyEntry]:
             strategy named as a built-in one or another plugin's (naming both), or entries that do not fit beside
             the built-in ones (a second default place or reference, a peer that is no strategy); one line each.
     """
+    return {entry.name: entry for entry, _ in _plugins()}
+
+
+def plugin_records(names: Iterable[str]) -> dict[str, dict]:
+    """The run record's ``strategy_plugins`` field: for each of ``names`` that a plugin serves, its module,
+    distribution and entry point (:meth:`cl_graft.plugin_points.Origin.record`); plugins are loaded only when a
+    name is not built in.
+
+    Raises:
+        UserError: as :func:`plugin_table`.
+    """
+    wanted = [name for name in names if name not in STRATEGIES]
+    return {entry.name: origin.record(entry.name) for entry, origin in (_plugins() if wanted else [])
+            if entry.name in wanted}
+
+
+def _plugins() -> list[tuple[StrategyEntry, Origin]]:
+    """Every plugin's entries and where each comes from (:func:`plugin_table`, which documents what it raises)."""
     found = []
     for point in plugin_points.points(ENTRY_POINTS):
         entries, origin = plugin_points.load(point, kind="strategy", pick=point_entries, wanted=WANTED)
@@ -94,7 +112,7 @@ def plugin_table() -> dict[str, StrategyEntry]:
     except ValueError as e:
         names = ", ".join(origin.describe(entry.name) for entry, origin in found)
         raise UserError(f"the strategies of plugins {names} do not fit beside the built-in ones: {e}") from None
-    return {entry.name: entry for entry, _ in found}
+    return found
 
 
 def find(name: str) -> StrategyEntry | None:

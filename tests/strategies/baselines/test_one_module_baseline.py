@@ -87,6 +87,8 @@ def test_a_baseline_in_a_users_package_is_found_and_run(toy_package):
     toy = saved["strategies"]["toy"]
     assert toy["info"]["toy_scale"] == 0.5 and len(toy["matrix"]) == 2
     assert saved["run"]["strategy_settings"]["toy"] == {"toy_scale": 0.5}
+    assert saved["run"]["strategy_plugins"] == {"toy": {"name": "toy", "module": "toy_baseline", "distribution":
+                                                        "toy-baseline 0.1", "entry_point": "toy"}}
     assert toy["matrix"] != saved["strategies"]["naive"]["matrix"]              # the scaled loss trained it
     with pytest.raises(UserError, match="^toy is a task-incremental method: it runs with --scenario task"):
         found["toy"].check_scenario("class")                     # what the run refuses before training

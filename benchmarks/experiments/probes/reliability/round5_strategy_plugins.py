@@ -1,7 +1,7 @@
 """Strategy plugins (issue 56, round 5, item 5's follow-up): a strategy plugin (a ``*.dist-info`` of the entry-point
 group ``"cl_graft.strategies"`` on ``PYTHONPATH``) that cannot be imported leaves ``--help`` and a run of built-in
 strategies working and fails only a ``--strategies`` naming a plugin's, in one line naming it and its
-distribution; a ``module:attr`` entry point runs with its own settings option, recorded in config.json; a plugin's
+distribution; a ``module:attr`` entry point runs with its own settings option, both recorded in config.json; a plugin's
 strategy named as a built-in one is refused naming both."""
 from __future__ import annotations
 
@@ -87,10 +87,14 @@ def _named(name: str, args: list, out: Path, env: dict[str, str], *words: str) -
 
 
 def _recorded(folder: Path, strategy: str, settings: dict):
-    """A check: ``folder/config.json`` records ``strategy``'s ``settings`` as run."""
+    """A check: ``folder/config.json`` records ``strategy``'s ``settings`` as run and the plugin's distribution."""
     def check() -> str:
         if not (folder / "config.json").is_file():
             return "FAILED: no config.json"
-        ran = (json.loads((folder / "config.json").read_text()).get("strategy_settings") or {}).get(strategy)
-        return f"config.json: {strategy} ran with {ran}" if ran == settings else f"FAILED: config.json has {ran}"
+        record = json.loads((folder / "config.json").read_text())
+        ran = (record.get("strategy_settings") or {}).get(strategy)
+        source = ((record.get("strategy_plugins") or {}).get(strategy) or {}).get("distribution")
+        if ran != settings or source is None:
+            return f"FAILED: config.json has settings {ran}, plugin {source}"
+        return f"config.json: {strategy} of {source} ran with {ran}"
     return check
