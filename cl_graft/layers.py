@@ -17,7 +17,8 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its
      "layers": ("cl_graft.layers",)},
     {"basics": ("cl_graft.ops", "cl_graft.metrics", "cl_graft.task", "cl_graft.distributed", "cl_graft.console",
                 "cl_graft.machine"),
-     "heads": ("cl_graft.heads",)},                 # closed-form classifier heads on fixed features (pure torch)
+     "heads": ("cl_graft.heads",),                  # closed-form classifier heads on fixed features (pure torch)
+     "plugin_points": ("cl_graft.plugin_points",)},     # entry-point plugins: stream families, strategies
     {"training": ("cl_graft.training",), "provenance": ("cl_graft.provenance",)},
     {"regions": ("cl_graft.regions",)},
     {"grafting": ("cl_graft.grafting",), "presets": ("cl_graft.presets",),

@@ -31,7 +31,7 @@ from cl_graft.provenance import run_record
 
 from .report_tables import continual_lines, continual_summary
 from .script_out import adopt, claimed, out_options, settings_of, work_folder
-from .seeds import parse_seeds
+from .seed_plan import parse_seeds
 
 LIGHT_FILES = ("results.json", "results.csv", "matrices.csv", "config.json", "figures")
 STRATEGIES = "graft,packnet,naive,ewc,lwf,replay,replay-matched"

@@ -26,13 +26,15 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from importlib.metadata import EntryPoint, entry_points, version
+from importlib.metadata import EntryPoint
 from types import ModuleType
 from typing import Any, Protocol
 
 import torch
 
+from cl_graft import plugin_points
 from cl_graft.errors import UserError
+from cl_graft.plugin_points import Origin, one_line
 from cl_graft.presets import Preset, get_preset
 from cl_graft.schema import ListOf, MapOf, Nullable, Obj
 from cl_graft.task import SCENARIOS, TaskRows
@@ -154,30 +156,24 @@ ENTRY_POINTS = "cl_graft.streams"
 
 @dataclass(frozen=True, kw_only=True)
 class Registered:
-    """A family and where it comes from.
-
-    Attributes:
-        family: the family.
-        module: the module that defines it (a plugin's entry point value, ``toy_family:FAMILY``).
-        distribution: the distribution that installed it, ``name version`` (cl-graft's own for a built-in one).
-        entry_point: a plugin's entry-point name (None: built in).
-    """
+    """A family and where it comes from (:class:`cl_graft.plugin_points.Origin`: its module, its distribution,
+    a plugin's entry point)."""
 
     family: StreamFamily
-    module: str
-    distribution: str
-    entry_point: str | None = None
+    origin: Origin
+
+    @property
+    def plugin(self) -> bool:
+        """Whether the family comes from a plugin."""
+        return self.origin.entry_point is not None
 
     def describe(self) -> str:
         """``'digits' (built in)`` or ``'toy' (plugin toy = toy_family of toy-family 0.1)``, for messages."""
-        if self.entry_point is None:
-            return f"{self.family.name!r} (built in)"
-        return f"{self.family.name!r} (plugin {self.entry_point} = {self.module} of {self.distribution})"
+        return self.origin.describe(self.family.name)
 
     def record(self) -> dict:
         """The run record's ``stream_family`` field: the family's name, module, distribution and entry point."""
-        return {"name": self.family.name, "module": self.module, "distribution": self.distribution,
-                "entry_point": self.entry_point}
+        return self.origin.record(self.family.name)
 
     def claims(self, spec: str) -> bool:
         """The family's claim of ``spec``.
@@ -188,23 +184,9 @@ class Registered:
         try:
             return bool(self.family.claims(spec))
         except Exception as e:
-            if self.entry_point is None:
+            if not self.plugin:
                 raise
-            raise UserError(f"stream family {self.describe()} fails on --stream {spec!r}: {_one_line(e)}") from None
-
-
-def _one_line(e: BaseException) -> str:
-    """``SyntaxError: invalid syntax (toy_family.py, line 3)``: an exception's type and its message's first line."""
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def _distribution(point: EntryPoint | None) -> str:
-    """``name version`` of the distribution declaring ``point`` (None: cl-graft's own)."""
-    if point is None:
-        return f"cl-graft {version('cl-graft')}"
-    dist = point.dist
-    return "an unknown distribution" if dist is None else f"{dist.name} {dist.version}"
+            raise UserError(f"stream family {self.describe()} fails on --stream {spec!r}: {one_line(e)}") from None
 
 
 def builtin() -> list[Registered]:
@@ -214,32 +196,26 @@ def builtin() -> list[Registered]:
         module = f"{__name__}.{info.name}"
         family = None if info.name.startswith("_") else getattr(importlib.import_module(module), "FAMILY", None)
         if isinstance(family, StreamFamily):
-            found.append(Registered(family=family, module=module, distribution=_distribution(None)))
+            found.append(Registered(family=family, origin=Origin.builtin(module)))
     return found
 
 
-def plugin_points() -> list[EntryPoint]:
-    """The entry points of :data:`ENTRY_POINTS`, none of them loaded."""
-    return list(entry_points(group=ENTRY_POINTS))
+def _family_of(loaded: object) -> StreamFamily | None:
+    """The family a loaded entry point names: its module's ``FAMILY``, or its ``module:attr`` itself."""
+    family = getattr(loaded, "FAMILY", None) if isinstance(loaded, ModuleType) else loaded
+    return family if isinstance(family, StreamFamily) else None
 
 
 def load_plugin(point: EntryPoint) -> Registered:
-    """The family an entry point names: the ``FAMILY`` of its module, or its ``module:attr`` itself.
+    """The family an entry point of :data:`ENTRY_POINTS` names (:func:`cl_graft.plugin_points.load`).
 
     Raises:
-        UserError: the module cannot be imported (whatever it raises: ImportError, SyntaxError, RuntimeError...)
-            or names no :class:`StreamFamily`; one line naming the plugin and its distribution.
+        UserError: the module cannot be imported or names no :class:`StreamFamily`; one line naming the plugin and
+            its distribution.
     """
-    where = f"stream family plugin {point.name} = {point.value} (entry point group {ENTRY_POINTS}, distribution " \
-            f"{_distribution(point)})"
-    try:
-        found = point.load()
-    except Exception as e:
-        raise UserError(f"{where} cannot be loaded: {_one_line(e)}") from None
-    family = getattr(found, "FAMILY", None) if isinstance(found, ModuleType) else found
-    if not isinstance(family, StreamFamily):
-        raise UserError(f"{where} names no StreamFamily (a module defining FAMILY, or module:attr of one)")
-    return Registered(family=family, module=point.value, distribution=_distribution(point), entry_point=point.name)
+    family, origin = plugin_points.load(point, kind="stream family", pick=_family_of,
+                                        wanted="StreamFamily (a module defining FAMILY, or module:attr of one)")
+    return Registered(family=family, origin=origin)
 
 
 def registered() -> list[Registered]:
@@ -248,13 +224,9 @@ def registered() -> list[Registered]:
     Raises:
         UserError: a plugin that cannot be loaded, or two families with one name (naming both).
     """
-    found = builtin() + [load_plugin(point) for point in plugin_points()]
-    by_name: dict[str, Registered] = {}
-    for entry in found:
-        other = by_name.setdefault(entry.family.name, entry)
-        if other is not entry:
-            raise UserError(f"two stream families are called {entry.family.name!r}: {other.describe()} and "
-                            f"{entry.describe()}; one of them must be renamed or uninstalled")
+    found = builtin() + [load_plugin(point) for point in plugin_points.points(ENTRY_POINTS)]
+    plugin_points.refuse_one_name_twice([(entry.family.name, entry.origin) for entry in found],
+                                        kinds="stream families")
     return sorted(found, key=lambda entry: -entry.family.priority)
 
 
@@ -282,8 +254,8 @@ def lookup(spec: str, *, data_dir: str | None = None) -> Registered:
     table = registered()
     grammars = [entry for entry in table if entry.family.catch_all is None and entry.claims(spec)]
     catch_all = [entry for entry in table if entry.family.catch_all is not None]
-    claimants = ([entry for entry in grammars if entry.entry_point is None][:1]
-                 + [entry for entry in grammars if entry.entry_point is not None]
+    claimants = ([entry for entry in grammars if not entry.plugin][:1]
+                 + [entry for entry in grammars if entry.plugin]
                  + [entry for entry in catch_all if entry.family.catch_all(spec, data_dir)])
     if not claimants:
         claimants = [entry for entry in catch_all if entry.claims(spec)]
@@ -298,7 +270,7 @@ def _ambiguous(spec: str, claimants: list[Registered]) -> UserError:
     """The error for a spec that several families claim: it names them all and what the user can change."""
     named = ", ".join(entry.describe() for entry in claimants[:-1]) + f" and {claimants[-1].describe()}"
     mend = (["rename the task folder"] if any(e.family.catch_all is not None for e in claimants) else []) + \
-           (["mend or uninstall the plugin"] if any(e.entry_point is not None for e in claimants) else [])
+           (["mend or uninstall the plugin"] if any(e.plugin for e in claimants) else [])
     return UserError(f"--stream {spec!r} is claimed by more than one stream family: {named}; none is chosen for you"
                      + (f" ({' or '.join(mend)})" if mend else ""))
 
@@ -316,7 +288,7 @@ def grammar() -> str:
     """The built-in families' grammars and the plugins' names, for ``--help``: no plugin is loaded (a broken one
     fails only the lookup of a ``--stream``)."""
     text = " Or: ".join(entry.family.grammar for entry in sorted(builtin(), key=lambda e: -e.family.priority))
-    plugins = ", ".join(f"{point.name} ({_distribution(point)})" for point in plugin_points())
+    plugins = plugin_points.listing(ENTRY_POINTS)
     return text + (f". Or a plugin family's stream (entry point group {ENTRY_POINTS}): {plugins}" if plugins else "")
 
 

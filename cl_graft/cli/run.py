@@ -1,8 +1,11 @@
 """``cl-graft run``: continual learning on a task stream, every strategy on the same benchmark and seeds.
 
-The options after ``--strategies`` up to ``--steps`` are the strategies' own settings, one per field of their
-settings classes (:data:`cl_graft.strategies.comparison.registry.STRATEGIES`), written by :func:`run_command`; the
-help's list of strategies, what each stores and which route rows without task labels come from the same entries.
+The options after ``--strategies`` up to ``--steps`` are the built-in strategies' own settings, one per field of
+their settings classes (:data:`cl_graft.strategies.comparison.registry.STRATEGIES`), written by :func:`run_command`;
+the help's list of strategies, what each stores and which route rows without task labels come from the same
+entries. Plugin strategies (entry-point group ``"cl_graft.strategies"``) are listed by name and not loaded, so a
+broken one leaves every command working: they are loaded when ``--strategies`` names a strategy that is not built
+in, and the options the command does not know are then read as their settings options (:func:`_plugin_settings`).
 This module names no strategy.
 """
 from __future__ import annotations
@@ -13,8 +16,10 @@ import click
 
 from ..benchmarks.digits import MODELS as DIGIT_MODELS
 from ..benchmarks.families import grammar
+from ..plugin_points import listing
 from ..strategies.comparison.registry import DEFAULT_STRATEGIES, STRATEGIES, registry_options
 from ..strategies.comparison.tuning import TUNE_BUDGET
+from ..strategies.interface.registration import ENTRY_POINTS
 from ..task import SCENARIOS
 from .common import common_options, console_options, field_option
 
@@ -24,6 +29,13 @@ AVALANCHE = True
 ROUTING = [n for n, e in STRATEGIES.items() if e.routes is not None]
 """The strategies that can serve test rows without their task labels."""
 RULES = list(dict.fromkeys(r for e in STRATEGIES.values() if e.routes is not None for r in e.routes.rules))
+
+
+def plugins_text() -> str:
+    """The plugin strategies for ``--help``, by entry-point name and distribution, none loaded (empty: none)."""
+    plugins = listing(ENTRY_POINTS)
+    return (f"; or a plugin's strategy (entry point group {ENTRY_POINTS}, loaded when --strategies names a "
+            f"strategy that is not built in; its settings options are then read too): {plugins}") if plugins else ""
 
 
 def epilog() -> str:
@@ -40,10 +52,10 @@ stored (bytes kept beside the model a strategy starts from, to serve every task)
 {stored}"""
 
 
-def settings_options(f):
-    """One option per setting of the registry's strategies (:func:`registry_options`); not given = the
-    strategy's own default (the preset's where the preset sizes it)."""
-    for opt in reversed(registry_options()):
+def settings_options(f, options: list | None = None):
+    """One option per setting of ``options`` (default: those of the built-in strategies, :func:`registry_options`);
+    not given = the strategy's own default (the preset's where the preset sizes it)."""
+    for opt in reversed(registry_options() if options is None else options):
         shown = "the preset's" if opt.preset else opt.field.metadata.get("shown", _default_text(opt.field))
         f = field_option(opt.field, opt.kind, name=opt.name, help=opt.help, default=None, shown=shown)(f)
     return f
@@ -58,7 +70,8 @@ def _default_text(fld: dataclasses.Field) -> str | None:
 
 def run_command() -> click.Command:
     """The ``run`` command, with the settings options of the strategies :data:`STRATEGIES` holds now."""
-    @click.command(name="run", epilog=epilog())
+    @click.command(name="run", epilog=epilog(),
+                   context_settings={"ignore_unknown_options": True, "allow_extra_args": True})   # plugins' settings
     @click.option("--stream", required=True, help=f"The stream: {grammar()}. Digits streams take --model "
                   + ", ".join(f"{m} ({text})" for m, text in DIGIT_MODELS.items()) + ".")
     @click.option("--scenario", type=click.Choice(list(SCENARIOS)), default="task", show_default=True,
@@ -69,7 +82,7 @@ def run_command() -> click.Command:
     @click.option("--class-order", default=None, help="Split text streams: the task's label indices in the order "
                   "they arrive, comma-separated (default: a permutation seeded by --seed, recorded in results.json).")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
-                  help=f"Comma-separated: {', '.join(STRATEGIES)}.")
+                  help=f"Comma-separated: {', '.join(STRATEGIES)}{plugins_text()}.")
     @settings_options
     @click.option("--steps", type=int, default=None, help="Optimizer steps per experience (default: the preset's).")
     @click.option("--k", type=int, default=None, help="Training examples per class (default: the preset's).")
@@ -91,37 +104,69 @@ def run_command() -> click.Command:
                   help="Continue an interrupted run in --out (every setting and the data must be the same).")
     @console_options
     @common_options
-    def run(**options):
+    @click.pass_context
+    def run(ctx, **options):
         """Train the strategies on the stream; print a line per task as it ends, then accuracy, forgetting, BWT,
         storage and wall time per strategy; write results.json/csv, matrices.csv and figures/ under --out."""
-        _run(**options)
+        _run(**options, unknown=ctx.args)
 
     return run
 
 
-def _given_settings(options: dict, names: list[str]) -> dict:
-    """Setting key → value of the settings options given (popped from ``options``).
+def _given_settings(options: dict, names: list[str], unknown: list[str]) -> dict:
+    """Setting key → value of the settings options given: the built-in strategies' (popped from ``options``) and
+    the plugin strategies' among ``names`` (read from ``unknown``, :func:`_plugin_settings`).
 
     Raises:
         UserError: an option none of the strategies ``names`` has.
+        click.UsageError: as :func:`_plugin_settings`.
     """
     from ..errors import UserError
+    from ..strategies.comparison.registry import entry_of
     from ..strategies.interface.settings import has_setting
 
-    given = {}
+    entries = {n: entry_of(n) for n in names}
+    given = _plugin_settings(unknown, [e for n, e in entries.items() if n not in STRATEGIES])
     for opt in registry_options():
         value = options.pop(opt.name)
         if value is None:
             continue
-        if not any(has_setting(STRATEGIES[n].settings, opt.key) for n in names):
+        if not any(has_setting(e.settings, opt.key) for e in entries.values()):
             raise UserError(f"--{opt.name.replace('_', '-')} is a setting of none of --strategies {','.join(names)}")
         given[opt.key] = value
     return given
 
 
+def _plugin_settings(unknown: list[str], plugins: list) -> dict:
+    """Setting key → value of the plugin strategies' own settings options (``plugins``: their entries, loaded)
+    in ``unknown``, the arguments the command did not know (``--toy-scale 0.5``).
+
+    Raises:
+        UserError: a plugin's setting named as another strategy's with another meaning.
+        click.UsageError: an argument that is no such option (as click says it for any command), or a bad value.
+    """
+    from ..errors import UserError
+
+    known = {opt.name for opt in registry_options()}
+    try:
+        own = [opt for opt in registry_options([*STRATEGIES.values(), *plugins]) if opt.name not in known]
+    except ValueError as e:
+        raise UserError(f"a plugin strategy's setting: {e}") from None
+    reader = settings_options(click.Command("run", add_help_option=False), own)
+    ctx = click.get_current_context()
+    try:
+        values = reader.make_context("run", list(unknown)).params
+    except click.NoSuchOption as e:                              # as click says it, the command's options offered
+        names = [name for param in [*ctx.command.params, *reader.params] for name in param.opts]
+        raise click.NoSuchOption(e.option_name, possibilities=names, ctx=ctx) from None
+    except click.UsageError as e:
+        raise click.UsageError(e.format_message(), ctx=ctx) from None
+    return {opt.key: values[opt.name] for opt in own if values[opt.name] is not None}
+
+
 def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune, tune_budget, settings_from,
          task_inference, resume, quiet, verbose, model, head, fresh_head, preset, data_dir, seed, device, out,
-         overwrite, **options) -> None:
+         overwrite, unknown, **options) -> None:
     from .. import distributed
     from ..benchmarks.families import StreamRequest, lookup
     from ..console import Console
@@ -129,16 +174,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
     from ..outdir import claim_out_dir
     from ..provenance import finish_record, run_record
     from ..strategies.interface.config import continual_setup
-    from ..strategies.comparison.registry import parse_strategies, strategy_settings
-    from ..strategies.comparison.report import (
-        chance_bands,
-        scenario_line,
-        strategy_notes,
-        strategy_table,
-        summary_table,
-        write_results,
-    )
-    from ..strategies.comparison.runner import run_continual
+    from ..strategies.comparison.registry import entry_of, parse_strategies, plugin_records, strategy_settings
     from ..strategies.comparison.tuning import chosen_settings, refuse_fixed_choices
     from ..training.models import resolve_device
 
@@ -151,10 +187,10 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         raise UserError("--scenario class already withholds task labels (strategies that can route do); "
                         "drop --task-inference")
     names = parse_strategies(strategies)
-    if task_inference and not set(names) & set(ROUTING):
+    if task_inference and not any(entry_of(n).routes is not None for n in names):
         raise UserError(f"--task-inference scores strategies that route rows without task labels "
                         f"({', '.join(ROUTING)}); none of --strategies {','.join(names)} does")
-    given = _given_settings(options, names)
+    given = _given_settings(options, names, unknown)
     if tune and settings_from:
         raise UserError("--tune and --settings-from exclude each other: tune here, or reuse an earlier choice")
     if tune_budget is not None and not tune:
@@ -175,11 +211,22 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         fresh_head=fresh_head, data_dir=data_dir, device=device, class_order=class_order,
         given=frozenset(o for o, v in set_options.items() if v is not None)))
     base, make_streams = setup.base, setup.make
+    from ..strategies.comparison.report import (                # the harness imports Avalanche (~7 s): only
+        chance_bands,                                             # once the stream and every option are checked
+        scenario_line,
+        strategy_notes,
+        strategy_table,
+        summary_table,
+        write_results,
+    )
+    from ..strategies.comparison.runner import run_continual
+
     settings = {"command": "run", **setup.record, "strategies": names, "preset": preset, "seed": seed,
                 "config": cfg.to_json(), "strategy_settings": {n: s.to_json() for n, s in own.items()},
                 "tune": tune, "tune_budget": tune_budget if tune else None, "settings_from": chosen,
                 "task_inference": task_inference}
-    record = run_record(**settings, device=str(device), data=setup.source, stream_family=served_by.record())
+    record = run_record(**settings, device=str(device), data=setup.source, stream_family=served_by.record(),
+                        strategy_plugins=plugin_records(names))
     def on_result(result) -> None:
         if console.verbose:
             console.echo("\n" + strategy_table(result) + "\n")

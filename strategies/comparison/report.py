@@ -27,7 +27,7 @@ from cl_graft.task import SCENARIO_MEANING, SCENARIOS
 from cl_graft.units import BYTE_UNIT, human_bytes
 
 from .metrics import chance_band, flag_text, sanity_flags
-from .registry import STRATEGIES, reference
+from .registry import find, reference
 from .runner import StrategyResult
 
 RESULTS_JSON, RESULTS_CSV, MATRICES_CSV, FIGURES = "results.json", "results.csv", "matrices.csv", "figures"
@@ -52,7 +52,7 @@ def strategy_table(res: StrategyResult) -> str:
     if agnostic:
         lines += [f"{'no task labels':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["accuracy"]),
                   f"{'task identified':<{width}}" + "".join(f"{_pct(v):>9}" for v in agnostic["task_id"])]
-    entry = STRATEGIES.get(res.name)
+    entry = find(res.name)
     lines += entry.report_lines(res.info) if entry is not None and entry.report_lines is not None else []
     return "\n".join(lines + strategy_notes(res))
 
@@ -139,7 +139,7 @@ def stored_note(results: dict[str, StrategyResult]) -> str:
     (:attr:`~..interface.entry.StrategyEntry.stores`; strategies that store alike share a clause)."""
     texts: dict[str, list[str]] = {}
     for name in results:
-        entry = STRATEGIES.get(name)
+        entry = find(name)
         texts.setdefault(entry.stores if entry is not None else "not recorded", []).append(name)
     parts = [f"{', '.join(names)}: {text}" for text, names in texts.items()]
     return textwrap.fill("* stored: what a strategy keeps beside the model it starts from (results.json: info.kept "

@@ -5,8 +5,8 @@ experience with the same recipe (:mod:`~cl_graft.strategies.plugins.recipe`: opt
 ``steps`` optimizer steps, seed ``1000 · seed + i`` for experience ``i``), and is evaluated on the whole test
 stream after every experience with Avalanche's own ``EvaluationPlugin``. The strategies, their settings, how
 each is built, walks the stream, what it keeps, its state between experiences and whether it serves rows without
-task labels, are the entries of :data:`.registry.STRATEGIES` (:class:`~..interface.entry.StrategyEntry`); this
-module reads their fields and names none of them.
+task labels, are the entries of the registry (:func:`.registry.entry_of`, :class:`~..interface.entry.StrategyEntry`);
+this module reads their fields and names none of them.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe
 from .committed import PROGRESS_FILE, read_progress, write_progress
 from .metrics import summarize
 from .progress import Report
-from .registry import STRATEGIES
+from .registry import entry_of
 from .results_file import read_result
 from .tuning import TUNE_BUDGET, tune
 
@@ -217,7 +217,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
     """Runs one strategy on ``stream`` from a copy of ``base`` (never modified, :func:`fresh_model`).
 
     Args:
-        name: a strategy of :data:`~.registry.STRATEGIES`.
+        name: a strategy of the registry (:func:`~.registry.entry_of`: built in or a plugin's).
         base: the pre-trained classifier with every task of the stream registered (same heads for all), or the
             model a digits stream starts from (:func:`cl_graft.benchmarks.digits.digits_model`).
         stream: the tasks, their rows (dev rows select regions), their benchmark and scenario (a stream of any
@@ -239,7 +239,7 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
     """
     t0, c0, memory = time.perf_counter(), time.process_time(), MemoryPeak()
     clock = Clock(None if isinstance(base, TextClassifier) else list(stream.tasks))
-    entry = STRATEGIES[name]
+    entry = entry_of(name)
     settings = entry.settings() if settings is None else settings
     missing = [p for p in entry.peers if p not in (peers or {})]
     if missing:
@@ -359,13 +359,13 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
     nothing).
     """
     def dev_average(name: str, points: Iterator[int], settings: Settings) -> float:
-        label = f"{name} · tune {next(points)}/{min(tune_budget, len(STRATEGIES[name].grid))}"
+        label = f"{name} · tune {next(points)}/{min(tune_budget, len(entry_of(name).grid))}"
         report = Report(console, label, lines=False) if console is not None else None
         return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
 
     refused = []                                               # before any strategy trains, every one at once
     for name, settings in strategies.items():
-        entry = STRATEGIES[name]
+        entry = entry_of(name)
         try:
             entry.check_scenario(stream.scenario)
             if entry.check is not None:

@@ -22,7 +22,7 @@ from cl_graft.regions.names import current_setting_names
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 
 from ..interface.settings import Settings, apply_point, has_setting
-from .registry import STRATEGIES, registry_options
+from .registry import STRATEGIES, entry_of, registry_options
 from .results_file import read_results
 
 TUNE_BUDGET = 3
@@ -46,7 +46,7 @@ def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
     the search (``{"budget", "grid", "dev_average", "chosen"}``; empty when the strategy has nothing to tune).
 
     Args:
-        name: a strategy of :data:`~.registry.STRATEGIES`.
+        name: a strategy of the registry (:func:`~.registry.entry_of`: built in or a plugin's).
         settings: the strategy's settings the grid points modify.
         score: ``score(settings) -> final average accuracy on the tuning (dev) stream``.
         budget: grid points each strategy of the run tries.
@@ -55,7 +55,7 @@ def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
     capacity of a long stream) is not chosen: its dev average is None and its error in the record's ``failed``
     (grid index → message); when no point runs, the first error is raised.
     """
-    grid = STRATEGIES[name].grid[:check_budget(budget)]
+    grid = entry_of(name).grid[:check_budget(budget)]
     if not grid:
         return settings, {}
     scores, failed = [], {}
@@ -97,12 +97,12 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
     run = results.get("run") or {}
     seed = run.get("seed")
     out = {}
-    for name in (n for n in names if STRATEGIES[n].grid):
+    for name in (n for n in names if entry_of(n).grid):
         point = (((results["strategies"].get(name) or {}).get("info") or {}).get("tuning") or {}).get("chosen")
         if point is None:
             raise UserError(f"{path}: strategy {name!r} was not tuned there (run it with --tune first)")
         point = current_setting_names(point)
-        if point not in [dict(p) for p in STRATEGIES[name].grid]:
+        if point not in [dict(p) for p in entry_of(name).grid]:
             raise UserError(f"{path}: {name!r} chose {point}, which is not a point of its grid")
         out[name] = {"chosen": dict(point), "from": f"{Path(run_dir)} (seed {seed})"}
     chose = run.get("tune") or run.get("settings_from") or any((r.get("info") or {}).get("tuning")
@@ -127,10 +127,11 @@ def refuse_fixed_choices(given: Mapping[str, Any], names: Sequence[str], *, tune
     Raises:
         UserError: one line naming both options and the strategy.
     """
-    option = {o.key: o.name.replace("_", "-") for o in registry_options()}
+    entries = {**STRATEGIES, **{name: entry_of(name) for name in names}}             # plugins' settings too
+    option = {o.key: o.name.replace("_", "-") for o in registry_options(entries.values())}
     for name in names:
-        cls = STRATEGIES[name].settings
-        points = list(STRATEGIES[name].grid[:tune_budget]) if tune_budget else \
+        cls = entries[name].settings
+        points = list(entries[name].grid[:tune_budget]) if tune_budget else \
             [chosen[name]["chosen"]] if chosen and name in chosen else []
         fixed = [k for k in given if k in option and has_setting(cls, k)] if points else []
         for key in fixed:

@@ -7,8 +7,9 @@
   module of the folder that defines ``ENTRY`` (or ``ENTRIES``) adds its own, so a new baseline is one module;
 - a package of a user's joins through the entry-point group :data:`ENTRY_POINTS`
   (``[project.entry-points."cl_graft.strategies"] toy = "toy_baseline"`` in its ``pyproject.toml``, naming a
-  module that defines ``ENTRY`` or ``ENTRIES``), as stream families join through theirs
-  (``cl_graft.benchmarks.families.ENTRY_POINTS``).
+  module that defines ``ENTRY`` or ``ENTRIES``, or ``toy = "toy_baseline:ENTRY"``: :func:`point_entries`), as
+  stream families join through theirs (``cl_graft.benchmarks.families.ENTRY_POINTS``). Plugins are loaded only
+  when a strategy that is not built in is looked up (:mod:`cl_graft.plugin_points`).
 
 The harness's registry (:mod:`cl_graft.strategies.comparison.registry`) collects them with
 :func:`module_entries`, importing the folders by name, never by an import statement.
@@ -23,8 +24,8 @@ from types import ModuleType
 from .entry import StrategyEntry
 
 ENTRY_POINTS = "cl_graft.strategies"
-"""The entry-point group of strategies kept in other packages (each names a module defining ``ENTRY`` or
-``ENTRIES``)."""
+"""The entry-point group of strategies kept in other packages: ``name = module`` (a module defining ``ENTRY`` or
+``ENTRIES``) or ``name = module:attr`` (an entry, or a tuple of them)."""
 
 
 def module_entries(module: ModuleType) -> tuple[StrategyEntry, ...]:
@@ -47,3 +48,18 @@ def package_entries(name: str, path: Iterable[str]) -> tuple[StrategyEntry, ...]
     whose name starts with ``_`` are skipped, and so are modules that declare none (shared helpers)."""
     return tuple(e for info in pkgutil.iter_modules(path) if not info.name.startswith("_") and not info.ispkg
                  for e in module_entries(importlib.import_module(f"{name}.{info.name}")))
+
+
+def point_entries(loaded: object) -> tuple[StrategyEntry, ...] | None:
+    """The entries a loaded entry point names: its module's (:func:`module_entries`), or its ``module:attr``
+    object, an entry or a tuple of them; None when it names none."""
+    if isinstance(loaded, ModuleType):
+        try:
+            found = module_entries(loaded)
+        except ValueError:
+            return None
+    else:
+        found = (loaded,) if isinstance(loaded, StrategyEntry) else loaded
+    if not isinstance(found, tuple) or not found or not all(isinstance(e, StrategyEntry) for e in found):
+        return None
+    return found

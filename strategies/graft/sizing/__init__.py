@@ -94,9 +94,20 @@ alone), the held-out split and rows, and the seconds spent (``search_seconds`` c
 """
 from __future__ import annotations
 
-from .finder import SizedFinder
+import importlib
+
 from .records import size_line, sizing_records
 from .rules import CapacityWarning, RegionSize
-from .search import SizeSearch
+
+_LAZY = {"SizedFinder": "finder", "SizeSearch": "search"}
+"""Names loaded on first use: the finder and the search reach Avalanche (through the graft finders), and the
+settings of ``cl-graft run`` (which read :class:`RegionSize`) are built before a run checks its ``--stream``."""
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+
 
 __all__ = ["CapacityWarning", "RegionSize", "SizeSearch", "SizedFinder", "size_line", "sizing_records"]

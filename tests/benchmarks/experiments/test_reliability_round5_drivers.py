@@ -111,6 +111,11 @@ def test_3_a_seed_or_a_benchmark_given_twice_is_refused(tmp_path, monkeypatch):
     error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class,split-intents:2//class",
                                                  "--seeds", "0,1"]))
     assert "--benchmarks lists split-intents:2//class twice" in error
+    error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-intents:2//class", "--seeds", "0,1",
+                                                 "--seeds-of", "split-intents:2//class=3,4", "--seeds-of",
+                                                 "split-intents:2//class=5,6"]))       # the last one kept, silently
+    assert "--seeds-of gives benchmark split-intents:2//class twice ('split-intents:2//class=3,4' and " \
+           "'split-intents:2//class=5,6')" in error, error
     assert started.claims == [] and not (tmp_path / "o").exists()
 
 
@@ -179,11 +184,12 @@ def test_the_driver_module_run_alone_says_which_scripts_to_run():
 
 
 def test_the_probe_runs_these_cases_as_a_user_would(tmp_path):
-    from cl_graft.benchmarks.experiments.probes.reliability import round5_drivers
+    from cl_graft.benchmarks.experiments.probes.reliability import recorded_settings, references, round5_drivers
     from cl_graft.benchmarks.experiments.probes.reliability.harness import Probe
     from cl_graft.benchmarks.experiments.probes.reliability.probe import GROUPS
 
-    assert GROUPS[-1] is round5_drivers                    # last: it reads the reference and the tuned runs
+    read = (references, recorded_settings)                 # it reads the reference run and the tuned run they make
+    assert all(GROUPS.index(round5_drivers) > GROUPS.index(group) for group in read)
     cases = round5_drivers.cases(Probe(tmp_path, tmp_path / "data"))
     names = " ".join(c.name for c in cases)
     for item in ("`..`", "--run-option=--seed=7", "--run-option=--out", "--seeds 0,0", "--benchmarks B,B",

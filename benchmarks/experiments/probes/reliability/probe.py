@@ -48,6 +48,7 @@ from . import (
     round5_drivers,
     round5_families,
     round5_saved,
+    round5_strategy_plugins,
     saved_state,
     writers,
 )
@@ -55,7 +56,7 @@ from .harness import BAD_WORDS, Probe, cli, first_error
 
 GROUPS = (references, input_validation, recorded_settings, output_folders, writers, interrupted, python_api,
           resume, saved_state, numerics, pages, messages, round5_families, round5_drivers, round5_checks,
-          round5_saved)
+          round5_saved, round5_strategy_plugins)
 """The groups in the order they run; each module has ``TITLE`` (what it protects) and ``cases(probe)``."""
 NAME = "reliability"
 
