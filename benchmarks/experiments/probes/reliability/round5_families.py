@@ -1,5 +1,5 @@
 """Stream families (issue 56, items 5 and 6): a stream-family plugin (a ``*.dist-info`` of the entry-point group
-``cl_graft.streams`` on ``PYTHONPATH``) that cannot be imported (ImportError, SyntaxError, RuntimeError) leaves
+"cl_graft.streams" on ``PYTHONPATH``) that cannot be imported (ImportError, SyntaxError, RuntimeError) leaves
 ``--help`` and every other command working and fails only ``run --stream``, in one line naming it and its
 distribution; a ``module:attr`` entry point serves its stream, recorded in config.json; a plugin family named as a
 built-in one, or one claiming every spec, is refused naming both; a task folder ``split-foo`` is ambiguous alone
@@ -80,7 +80,7 @@ def cases(p: Probe) -> list[Case]:
 
 def _plugin(folder: Path, module: str, source: str, *, value: str | None = None) -> dict[str, str]:
     """A plugin distribution in ``folder`` (``module.py`` and its ``*.dist-info`` declaring the entry point
-    ``toy = value`` of ``cl_graft.streams``); the environment that installs it (``PYTHONPATH``)."""
+    ``toy = value`` of the group "cl_graft.streams"); the environment that installs it (``PYTHONPATH``)."""
     dist = folder / f"{module}-0.1.dist-info"
     dist.mkdir(parents=True)
     (folder / f"{module}.py").write_text(source)
