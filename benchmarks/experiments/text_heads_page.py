@@ -83,19 +83,17 @@ def page_text(pairs: list[tuple[dict, dict]]) -> str:
     def result(name: str, g: dict, h: dict) -> dict:
         return (g if name == "graft" else h)["strategies"][name]
 
-    def run_of(name: str, g: dict, h: dict) -> dict:
-        return (g if name == "graft" else h)["run"]
-
-    lines = [f"# Where fine-tuning pays: graft against the frozen encoder's closed-form heads ({first['stream']})",
+    stream = ",".join(first["stream"])
+    lines = [f"# Where fine-tuning pays: graft against the frozen encoder's closed-form heads ({stream})",
              "",
-             f"`cl-graft run --stream {first['stream']}`, {first['preset']} preset ({first['k']} training rows per "
+             f"`cl-graft run --stream {stream}`, {first['preset']} preset ({first['k']} training rows per "
              f"class, at most {first['eval_cap']} test rows per task), seeds {', '.join(map(str, seeds))}, each "
              "strategy with its defaults (no `--tune`). With task labels: the label picks graft's grafted model "
              "and each head's columns. Without: graft routes each row by θ_pre's features (`--task-inference "
              "features`); the heads were not run without labels (the task-list family has the task scenario "
              f"only). Bytes: what each keeps beyond the model it starts from ({BYTE_UNIT}).", "",
              f"| strategy | with task labels (mean ± SD) | {' | '.join(tasks)} | without task labels | rows routed "
-             "to their task | kept | wall s | CPU s |",
+             "to their task | kept | wall s | CPU s (each strategy's own, mean over seeds) |",
              "|---|---|" + "---|" * len(tasks) + "---|---|---|---|---|"]
     for name in names:
         runs = [result(name, g, h) for g, h in pairs]
@@ -108,8 +106,8 @@ def page_text(pairs: list[tuple[dict, dict]]) -> str:
             unlabelled, identified = "not run", "–"
         low, high = (human_bytes(f(r["summary"]["bytes"] for r in runs)) for f in (min, max))
         kept = low if low == high else f"{low}–{high}"
-        wall = [run_of(name, g, h)["wall_seconds"] for g, h in pairs]
-        cpu = [run_of(name, g, h)["cpu_seconds"] for g, h in pairs]
+        wall = [r["seconds"] for r in runs]
+        cpu = [r["info"]["cpu_seconds"] for r in runs]
         lines.append(f"| {name} | {pm(mean_sd([r['summary']['average'] for r in runs]))} | {' | '.join(per_task)} | "
                      f"{unlabelled} | {identified} | {kept} | {statistics.mean(wall):.0f} | "
                      f"{statistics.mean(cpu):.0f} |")
