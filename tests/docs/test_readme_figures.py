@@ -407,6 +407,34 @@ def small_regions() -> str:
             f"5% keeps {pct(statistics.mean(kept(0.05)))}% ({n_tasks} tasks, {seeds} seeds,")
 
 
+def text_heads() -> str:
+    from cl_graft.benchmarks.experiments.verdicts import holm_intervals
+
+    seeds = (0, 1, 2)
+    graft = [art(f"text_heads/graft/seed{s}/results.json")["strategies"]["graft"] for s in seeds]
+    heads = [art(f"text_heads/heads/seed{s}/results.json")["strategies"] for s in seeds]
+    mean = {n: statistics.mean(h[n]["summary"]["average"] for h in heads) for n in ("slda", "ranpac", "ncm")}
+    verdict = holm_intervals({n: [g["summary"]["average"] - h[n]["summary"]["average"] for g, h in zip(graft, heads)]
+                              for n in mean})
+    ahead = [n for n, d in verdict.items() if d["ahead"] == 1]
+    even = [n for n, d in verdict.items() if d["ahead"] == 0]
+    assert ahead == ["ncm"] and even == ["slda", "ranpac"], verdict                   # the words below
+    qnli = max(statistics.mean(h[n]["summary"]["final"][0] for h in heads) for n in mean)
+    assert qnli < 0.55                                             # "near chance" (2 labels), the mean over seeds
+    routed = statistics.mean(statistics.mean(g["info"]["task_inference"]["accuracy"]) for g in graft)
+    task_id = statistics.mean(statistics.mean(g["info"]["task_inference"]["task_id"]) for g in graft)
+    intents = art("class_text/heads_banking77_s0/results.json")["strategies"]
+    past = art("class_text/banking77_class_default_s0/results.json")["strategies"]["graft"]["summary"]["average"]
+    return (f"with task labels on qnli → agnews → sst2 ({count(len(seeds), 'seed')}) graft "
+            f"{pct(statistics.mean(g['summary']['average'] for g in graft))}% against slda {pct(mean['slda'])}%, "
+            f"ranpac {pct(mean['ranpac'])}%, ncm {pct(mean['ncm'])}% (ahead of ncm by Holm-corrected intervals, not "
+            f"separable from slda and ranpac: on qnli the frozen features sit near chance); without task labels graft "
+            f"{pct(routed)}% ({pct(task_id)}% of rows routed to their task). Without task labels on `split-banking77:7` "
+            f"({count(1, 'seed')}, [run](benchmarks/results/class_text/heads_banking77_s0/results.json)) ranpac scored "
+            f"{pct(intents['ranpac']['summary']['average'])}% and slda {pct(intents['slda']['summary']['average'])}% "
+            f"against graft's {pct(past)}% above")
+
+
 def reliability() -> str:
     cases = art("reliability.json")["cases"]
     return f"reliability.md) ({sum(c['ok'] for c in cases)} of {len(cases)} cases as wanted"
@@ -455,6 +483,7 @@ QUOTES: dict[str, Callable[[], str]] = {
     "small regions probe": small_regions,
     "class-incremental text (class_text)": class_text,
     "class-incremental text, its seeds (class_text)": class_text_seeds,
+    "the closed-form heads (text_heads, class_text/heads_banking77_s0)": text_heads,
     "the reliability probe": reliability,
 }
 
