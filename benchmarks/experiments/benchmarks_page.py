@@ -108,7 +108,11 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("class_text/README.md", ("class-incremental text (split-clinc150, split-banking77): routing by task or by class "
                               "on training rows; one-seed runs of graft against nearest class mean (and naive) at 50 "
                               "steps and with the defaults; where graft's accuracy goes, rule by rule"),
-     ("`class_text/routing_*/`", "`class_text/*_class_*s0/`", "`class_text/answers_*/`")),
+     ("`class_text/routing_*/`", "`class_text/*_class_*s0/`", "`class_text/answers_*/`",
+      "`class_text/heads_banking77_s0/` (slda, ranpac, ncm)")),
+    ("text_heads/text_heads.md", ("where fine-tuning pays: graft against the frozen encoder's closed-form heads "
+                                  "(slda, ranpac, ncm) on qnli → agnews → sst2, with and without task labels, 3 "
+                                  "seeds paired"), ("`text_heads/graft/seed*/`", "`text_heads/heads/seed*/`")),
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*`", "`feature_forms/`")),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
