@@ -26,6 +26,7 @@ import click
 from cl_graft.units import BYTE_UNIT, human_bytes
 
 from .script_out import ScriptError, claimed, load_results, out_options, write_page
+from .timing import conditions_text
 from .verdicts import VERDICT, holm_intervals, mean_sd, pct, pm
 
 SAME = ("stream", "seed", "preset", "k", "dev_k", "eval_cap", "max_length", "data_sha256")
@@ -62,15 +63,6 @@ def paired(graft_runs: list[dict], heads_runs: list[dict]) -> list[tuple[dict, d
             if run["run"].get(key) != heads[seed]["run"].get(key):
                 raise ScriptError(f"seed {seed}: the graft and heads runs differ in {key!r}")
     return [(grafts[s], heads[s]) for s in sorted(grafts)]
-
-
-def _conditions(run: dict) -> str:
-    c = run["run"].get("conditions")
-    if not c:
-        return "threads and load not recorded"
-    return (f"{c['torch_threads']} thread(s), OMP_NUM_THREADS={c['omp_num_threads']}, load "
-            f"{c['load_average_start'][0]:.1f} → {c['load_average_end'][0]:.1f}, bfloat16 native: "
-            f"{c['bfloat16_native']}")
 
 
 def page_text(pairs: list[tuple[dict, dict]]) -> str:
@@ -126,7 +118,7 @@ def page_text(pairs: list[tuple[dict, dict]]) -> str:
         for run in (g, h):
             r = run["run"]
             lines.append(f"- seed {r['seed']}, {', '.join(r['strategies'])}: git {r['git_revision'][:7]} on "
-                         f"{r['device_name']}, {_conditions(run)}; `{r['command_line']}`")
+                         f"{r['device_name']}, {conditions_text(r)}; `{r['command_line']}`")
     return "\n".join(lines) + "\n"
 
 

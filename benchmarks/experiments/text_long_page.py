@@ -27,6 +27,7 @@ import click
 from cl_graft.units import BYTE_UNIT, MB
 
 from .script_out import ScriptError, claimed, load_results, out_options, write_page
+from .timing import conditions_text
 from .verdicts import pct
 
 SAME = ("stream", "seed", "preset", "k", "eval_cap", "config")
@@ -73,7 +74,7 @@ def page_text(runs: list[dict]) -> str:
     for run in runs:
         r = run["run"]
         lines.append(f"- `{r['command_line']}` (git {r['git_revision']}; {r['device_name']}, torch {r['torch']}; "
-                     f"{r['wall_seconds']:.0f} s)")
+                     f"{r['wall_seconds']:.0f} s; {conditions_text(r)})")
     head = ["task", "graft size %", "cap %", "free after %", "dev: trained → grafted (chance)", "above chance",
             "graft", "single", "% of single", *peers]
     lines += ["", "## Per task (final test accuracy, %)", "", "| " + " | ".join(head) + " |",

@@ -30,7 +30,7 @@ from cl_graft.units import BYTE_UNIT, MB
 
 from .run_records import record_note
 from .script_out import ScriptError, claimed, load_results, out_options, write_page
-from .timing import SEARCH_SHARE_MEANS, parts, search_share
+from .timing import SEARCH_SHARE_MEANS, conditions_text, parts, search_share
 
 TESTED, REST = "trained model's test score", "the rest (building, saving)"
 
@@ -152,7 +152,7 @@ def page_text(runs: list[dict], singles: list[dict], single_records: list[dict |
         single_avg.append(single["summary"]["average"])
         lines += [f"## Seed {rec['seed']}", "",
                   (f"Command: `{rec['command_line']}` (git {rec['git_revision']}; {rec['device_name']}, torch "
-                  f"{rec['torch']})." + _single_source(other)), "",
+                  f"{rec['torch']}; {conditions_text(rec)})." + _single_source(other)), "",
                   ("| task | size % | vouched % (retrained region) | cap % | below cap | dev loss, points (95% bound) "
                    "| T | free after % | search s | bytes added MB | final graft | single |"),
                   "|---|---|---|---|---|---|---|---|---|---|---|---|",
