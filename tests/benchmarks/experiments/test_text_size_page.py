@@ -39,6 +39,12 @@ def test_page_reports_sizes_bytes_and_graft_against_single():
         for record in run["strategies"]["graft"]["info"]["sizing"]:
             record["tolerance"] = 0.04
     assert "loses at most 4 points" in page_text(runs, [r["strategies"]["single"] for r in runs])
+    assert text.count("conditions not recorded") == 2                          # beside each run's times
+    runs[1]["run"]["conditions"] = {"torch_threads": 1, "omp_num_threads": "1", "load_average_start": [1.5, 1, 1],
+                                    "load_average_end": [2.25, 1, 1], "bfloat16_native": True}
+    text = page_text(runs, [r["strategies"]["single"] for r in runs])
+    assert ("torch 2; 1 torch threads, OMP_NUM_THREADS 1, load average 1.50 at start and 2.25 at end, bfloat16 "
+            "native)") in text and text.count("conditions not recorded") == 1
 
 
 def test_the_promise_is_read_on_test_rows_and_unmet_acceptances_are_flagged():
