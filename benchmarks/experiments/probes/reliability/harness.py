@@ -174,3 +174,31 @@ class Probe:
             present = sorted(p for p in snapshot(folder) if p != ".cl-graft.json")
             return f"record lists all {len(files)} files" if files == present else "RECORD DIFFERS"
         return check
+
+
+def refused_naming(name: str, args: list, out: Path, env: dict[str, str], *words: str) -> Case:
+    """A case refused in one line (exit 2) naming ``words``, nothing written to ``out``."""
+    case = Case(name, args, env=env)
+
+    def check() -> str:
+        line = error_line(case)
+        missing = [w for w in words if w not in line]
+        if missing:
+            return f"FAILED: the error does not name {missing}"
+        return "one line naming them, nothing written" if not out.exists() else f"{out.name} EXISTS"
+
+    case.check = check
+    return case
+
+
+def plugin_distribution(group: str, folder: Path, module: str, source: str, *, value: str | None = None
+                        ) -> dict[str, str]:
+    """A plugin distribution in ``folder``: ``module.py`` (``source``) and its ``*.dist-info`` declaring the entry
+    point ``toy = value`` (default: ``module``) of the entry-point ``group``; returns the environment that installs
+    it (``PYTHONPATH``)."""
+    dist = folder / f"{module}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (folder / f"{module}.py").write_text(source)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{group}]\ntoy = {value or module}\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))}

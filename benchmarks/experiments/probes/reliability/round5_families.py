@@ -7,10 +7,12 @@ built-in one, or one claiming every spec, is refused naming both; a task folder 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from .harness import DIGITS, RUN, Case, Probe, error_line
+from .harness import DIGITS, RUN, Case, Probe, plugin_distribution, refused_naming
+
+STREAMS = "cl_graft.streams"
+"""The stream families' entry-point group."""
 
 TITLE = "stream-family plugins and overlapping families"
 
@@ -40,11 +42,11 @@ def cases(p: Probe) -> list[Case]:
     r = p.root / "r5"
     o = r / "o"
     d = ["--data-dir", p.data]
-    plugin = {kind: _plugin(r / "plugins" / kind.lower(), "r5_broken", source) for kind, source in BROKEN.items()}
-    plugin["module:attr"] = _plugin(r / "plugins" / "attr", "r5_digits", DIGITS_AGAIN, value="r5_digits:MY_DIGITS")
-    plugin["named digits"] = _plugin(r / "plugins" / "named", "r5_named", FAMILY_OF.format(
+    plugin = {kind: plugin_distribution(STREAMS, r / "plugins" / kind.lower(), "r5_broken", source) for kind, source in BROKEN.items()}
+    plugin["module:attr"] = plugin_distribution(STREAMS, r / "plugins" / "attr", "r5_digits", DIGITS_AGAIN, value="r5_digits:MY_DIGITS")
+    plugin["named digits"] = plugin_distribution(STREAMS, r / "plugins" / "named", "r5_named", FAMILY_OF.format(
         name="digits", claims="lambda spec: spec == 'mine'"))
-    plugin["greedy"] = _plugin(r / "plugins" / "greedy", "r5_greedy", FAMILY_OF.format(
+    plugin["greedy"] = plugin_distribution(STREAMS, r / "plugins" / "greedy", "r5_greedy", FAMILY_OF.format(
         name="greedy", claims="lambda spec: True"))
     data = _split_tasks(p)
     cases = [Case(f"{kind} plugin: cl-graft {' '.join([*command, '--help'])}", [*command, "--help"], want=0,
@@ -52,7 +54,7 @@ def cases(p: Probe) -> list[Case]:
              for kind, command in (("SyntaxError", []), ("ImportError", ["run"]), ("RuntimeError", ["finetune"]),
                                    ("SyntaxError", ["export"]), ("SyntaxError", ["plot"]))]
     for kind, stream in (("ImportError", "sst2,cr"), ("SyntaxError", "split-digits"), ("RuntimeError", "sst2,cr")):
-        cases.append(_named(f"{kind} plugin: run --stream {stream}", ["run", "--stream", stream, *d, *RUN,
+        cases.append(refused_naming(f"{kind} plugin: run --stream {stream}", ["run", "--stream", stream, *d, *RUN,
                                                                        "--out", o],
                             o, plugin[kind], "plugin toy = r5_broken", "distribution r5-broken 0.1", kind))
     served = Case("module:attr plugin: run --stream r5-digits",
@@ -60,16 +62,18 @@ def cases(p: Probe) -> list[Case]:
                    r / "attr"], want=0, env=plugin["module:attr"])
     served.check = _recorded_family(r / "attr", "r5-digits", "r5-digits 0.1")
     cases.append(served)
-    cases.append(_named("plugin family named digits: run --stream permuted-digits:3",
+    cases.append(refused_naming("plugin family named digits: run --stream permuted-digits:3",
                         ["run", "--stream", "permuted-digits:3", *DIGITS, "--out", o], o, plugin["named digits"],
                         "two stream families are called 'digits'", "'digits' (built in)", "r5-named 0.1"))
     for stream, other in (("sst2,cr", "'task-list' (built in)"), ("split-digits", "'digits' (built in)")):
-        cases.append(_named(f"plugin claiming every spec: run --stream {stream}",
+        cases.append(refused_naming(f"plugin claiming every spec: run --stream {stream}",
                             ["run", "--stream", stream, *d, *RUN, "--out", o], o, plugin["greedy"],
                             "claimed by more than one stream family", other, "'greedy' (plugin toy = r5_greedy"))
-    cases.append(_named("task folder split-foo: run --stream split-foo",
-                        ["run", "--stream", "split-foo", "--data-dir", data, *RUN, "--out", o], o, {},
-                        "'split text' (built in) and 'task-list' (built in)"))
+    alone = Case("task folder split-foo: run --stream split-foo",
+                 ["run", "--stream", "split-foo", "--data-dir", data, *RUN, "--strategies", "naive", "--out",
+                  r / "alone"], want=0)                               # a split stream is written split-TASK:N
+    alone.check = _recorded_family(r / "alone", "task-list", "cl-graft ")
+    cases.append(alone)
     listed = Case("task folder split-foo: run --stream split-foo,r5-plain",
                   ["run", "--stream", "split-foo,r5-plain", "--data-dir", data, *RUN, "--strategies", "naive",
                    "--out", r / "listed"], want=0)
@@ -78,37 +82,11 @@ def cases(p: Probe) -> list[Case]:
     return cases
 
 
-def _plugin(folder: Path, module: str, source: str, *, value: str | None = None) -> dict[str, str]:
-    """A plugin distribution in ``folder`` (``module.py`` and its ``*.dist-info`` declaring the entry point
-    ``toy = value`` of the group "cl_graft.streams"); the environment that installs it (``PYTHONPATH``)."""
-    dist = folder / f"{module}-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (folder / f"{module}.py").write_text(source)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[cl_graft.streams]\ntoy = {value or module}\n")
-    return {"PYTHONPATH": os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))}
-
-
 def _split_tasks(p: Probe) -> Path:
     """The task folders ``split-foo`` and ``r5-plain`` (sst2's rows, valid meta.json), under ``p.bad``."""
     for name in ("split-foo", "r5-plain"):
         p.task(name, p.rows(200))
     return p.bad
-
-
-def _named(name: str, args: list, out: Path, env: dict[str, str], *words: str) -> Case:
-    """A case refused in one line (exit 2) naming ``words``, nothing written to ``out``."""
-    case = Case(name, args, env=env)
-
-    def check() -> str:
-        line = error_line(case)
-        missing = [w for w in words if w not in line]
-        if missing:
-            return f"FAILED: the error does not name {missing}"
-        return "one line naming them, nothing written" if not out.exists() else f"{out.name} EXISTS"
-
-    case.check = check
-    return case
 
 
 def _recorded_family(folder: Path, family: str, distribution: str):

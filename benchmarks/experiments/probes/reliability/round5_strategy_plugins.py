@@ -6,10 +6,12 @@ strategy named as a built-in one is refused naming both."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from .harness import DIGITS, Case, Probe, error_line
+from .harness import DIGITS, Case, Probe, plugin_distribution, refused_naming
+
+STRATEGIES = "cl_graft.strategies"
+"""The strategies' entry-point group."""
 
 TITLE = "strategy plugins"
 
@@ -43,47 +45,21 @@ def cases(p: Probe) -> list[Case]:
     r = p.root / "r5s"
     o = r / "o"
     run = ["run", "--stream", "permuted-digits:2", *DIGITS, "--steps", "2"]
-    broken = _plugin(r / "broken", "r5s_broken", "raise RuntimeError('the plugin needs a licence key')\n")
-    toy = _plugin(r / "toy", "r5s_toy", TOY.format(names=("r5s-toy",)), value="r5s_toy:MINE")
-    named = _plugin(r / "named", "r5s_named", TOY.format(names=("naive", "r5s-other")), value="r5s_named:MINE")
+    broken = plugin_distribution(STRATEGIES, r / "broken", "r5s_broken", "raise RuntimeError('the plugin needs a licence key')\n")
+    toy = plugin_distribution(STRATEGIES, r / "toy", "r5s_toy", TOY.format(names=("r5s-toy",)), value="r5s_toy:MINE")
+    named = plugin_distribution(STRATEGIES, r / "named", "r5s_named", TOY.format(names=("naive", "r5s-other")), value="r5s_named:MINE")
     listed = Case("broken plugin: cl-graft run --help", ["run", "--help"], want=0, env=broken,
                   check=lambda: "help shown")
     served = Case("module:attr plugin: run --strategies r5s-toy --toy-scale 0.5",
                   [*run, "--strategies", "r5s-toy", "--toy-scale", "0.5", "--out", r / "toy-run"], want=0, env=toy)
     served.check = _recorded(r / "toy-run", "r5s-toy", {"toy_scale": 0.5})
     return [listed,
-            _named("broken plugin: run --strategies naive,toy", [*run, "--strategies", "naive,toy", "--out", o], o,
+            refused_naming("broken plugin: run --strategies naive,toy", [*run, "--strategies", "naive,toy", "--out", o], o,
                    broken, "strategy plugin toy = r5s_broken", "distribution r5s-broken 0.1", "RuntimeError"),
             served,
-            _named("plugin strategy named naive: run --strategies r5s-other", [*run, "--strategies", "r5s-other",
+            refused_naming("plugin strategy named naive: run --strategies r5s-other", [*run, "--strategies", "r5s-other",
                                                                               "--out", o], o, named,
                    "two strategies are called 'naive'", "'naive' (built in)", "r5s-named 0.1")]
-
-
-def _plugin(folder: Path, module: str, source: str, *, value: str | None = None) -> dict[str, str]:
-    """A plugin distribution in ``folder`` (``module.py`` and its ``*.dist-info`` declaring the entry point
-    ``toy = value`` of the strategies' group); the environment that installs it (``PYTHONPATH``)."""
-    dist = folder / f"{module}-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (folder / f"{module}.py").write_text(source)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[cl_graft.strategies]\ntoy = {value or module}\n")
-    return {"PYTHONPATH": os.pathsep.join(filter(None, (str(folder), os.environ.get("PYTHONPATH"))))}
-
-
-def _named(name: str, args: list, out: Path, env: dict[str, str], *words: str) -> Case:
-    """A case refused in one line (exit 2) naming ``words``, nothing written to ``out``."""
-    case = Case(name, args, env=env)
-
-    def check() -> str:
-        line = error_line(case)
-        missing = [w for w in words if w not in line]
-        if missing:
-            return f"FAILED: the error does not name {missing}"
-        return "one line naming them, nothing written" if not out.exists() else f"{out.name} EXISTS"
-
-    case.check = check
-    return case
 
 
 def _recorded(folder: Path, strategy: str, settings: dict):
