@@ -286,13 +286,20 @@ def digits_page_row(summary: dict) -> tuple[str, str, tuple[str, ...]]:
                         f"`{folder}/runs/` ({count} invocations' `results.json`, each with its run record)")
 
 
+CONDITIONS = ("Times: a run record keeps the conditions its times were measured under (torch threads, "
+              "`OMP_NUM_THREADS`, the load average at start and end, native bfloat16: `cl_graft/machine.py`) from "
+              "2026-11-28 on; the speed, text_size, text_long and text_heads pages name them per run, and every "
+              "other time on these pages comes from runs made before, whose threads and load were not recorded.")
+"""What the pages' times carry beside them (issue 55), said once for every page."""
+
+
 def more_results_lines(pages=MORE_RESULTS) -> list[str]:
     """The "More results" section: one row per hand-written results page (Markdown lines)."""
     lines = ["## More results (hand-written pages)", "",
              ("Each page names the artifacts its figures come from and the commands that made them. \"Run record "
               "incomplete\""),                                 # two source lines, one Markdown paragraph
              ("marks artifacts whose record lacks the command line, the device or a clean git revision (unknown, or "
-              "`+dirty`: made from uncommitted changes, which no commit reproduces)."), "",
+              "`+dirty`: made from uncommitted changes, which no commit reproduces)."), "", CONDITIONS, "",
              "| page | what | artifacts |", "|---|---|---|"]
     for page, what, artifacts in pages:
         marked = incomplete_artifacts([a.split("`")[1] for a in artifacts if "`" in a], RESULTS)

@@ -137,6 +137,7 @@ def test_render_names_the_committed_artifacts():
     assert (f"ratio 1.20. This ratio is of the run named above (git {revision}), not of today's default" in text
             and "is on [the speed page](benchmarks/results/speed/speed.md)" in text)
     assert report.UNTESTED_HERE in text.split("### Continual learning")[0]           # beside the sweep it qualifies
+    assert report.CONDITIONS in text.split("## More results")[1].split("| page |")[0]   # said once, above the index
     assert (report.RESULTS.parent / "experiments" / "learned_region_power.sh").is_file()   # the plan it names
     assert "peak RSS 900 MB; naive 10 s, 800 MB (MB = 10^6 bytes)" in text
     old = _measured()
