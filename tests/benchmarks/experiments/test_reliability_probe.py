@@ -81,3 +81,6 @@ def test_no_machine_path_reaches_the_artifact(tmp_path, monkeypatch):
     text = (f"inside {tmp_path}/src/../out/work/probe-x/busy; {tmp_path}/out/work/probe-x/b; {tmp}/a; "
             f"{data}/sst2")
     assert portable(text, tmp, data) == "inside $TMP/busy; $TMP/b; $TMP/a; $DATA/sst2"
+    import json as library                                                      # a library's file in a message
+    named = f"cannot import name 'x' from 'json' ({library.__file__})"
+    assert portable(named, tmp, data).startswith("cannot import name 'x' from 'json' ($PYTHON/")

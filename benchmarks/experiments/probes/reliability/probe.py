@@ -119,10 +119,13 @@ def run_cases(data_dir: Path, scratch: Path) -> tuple[list[dict], int]:
 
 
 def portable(text: str, tmp: Path, data: Path) -> str:
-    """``text`` with the probe's temporary folder as ``$TMP`` and the data folder as ``$DATA``, however a message
-    spells them (as given, resolved, or joined to the working folder): no machine path in the artifact."""
+    """``text`` with the probe's temporary folder as ``$TMP``, the data folder as ``$DATA`` and the Python
+    installation as ``$PYTHON`` (a library's file named in a message), however a message spells them (as given,
+    resolved, or joined to the working folder): no machine path in the artifact."""
     spellings = {str(Path.cwd() / tmp): "$TMP", str(tmp.resolve()): "$TMP", str(tmp): "$TMP",
-                 str(data): "$DATA", str(data.resolve()): "$DATA"}
+                 str(data): "$DATA", str(data.resolve()): "$DATA",
+                 **{str(Path(prefix).resolve()): "$PYTHON" for prefix in {sys.base_prefix, sys.prefix}},
+                 **{prefix: "$PYTHON" for prefix in {sys.base_prefix, sys.prefix}}}
     for path in sorted(spellings, key=len, reverse=True):                        # the longest spelling first
         text = text.replace(path, spellings[path])
     return text
