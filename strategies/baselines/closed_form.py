@@ -18,7 +18,6 @@ and continues with the next experience.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
