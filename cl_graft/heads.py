@@ -159,7 +159,7 @@ class RandomProjectionRidge:
         self.projection = torch.randn(dim, width, generator=torch.Generator().manual_seed(seed))
         self.gram = torch.zeros(width, width)
         self.targets = torch.zeros(width, 0)
-        self._solved: Tensor | None = None
+        self._solved: dict[float, Tensor] = {}
 
     def expand(self, features: Tensor) -> Tensor:
         """``relu(features P)``: (N, d) → (N, M)."""
@@ -173,22 +173,25 @@ class RandomProjectionRidge:
         h = self.expand(features)                                           # (N, M)
         self.gram += h.T @ h
         self.targets.index_add_(1, columns.cpu(), h.T)
-        self._solved = None
+        self._solved = {}
 
-    def _weights(self) -> Tensor:
-        """The ridge solution ``W`` (M, K), solved in float64 (cached)."""
-        if self._solved is None:
+    def _weights(self, ridge: float | None = None) -> Tensor:
+        """The ridge solution ``W`` (M, K) at ``ridge`` (default: the head's), solved in float64 (cached per
+        ridge until the sums grow)."""
+        ridge = self.ridge if ridge is None else ridge
+        if ridge not in self._solved:
             gram = self.gram.double()
             width = gram.shape[0]
-            lam = self.ridge * max(float(gram.diagonal().sum()) / width, torch.finfo(torch.float32).tiny)
+            lam = ridge * max(float(gram.diagonal().sum()) / width, torch.finfo(torch.float32).tiny)
             gram.diagonal().add_(lam)
-            self._solved = torch.linalg.solve(gram, self.targets.double()).float()
-        return self._solved
+            self._solved[ridge] = torch.linalg.solve(gram, self.targets.double()).float()
+        return self._solved[ridge]
 
     @torch.no_grad()
-    def scores(self, features: Tensor) -> Tensor:
-        """``(N, K)`` scores of ``features`` (N, d) for the columns seen so far."""
-        return self.expand(features) @ self._weights()
+    def scores(self, features: Tensor, *, ridge: float | None = None) -> Tensor:
+        """``(N, K)`` scores of ``features`` (N, d) for the columns seen so far, at ``ridge`` (default: the
+        head's; any other value is solved from the same sums)."""
+        return self.expand(features) @ self._weights(ridge)
 
     def tensors(self) -> dict[str, Tensor]:
         """What it learned, by name (the projection is drawn again from the seed)."""
@@ -210,7 +213,7 @@ class RandomProjectionRidge:
     def nbytes(self) -> dict[str, int]:
         """Bytes it keeps, by part: the projection, the Gram matrix, the targets' sums and the cached solution."""
         return {"projection": _bytes(self.projection), "gram": _bytes(self.gram), "targets": _bytes(self.targets),
-                "solved": _bytes(self._solved)}
+                "solved": sum(_bytes(w) for w in self._solved.values())}
 
 
 def _bytes(t: Tensor | None) -> int:

@@ -32,11 +32,14 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (  # bottom first; room → its
     {"localize": ("cl_graft.localize",), "surgical": ("cl_graft.surgical",), "analyze": ("cl_graft.analyze",),
      "skillmaps": ("cl_graft.skillmaps",),
      "strategies": ("cl_graft.strategies.__init__", "cl_graft.strategies.adapter",
-                    "cl_graft.strategies.head_inputs")},
+                    "cl_graft.strategies.head_inputs", "cl_graft.strategies.eval_rows")},
     # what every method implements (StrategyEntry, its settings, the shared recipe, the scenario's model, how
     # a method registers), and the plugins any strategy may use (the training recipe, SI)
     {"strategies.interface": ("cl_graft.strategies.interface",),
      "strategies.plugins": ("cl_graft.strategies.plugins",)},
+    # serving rows without task labels: model states switched in place, θ_pre features, the closed-form routers
+    # and the rules; graft and PackNet use it
+    {"strategies.routing": ("cl_graft.strategies.routing",)},
     # the methods (METHODS), each a folder declaring its entries; one built on another sits above it
     {"strategies.graft": ("cl_graft.strategies.graft",),
      "strategies.baselines": ("cl_graft.strategies.baselines",)},

@@ -8,8 +8,10 @@ Rooms, bottom first (``cl_graft.layers`` declares the order, ``tests/core/test_l
   (:class:`~.interface.entry.StrategyEntry`, its settings, the shared recipe, the model of each scenario) and
   how a method registers its entries;
 - :mod:`.plugins`: plugins any strategy may use (the fine-tuning recipe, SI with copied snapshots);
+- :mod:`.routing`: serving rows without task labels (model states switched in place, θ_pre's features, the
+  closed-form routers chosen on dev rows), used by graft and PackNet;
 - the methods, each a folder that declares its entries in its ``__init__.py``: :mod:`.graft` (the method:
-  :class:`GraftPlugin`, :class:`GraftStrategy`, owner maps, routing, finders), :mod:`.packnet` (PackNet, built
+  :class:`GraftPlugin`, :class:`GraftStrategy`, owner maps, finders), :mod:`.packnet` (PackNet, built
   on graft's owner map: above it) and :mod:`.baselines` (Avalanche's strategies, one module each);
 - :mod:`.comparison`: the harness behind ``cl-graft run`` (registry, runner, tuning, metrics, report), which
   finds the methods' entries and imports no method.
@@ -27,7 +29,7 @@ _EXPORTS = {
     "GraftPlugin": "graft.plugin", "GraftStrategy": "graft.strategy", "OwnerMap": "graft.owner_map",
     "LocalizeFinder": "graft.finders", "RegionFinder": "graft.finders", "independent_regions": "graft.finders",
     "experience_regions": "graft.finders", "ExperienceData": "graft.experience_data", "GraftTarget": "graft.targets",
-    "graft_target": "graft.targets", "TaskRouter": "graft.routing",
+    "graft_target": "graft.targets", "TaskRouter": "routing.states",
     "TaskIdentificationAccuracy": "graft.task_identification", "TaskInferenceAccuracy": "graft.task_identification",
     "save_run": "graft.saved_run", "load_run_": "graft.saved_run", "replay_adaptation_": "graft.adaptations",
     "export_task": "graft.export", "load_task_model": "graft.export", "task_model": "graft.export",

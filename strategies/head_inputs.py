@@ -1,6 +1,6 @@
 """A forward pre-hook that records what a module is given: the features a head reads (pure torch).
 
-Graft routes test rows by the statistics of its heads' inputs (:mod:`cl_graft.strategies.graft.task_features`)
+Graft routes test rows by the statistics of its heads' inputs (:mod:`cl_graft.strategies.routing.features`)
 and the ``ncm`` baseline sets each class's mean of them (:mod:`cl_graft.strategies.baselines.ncm`); both record
 them with :class:`HeadInputs`.
 """

@@ -6,43 +6,21 @@
 - ``graft-paper``: the paper's mode: regions from independent fine-tuning and localization of each task (text
   streams).
 
-Both keep an owner map; what it stores is :func:`region_kept_bytes`, how they serve rows without task labels
-:class:`RegionRouting`, what their reports show :func:`region_lines` and :func:`region_field` (PackNet, which
-keeps one too, uses all four).
+Both keep an owner map; what it stores is :func:`region_kept_bytes`, what their reports show :func:`region_lines`
+and :func:`region_field` (PackNet, which keeps one too, uses all three); how they serve rows without task labels
+is the routing room's (:mod:`cl_graft.strategies.routing.rules`).
 """
 from __future__ import annotations
 
 from cl_graft.errors import UserError
 
 from ..interface.entry import BuildContext, StrategyEntry
+from ..routing.rules import RegionRouting, class_scenario_rule
 from .run_state import OwnerMapState, region_plugin, task_seconds
 from .settings import SIZE_GRID, GraftSettings
 from .sizing import RegionSize, size_line
 
 STORES = "each task's region (a value and a gap-coded index per weight), its head and its feature statistics"
-
-
-class RegionRouting:
-    """Routes each test row to a learned task by the confidence of each task's model (``entropy``,
-    ``max-softmax``) or by the statistics of its head inputs (``features``), T forward passes per row
-    (:mod:`.routing`)."""
-
-    rules = ("entropy", "max-softmax", "features")
-
-    def route(self, strategy, rule: str | None) -> None:
-        region_plugin(strategy).task_inference = rule
-
-    def identified(self, strategy, n_tasks: int) -> list[float]:
-        task_id = region_plugin(strategy).task_id
-        return [task_id[j][0] / task_id[j][1] for j in range(n_tasks)]
-
-
-def class_scenario_rule(ctx: BuildContext, rule: str = "entropy") -> str | None:
-    """How a region-keeping strategy serves rows in ``ctx``'s scenario: with the task label (task-incremental,
-    None), else by ``rule`` (class-incremental): graft by ``features`` (every task's statistics of the features at
-    θ_pre, for a single-head model the input of its shared output layer, :mod:`.task_features`), PackNet, which
-    keeps no statistics, by the entropy of each task's model."""
-    return rule if ctx.scenario == "class" else None
 
 
 def region_kept_bytes(strategy, model) -> tuple[int, dict]:
@@ -62,7 +40,8 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "task_bytes": owners.task_bytes(),
                              "region_density": [e / numel for e in elements],
                              "free_share": [1 - sum(elements[:i + 1]) / numel for i in range(len(elements))],
-                             "sizing": sizing_records(owners), **task_seconds(plugin)}
+                             "sizing": sizing_records(owners), **task_seconds(plugin),
+                             **({"router": owners.class_heads.record()} if owners.class_heads is not None else {})}
 
 
 def region_lines(info: dict) -> list[str]:
@@ -102,8 +81,9 @@ def _stream_mode(ctx: BuildContext):
 
     strategy = GraftStrategy(**ctx.template, plugins=ctx.plugins, mode="stream", finder=_finder(ctx),
                              reconstruct=ctx.settings.reconstruct,
-                             task_inference=class_scenario_rule(ctx, "features"),
+                             task_inference=class_scenario_rule(ctx.scenario, "features"),
                              feature_stats=True if ctx.task_inference == "features" else None,
+                             router=ctx.settings.router, answer=ctx.settings.answer,
                              valid_stream=getattr(ctx.stream.benchmark, "valid_stream", None), owners=ctx.resumed)
     if ctx.settings.trained_test:                                           # sizing["trained_test"], read later
         TrainedTestScore.attach(strategy, ctx.stream.benchmark.test_stream)

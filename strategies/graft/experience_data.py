@@ -8,11 +8,8 @@ y)`` with ``forward`` = Avalanche's ``avalanche_forward`` (task labels reach onl
 region is selected on accuracy over a seeded sample of the training examples plus, when given, a held-out
 dataset (Avalanche's ``valid_stream`` convention).
 
-Passes without gradients (selection, the size search, feature statistics) go in batches of :data:`EVAL_BATCH` rows;
-when the dataset's collate can tell a row's length (``collate_fn.length(item) -> int``, as the text streams' collate
-does: a batch is cut to its longest row), rows of similar length are batched together, as
-:func:`cl_graft.training.evaluate.predict_logits` does, and the outputs come back in the rows' order: on the text
-streams this cuts the tokens passed by a fifth (qnli) to two thirds (banking77).
+Passes without gradients (selection, the size search, feature statistics) go through :mod:`..eval_rows` (rows of
+similar length batched together, outputs back in the rows' order).
 """
 from __future__ import annotations
 
@@ -22,14 +19,14 @@ from typing import Any
 import torch
 from avalanche.models.utils import avalanche_forward
 from torch import Tensor, nn
-from torch.utils.data import default_collate
 
 from cl_graft.errors import UserError
 from cl_graft.regions.data import selection
 from cl_graft.training.finetune import batches
 
+from ..eval_rows import EVAL_BATCH, collate, eval_batches, eval_view
+
 Forward = Callable[[nn.Module, Tensor, Tensor], Tensor]
-EVAL_BATCH = 64
 
 
 class ExperienceData:
@@ -108,25 +105,3 @@ class ExperienceData:
         """Accuracy on the split's selection examples (0.0 when there are none)."""
         hits = self.correct(model, split, limit=limit, seed=seed)
         return int(hits.sum()) / len(hits) if len(hits) else 0.0
-
-def eval_view(dataset):
-    """The dataset with its evaluation transforms (Avalanche datasets), else itself."""
-    return dataset.eval() if hasattr(dataset, "eval") else dataset
-
-
-def eval_batches(dataset, idx: list[int], size: int = EVAL_BATCH) -> Iterator[tuple[Tensor, Any]]:
-    """Batches of the rows ``idx`` of ``dataset`` for a pass without gradients: ``(positions (B,) long into idx,
-    collated batch)``, rows of similar length together when ``dataset.collate_fn`` has ``length(item)``, else in
-    the order given."""
-    fn = getattr(dataset, "collate_fn", None) or default_collate
-    length = getattr(fn, "length", None)
-    items = [dataset[i] for i in idx]                                     # each row read once
-    order = sorted(range(len(items)), key=lambda p: length(items[p])) if length is not None else [*range(len(items))]
-    for s in range(0, len(order), size):
-        pos = order[s:s + size]
-        yield torch.tensor(pos, dtype=torch.long), fn([items[p] for p in pos])
-
-
-def collate(dataset, idx: list[int]) -> Any:
-    fn = getattr(dataset, "collate_fn", None) or default_collate
-    return fn([dataset[i] for i in idx])

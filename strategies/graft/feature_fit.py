@@ -1,15 +1,15 @@
-"""A task's head-input statistics fitted at the end of its experience (:mod:`.task_features` has the statistics;
+"""A task's head-input statistics fitted at the end of its experience (:mod:`..routing.features` has the statistics;
 this module runs the model over the experience's examples to collect them; :class:`~.plugin.GraftPlugin` and
 PackNet call :func:`fit_task_features`).
 
 The features are those of one shared space (with the rows' labels, so each class's mean is kept too), the model at θ_pre on every owned element: the input of the first
 task's head module, which every head of a multi-head model sees alike, or of a single-head model's output layer
-(:func:`~.task_features.feature_layer`).
+(:func:`~..routing.features.feature_layer`).
 
 :class:`~.plugin.GraftPlugin` **always** collects them at the end of each experience, over the experience's training
 examples plus its ``valid_stream`` examples when given (never test rows), and keeps them in the owner map (saved
 with the skills). They cost one forward pass without gradients over those examples (at most :data:`FEATURE_ROWS` of
-each dataset) and, in the default form (:data:`~.task_features.DEFAULT_FORM`), a mean, a diagonal and a few
+each dataset) and, in the default form (:data:`~..routing.features.DEFAULT_FORM`), a mean, a diagonal and a few
 leading directions of the covariance per task; any run can then be served with any routing rule later (resume,
 ``task_inference_rules``) without retraining. Heads whose tensors sit in no module of their own (prompt heads) get
 none, and asking for ``"features"`` then is a :class:`~cl_graft.errors.UserError`.
@@ -20,14 +20,15 @@ from collections.abc import Sequence
 
 import torch
 from avalanche.models.utils import avalanche_forward
+from torch import Tensor
 
 from cl_graft.grafting.graft import patch_, restore_
 
+from ..eval_rows import EVAL_BATCH, collate, eval_batches, eval_view
 from ..head_inputs import HeadInputs
-from .experience_data import EVAL_BATCH, collate, eval_batches, eval_view
+from ..routing.features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, feature_layer
 from .owner_map import OwnerMap
 from .targets import GraftTarget
-from .task_features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, feature_layer
 
 FEATURE_ROWS = 512
 """At most this many examples of each dataset are passed (evenly spaced, so deterministic without a seed): a
@@ -44,23 +45,21 @@ def spread(n: int, rows: int) -> list[int]:
 
 
 @torch.no_grad()
-def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
-                      batch: int | None = None, form: str = DEFAULT_FORM,
-                      rows: int = FEATURE_ROWS) -> FeatureStats | None:
-    """The head-input statistics (mean ``(d,)``, the covariance kept in ``form``, :data:`~.task_features.FORMS`) of
-    at most ``rows`` evenly spaced examples of each of ``datasets`` (Avalanche datasets of task ``label``),
-    computed with every owned element at θ_pre
-    (free elements are there already after :meth:`OwnerMap.add_`) and put back. None when the first task's head
-    tensors sit in no module of their own (prompt heads), task ``label`` has no head while the first has one, or
-    there are no examples. Eval mode, no gradients, no random numbers; the model's train/eval mode is kept."""
+def pre_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
+                 batch: int | None = None, rows: int | None = FEATURE_ROWS) -> tuple[Tensor, Tensor] | None:
+    """The head inputs ``(N, d)`` at θ_pre and the labels ``(N,)`` of at most ``rows`` evenly spaced examples of
+    each of ``datasets`` (Avalanche datasets of task ``label``; ``rows=None``: every example), in the datasets'
+    order, computed with every owned element at θ_pre (free elements are there already after
+    :meth:`OwnerMap.add_`) and put back. None when the first task's head tensors sit in no module of their own
+    (prompt heads), task ``label`` has no head while the first has one, or there are no examples. Eval mode, no
+    gradients, no random numbers; the model's train/eval mode is kept."""
     first = target.label(owners.tasks[0])
     datasets = [eval_view(d) for d in datasets if len(d)]
     if not datasets or (target.heads(first) and not target.heads(label)):
         return None
     was_training = target.model.training
     target.model.eval()
-    acc = FeatureAccumulator()
-    batch = batch or EVAL_BATCH
+    feats, labels, order, done = [], [], [], 0
     rollback = owners.rollback_patch(-1)
     stash = patch_(target.root, rollback) if rollback is not None else None
     try:
@@ -70,11 +69,36 @@ def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, dataset
             return None
         with HeadInputs(module) as rec:
             for dataset in datasets:
-                for _, (x, y, *_) in eval_batches(dataset, spread(len(dataset), rows), batch):
+                idx = list(range(len(dataset))) if rows is None else spread(len(dataset), rows)
+                for pos, (x, y, *_) in eval_batches(dataset, idx, batch or EVAL_BATCH):
                     avalanche_forward(target.model, x.to(device), first)
-                    acc.update(rec.take(x.shape[0]), torch.as_tensor(y))
+                    feats.append(rec.take(x.shape[0]).float().cpu())
+                    labels.append(torch.as_tensor(y).cpu())
+                    order.append(pos + done)
+                done += len(idx)
     finally:
         if stash is not None:
             restore_(target.root, stash)
         target.model.train(was_training)
+    if not feats:
+        return None
+    back = torch.cat(order).argsort()
+    return torch.cat(feats)[back], torch.cat(labels)[back]
+
+
+def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
+                      batch: int | None = None, form: str = DEFAULT_FORM,
+                      rows: int | None = FEATURE_ROWS) -> FeatureStats | None:
+    """The head-input statistics (mean ``(d,)``, the covariance kept in ``form``, :data:`~..routing.features.FORMS`)
+    of :func:`pre_features` (same arguments; None where it gives none)."""
+    found = pre_features(target, owners, label, datasets, device=device, batch=batch, rows=rows)
+    return stats_of(found, form)
+
+
+def stats_of(found: tuple[Tensor, Tensor] | None, form: str) -> FeatureStats | None:
+    """The statistics in ``form`` of features and labels :func:`pre_features` gave (None for none)."""
+    if found is None:
+        return None
+    acc = FeatureAccumulator()
+    acc.update(*found)
     return acc.finish(form) if acc.count else None

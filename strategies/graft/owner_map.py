@@ -9,7 +9,7 @@ element (0 = free, k + 1 = the k-th task learned; at most 254 tasks) and one
 :class:`~cl_graft.grafting.graft.SkillPatch` per task (its region's trained values and its head, stored whole).
 On disk (:meth:`OwnerMap.save`): ``skills.json`` plus one patch folder per task (values + their gap-coded flat
 indices, i.e. the owner map in sparse form, :mod:`cl_graft.grafting.patch_io`), ``features.safetensors`` with each task's head-input statistics
-(:mod:`.task_features`, for task-agnostic routing by features) when there are any, and with ``pre=True``
+(:mod:`..routing.features`, for task-agnostic routing by features) when there are any, and with ``pre=True``
 ``pre.safetensors``, θ_pre itself (then :meth:`OwnerMap.load` needs the model's tensors only, not their values);
 safetensors and JSON only. ``skills.json`` also carries each task's metadata (:attr:`OwnerMap.task_meta`, any JSON)
 and the Avalanche head adaptations of the model (:attr:`OwnerMap.adaptations`, replayed by
@@ -31,15 +31,20 @@ from cl_graft.regions.region import Region, fingerprint, graftable_names
 from cl_graft.schema import ListOf, MapOf, Nullable, Obj, read_checked
 from cl_graft.training.models import TextClassifier
 
-from .feature_store import load_stats, save_stats
-from .task_features import FeatureStats
+from ..routing.class_heads import ClassHeads
+from ..routing.feature_store import load_stats, save_stats
+from ..routing.features import FeatureStats
 
 MAP_CONFIG = "skills.json"
 PRE_FILE = "pre.safetensors"
+ROUTER_FILES = "router-{:02d}.safetensors"
+"""The closed-form router's sums after that many tasks (the name ``skills.json`` gives; a torn save leaves the
+previous one, still named)."""
 FORMAT_VERSION = 1
 MAX_TASKS = 254
 MAP_SCHEMA = Obj({"format_version": int, "tasks": ListOf(str), "names": ListOf(str), "shapes": MapOf(ListOf(int)),
-                  "pre_fingerprint": str}, {"features": Nullable(ListOf(Nullable(int)))})
+                  "pre_fingerprint": str}, {"features": Nullable(ListOf(Nullable(int))),
+                                               "class_heads": Nullable(dict)})
 
 
 class OwnerMap:
@@ -51,9 +56,11 @@ class OwnerMap:
         tasks: task names in the order they were learned.
         patches: ``patches[k]`` holds task ``k``'s region, its values and its head tensors.
         pre_fingerprint: sha256 of θ_pre (see :func:`cl_graft.regions.region.fingerprint`).
-        features: task name → :class:`~.task_features.FeatureStats` of its head inputs (tasks without: none;
+        features: task name → :class:`~..routing.features.FeatureStats` of its head inputs (tasks without: none;
             the tensors of its form, by default a mean, a diagonal and 32 leading directions, counted in
             :meth:`bytes`).
+        class_heads: the closed-form router over every task's θ_pre features and its dev tallies
+            (:class:`~..routing.class_heads.ClassHeads`; None unless the class scenario's routing collected it).
         task_meta: task name → a JSON-serialisable dict of what the run records about the task (saved as is).
         adaptations: the Avalanche head adaptations the model went through, in order (see
             :mod:`.saved_run`; empty for models without dynamic modules).
@@ -68,6 +75,7 @@ class OwnerMap:
         self.patches: list[SkillPatch] = []
         self.pre_fingerprint = fingerprint(self.pre)
         self.features: dict[str, FeatureStats] = {}
+        self.class_heads: ClassHeads | None = None
         self.task_meta: dict[str, dict] = {}
         self.adaptations: list[dict] = []
         self.carried_seconds: dict[str, list] = {}      # a resumed run's earlier timings (not saved with the map)
@@ -117,7 +125,7 @@ class OwnerMap:
     def task_bytes(self) -> list[dict[str, int]]:
         """What each learned task adds to the run, in the order learned: its region (a value and a gap-coded
         index per element, the sparse form the skills are saved in), its head tensors, its feature statistics (the
-        float32 tensors their form keeps, :meth:`~.task_features.FeatureStats.nbytes`) and their ``total``."""
+        float32 tensors their form keeps, :meth:`~..routing.features.FeatureStats.nbytes`) and their ``total``."""
         out = []
         for task, patch in zip(self.tasks, self.patches):
             region, head = patch.bytes(extra=False), patch.extra_bytes()
@@ -136,7 +144,9 @@ class OwnerMap:
         indices = sum(t["region"] for t in per_task) - values                # gap-coded, as saved
         regions = values + min(indices, numel)                               # or: one owner byte per element
         heads, features = sum(t["head"] for t in per_task), sum(t["features"] for t in per_task)
-        return {"regions": regions, "heads": heads, "features": features, "total": regions + heads + features}
+        router = self.class_heads.nbytes() if self.class_heads is not None else 0
+        return {"regions": regions, "heads": heads, "features": features, "router": router,
+                "total": regions + heads + features + router}
 
     # ----- updates -------------------------------------------------------------------------------
     def add_(self, model: TextClassifier, task: str, region: Region, *,
@@ -184,8 +194,8 @@ class OwnerMap:
 
     # ----- storage -------------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike, *, pre: bool = False) -> Path:
-        """Writes ``task-KK/`` patch folders, the feature statistics and, with ``pre``, θ_pre
-        (``pre.safetensors``), then ``skills.json`` (last, so a torn save fails to load)."""
+        """Writes ``task-KK/`` patch folders, the feature statistics, the closed-form router's sums
+        (``router-KK.safetensors``, KK tasks) and, with ``pre``, θ_pre (``pre.safetensors``), then ``skills.json`` (last, so a torn save fails to load)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for k, patch in enumerate(self.patches):
@@ -196,13 +206,22 @@ class OwnerMap:
         else:
             (directory / PRE_FILE).unlink(missing_ok=True)
         counts = save_stats(directory, [self.features.get(t) for t in self.tasks])
+        router = self.class_heads.tensors() if self.class_heads is not None else {}
+        router_file = ROUTER_FILES.format(len(self.tasks)) if router else None
+        if router:
+            write_safetensors(directory / router_file, {n: t.contiguous() for n, t in router.items()})
         write_json(directory / MAP_CONFIG, {
             "format_version": FORMAT_VERSION, "cl_graft_version": version(), "tasks": self.tasks,
             "names": self.names, "shapes": {n: list(t.shape) for n, t in self.pre.items()},
             "pre_fingerprint": self.pre_fingerprint, "sizes": [p.region.size for p in self.patches],
             "bytes": self.bytes(), "features": counts, "pre": pre,
+            "class_heads": ({**self.class_heads.meta(), "file": router_file} if self.class_heads is not None
+                            else None),
             "task_meta": {t: self.task_meta[t] for t in self.tasks if t in self.task_meta},
             "adaptations": self.adaptations})
+        for stale in directory.glob(ROUTER_FILES.replace("{:02d}", "*")):
+            if stale.name != router_file:
+                stale.unlink()
         return directory
 
     @classmethod
@@ -248,6 +267,14 @@ class OwnerMap:
             raise UserError(f"{directory / MAP_CONFIG}: {len(counts)} feature counts for {len(tasks)} tasks")
         stats = load_stats(directory, counts)
         skills.features = {t: s for t, s in zip(tasks, stats) if s is not None}
+        meta = cfg.get("class_heads")
+        if meta is not None:
+            name = meta.get("file")
+            if name is not None and name != ROUTER_FILES.format(len(tasks)):
+                raise UserError(f"{directory / MAP_CONFIG}: field 'class_heads.file' is {name!r}, not the router "
+                                f"file of {len(tasks)} tasks")
+            tensors = read_safetensors(directory / name) if name else {}
+            skills.class_heads = ClassHeads.restore(meta, tensors, what=str(directory / (name or MAP_CONFIG)))
         skills.task_meta = {str(t): dict(m) for t, m in (cfg.get("task_meta") or {}).items()}
         skills.adaptations = list(cfg.get("adaptations") or [])
         return skills

@@ -21,7 +21,7 @@ Two modes:
 
 Evaluation works on any experience at any time, as in Avalanche's own strategies (so ``eval(test_stream)`` after
 every experience, ``eval_every``, ``EarlyStoppingPlugin`` and Avalanche's accuracy matrix, forgetting and forward
-transfer metrics work unchanged). It rebuilds a learned task's model in place (:class:`~.routing.TaskRouter`,
+transfer metrics work unchanged). It rebuilds a learned task's model in place (:class:`~..routing.states.TaskRouter`,
 patch switching): ``"experience"`` switches once per experience; experiences that mix tasks fall back to
 ``"minibatch"``, which switches per task part of each batch; ``"all"`` uses every region for every input. A task
 not learned yet — not trained, or the one training now — is scored on the model as it is: the current shared
@@ -66,13 +66,14 @@ from cl_graft.training.freeze import ElementFreeze
 
 from .adaptations import adaptation_record
 from .experience_undo import ExperienceUndo
-from .feature_fit import fit_task_features
+from .feature_fit import FEATURE_ROWS, pre_features, stats_of
 from .finders import RegionFinder
 from .owner_map import OwnerMap
-from .routing import TASK_INFERENCE, TaskRouter
+from ..routing.class_heads import ANSWERS, ClassHeads, candidates
+from ..routing.states import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizeSearch
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
-from .task_features import DEFAULT_FORM, parse_form
+from ..routing.features import DEFAULT_FORM, parse_form
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -122,10 +123,16 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             first experience from the model's values then (θ_pre).
         guard (bool, default True): also restore frozen elements from a snapshot after each optimizer step
             (a bit-exact belt for optimizers that move parameters without gradients).
-        feature_form (str, default :data:`~.task_features.DEFAULT_FORM`): what each task's feature statistics
-            keep (:data:`~.task_features.FORMS`: ``full``, ``lowrank:R``, ``diagonal``, ``mean``).
+        feature_form (str, default :data:`~..routing.features.DEFAULT_FORM`): what each task's feature statistics
+            keep (:data:`~..routing.features.FORMS`: ``full``, ``lowrank:R``, ``diagonal``, ``mean``).
         feature_stats (bool or None, default None): collect each task's feature statistics after its experience:
             True always, False never, None when ``task_inference`` is ``"features"`` then.
+        router (str, default ``"auto"``): with ``task_inference="features"`` while training (the class scenario),
+            which closed-form head over θ_pre's features routes rows (:mod:`~..routing.class_heads`): ``"auto"``
+            the candidate that sends the most dev rows to their task, ``"lda"`` the class-level linear discriminant
+            of the feature statistics, ``"ranpac"`` RanPAC's head (its ridge chosen on dev rows).
+        answer (str, default ``"auto"``): who answers a routed row: the chosen task's grafted model (``"routed"``),
+            the router's head (``"head"``), or whichever answered more dev rows right (``"auto"``).
 
     Attributes:
         owners: the :class:`OwnerMap` (None before the first experience).
@@ -141,7 +148,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
                  region_size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM,
-                 feature_stats: bool | None = None) -> None:
+                 feature_stats: bool | None = None, router: str = "auto", answer: str = "auto") -> None:
         """A grafting plugin; every argument is keyword-only and listed, with its default, in the class docstring."""
         super().__init__()
         if mode not in MODES:
@@ -156,6 +163,10 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if feature_stats not in (True, False, None):
             raise UserError(f"feature_stats must be True, False or None, got {feature_stats!r}")
         self.feature_stats = feature_stats
+        candidates(router)
+        if answer not in ANSWERS:
+            raise UserError(f"answer must be one of {ANSWERS}, got {answer!r}")
+        self.router, self.answer = router, answer
         self.graftable, self.heads = graftable, heads
         self.task_inference = task_inference
         self.search = SizeSearch(finder=finder, region_size=region_size)
@@ -287,6 +298,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._freeze = None
         target = self.target(strategy)
         label, task = self._task(target, strategy.experience)
+        rows = self.experience_rows(strategy, label)
         if self.mode == "paper":
             region = self.owners.free() & self._paper_region(task)
         else:
@@ -295,21 +307,52 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.owners.add_(target.root, task, region, head_names=target.heads(label))
         distributed.check_same(self.owners.owner, f"the owner map after task {task!r}")
         if self.feature_stats or (self.feature_stats is None and self.task_inference == "features"):
-            self._fit_features(strategy, target, label, task)
+            self._fit_features(strategy, target, label, task, *rows)
         else:
             self.feature_seconds.append(0.0)
         strategy.model.zero_grad(set_to_none=True)
 
-    def _fit_features(self, strategy, target: GraftTarget, label: int, task: str) -> None:
+    def experience_rows(self, strategy, label: int) -> tuple:
+        """``(training rows, dev rows or None)`` of the experience of task ``label``: the size search's split
+        while it holds one, else the experience's dataset and its ``valid_stream`` rows."""
+        return self.search.rows() or (strategy.experience.dataset, self.valid.get(label))
+
+    def _fit_features(self, strategy, target: GraftTarget, label: int, task: str, train, dev) -> None:
         """Records the task's head-input statistics (see the module docstring; :mod:`.feature_fit`) in the owner
-        map, over the experience's training examples and its ``valid_stream`` examples."""
-        datasets = [strategy.experience.dataset] + ([self.valid[label]] if label in self.valid else [])
+        map. With ``task_inference="features"`` while training (the class scenario) the statistics and the
+        closed-form router's sums read every training row ``train`` and the router's choice is judged on the dev
+        rows ``dev`` (:mod:`~..routing.class_heads`); otherwise at most :data:`~.feature_fit.FEATURE_ROWS` of
+        ``train`` and of ``dev`` make the statistics."""
+        batch = getattr(strategy, "eval_mb_size", None)
+        heads = self.task_inference == "features"
         t0 = time.perf_counter()
-        stats = fit_task_features(target, self.owners, label, datasets, device=strategy.device,
-                                  batch=getattr(strategy, "eval_mb_size", None), form=self.feature_form)
-        self.feature_seconds.append(round(time.perf_counter() - t0, 3))
+        datasets = [train] if heads else [d for d in (train, dev) if d is not None]
+        found = pre_features(target, self.owners, label, datasets, device=strategy.device, batch=batch,
+                             rows=None if heads else FEATURE_ROWS)
+        stats = stats_of(found, self.feature_form)
         if stats is not None:
             self.owners.features[task] = stats
+        if heads and found is not None and stats is not None and stats.class_means is not None:
+            self._fit_router(strategy, target, label, task, found, dev)
+        self.feature_seconds.append(round(time.perf_counter() - t0, 3))
+
+    def _fit_router(self, strategy, target: GraftTarget, label: int, task: str, found, dev) -> None:
+        """Adds the task's training rows to the closed-form router and judges the candidates on its dev rows."""
+        owners = self.owners
+        if owners.class_heads is None:
+            owners.class_heads = ClassHeads(dim=found[0].shape[1], router=self.router, answer=self.answer)
+        position = owners.index(task)
+        owners.class_heads.add_(found[0], position, found[1])
+        dev_found = None if dev is None else pre_features(target, owners, label, [dev], device=strategy.device,
+                                                          batch=getattr(strategy, "eval_mb_size", None), rows=None)
+        if dev_found is None:
+            return
+        router = TaskRouter(target, owners)
+        try:
+            owners.class_heads.judge_(dev_found[0], position, dev_found[1], router.lda(),
+                                      lambda k, rows: router.answers(dev, k, rows, device=strategy.device))
+        finally:
+            router.close_()
 
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:

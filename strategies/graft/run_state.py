@@ -18,7 +18,7 @@ writes its progress file. A process killed between those writes leaves one of th
 
 Anything else beyond the progress file (another task folder, a file the project does not write there, a link, the
 statistics of a later task) is no torn save of this run: resume refuses it with one line naming it and deletes
-nothing (later statistics: :func:`~.feature_store.load_stats` refuses them).
+nothing (later statistics: :func:`~..routing.feature_store.load_stats` refuses them).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from cl_graft.written import is_temporary
 from ..interface.entry import SavedState
 from .owner_map import MAP_CONFIG
 from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
-from .feature_store import FEATURES_FILE
+from ..routing.feature_store import FEATURES_FILE
 
 SKILLS_DIR = "skills"
 RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str},

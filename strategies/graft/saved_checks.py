@@ -28,7 +28,8 @@ ADAPTATION_SCHEMA = Obj({"training": bool, "task_labels": ListOf(int), "classes"
 SKILLS_SCHEMA = Obj({"format_version": int, "tasks": ListOf(str), "names": ListOf(str),
                      "shapes": MapOf(ListOf(int)), "pre_fingerprint": str},
                     {"features": Nullable(ListOf(Nullable(int))), "sizes": ListOf(int), "pre": bool,
-                     "task_meta": MapOf(dict), "adaptations": ListOf(ADAPTATION_SCHEMA)})
+                     "task_meta": MapOf(dict), "adaptations": ListOf(ADAPTATION_SCHEMA),
+                     "class_heads": Nullable(dict)})
 TASK_FOLDER = re.compile(r"^task-(\d+)$")
 
 

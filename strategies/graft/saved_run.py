@@ -56,16 +56,17 @@ from .adaptations import replay_adaptation_
 from .finders import LocalizeFinder
 from .owner_map import MAP_CONFIG, OwnerMap
 from .plugin import MODES, RECONSTRUCT
-from .routing import TASK_INFERENCE
+from ..routing.class_heads import ANSWERS, ROUTERS
+from ..routing.states import TASK_INFERENCE
 from .saved_checks import TASK_FOLDER, load_skills
 from .sizing import RegionSize
-from .task_features import parse_form
+from ..routing.features import parse_form
 
 RUN_FILE = "graft_run.json"
 REST_FILE = "model_rest.safetensors"
 FORMAT_VERSION = 1
 SETTINGS_SCHEMA = Obj({}, {"mode": str, "reconstruct": str, "task_inference": Nullable(str), "guard": bool,
-                           "feature_form": str, "feature_stats": Nullable(bool),
+                           "feature_form": str, "feature_stats": Nullable(bool), "router": str, "answer": str,
                            "finder": Nullable(Obj({"method": str, "config": dict})),
                            "region_size": Nullable(dict), **dict.fromkeys(OLD_SETTING_NAMES, Nullable(dict))})
 RUN_SCHEMA = Obj({"format_version": int, "pre": bool, "rest": ListOf(str), "settings": SETTINGS_SCHEMA},
@@ -167,7 +168,8 @@ def read_settings(directory: str | os.PathLike) -> dict:
 
 def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     """The :class:`~.strategy.GraftStrategy` arguments a save recorded: ``mode``, ``reconstruct``,
-    ``task_inference``, ``guard``, ``feature_form``, ``feature_stats`` and, when recorded, ``finder`` (a
+    ``task_inference``, ``guard``, ``feature_form``, ``feature_stats``, ``router``, ``answer`` and, when
+    recorded, ``finder`` (a
     :class:`~.finders.LocalizeFinder`) and
     ``region_size`` (a :class:`~.sizing.RegionSize`; saves made before it had that name wrote ``size``).
 
@@ -176,14 +178,15 @@ def saved_arguments(directory: str | os.PathLike) -> dict[str, Any]:
     """
     path = Path(directory) / RUN_FILE
     saved = read_settings(directory)
-    allowed = {"mode": MODES, "reconstruct": RECONSTRUCT, "task_inference": (None, *TASK_INFERENCE)}
+    allowed = {"mode": MODES, "reconstruct": RECONSTRUCT, "task_inference": (None, *TASK_INFERENCE),
+               "router": ROUTERS, "answer": ANSWERS}
     for key, values in allowed.items():
         if key in saved and saved[key] not in values:
             raise UserError(f"{path}: field 'settings.{key}' must be one of {list(values)}, got {saved[key]!r}")
     if "feature_form" in saved:
         _built(path, "settings.feature_form", lambda: parse_form(saved["feature_form"]))
-    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats")
-            if k in saved}
+    args = {k: saved[k] for k in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats",
+                                  "router", "answer") if k in saved}
     finder = saved.get("finder")
     size_key = recorded_key(saved, "region_size")                  # saves before the rename: "size"
     region_size = saved.get(size_key)

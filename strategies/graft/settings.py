@@ -13,6 +13,7 @@ from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.methods import REGION_METHODS
 
 from ..interface.settings import Settings
+from ..routing.class_heads import ANSWERS, candidates
 from .sizing import RegionSize
 
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -88,6 +89,12 @@ class GraftSettings(RegionServing):
                                  "or bfloat16."}})
     localize: LocalizeConfig = field(default_factory=LocalizeConfig, metadata={
         "help": "region finding after each experience", "preset": True, "options": {}})
+    router: str = field(default="auto", metadata={
+        "help": "Class scenario: the closed-form head over θ_pre features that routes rows: auto (the one that "
+                "sends the most dev rows to their experience), lda or ranpac (cl_graft.strategies.routing)."})
+    answer: str = field(default="auto", metadata={
+        "help": "Class scenario: who answers a routed row: routed (the experience's grafted model), head (the "
+                "router's head) or auto (whichever answered more dev rows right)."})
     trained_test: bool = field(default=False, metadata={
         "help": "Also score each task's trained model on its test rows before its region is chosen "
                 "(sizing.trained_test: whether the size search's promise held on test rows; one test pass per "
@@ -98,6 +105,9 @@ class GraftSettings(RegionServing):
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
         object.__setattr__(self, "region_size", parse_region_size(self.region_size))
+        candidates(self.router)
+        if self.answer not in ANSWERS:
+            raise UserError(f"answer must be one of {', '.join(ANSWERS)}, got {self.answer!r}")
         if not isinstance(self.trained_test, bool):
             raise UserError(f"trained_test must be true or false, got {self.trained_test!r}")
 

@@ -48,7 +48,7 @@ from .plugin import GraftPlugin
 from .saved_run import load_run_, save_run, saved_arguments
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, HeadNames, graft_target
-from .task_features import DEFAULT_FORM
+from ..routing.features import DEFAULT_FORM
 
 _ARGS = """Args:
     model (torch.nn.Module): any module an Avalanche template trains: an Avalanche ``MultiTaskModule`` (e.g.
@@ -90,9 +90,13 @@ _ARGS = """Args:
         the model's values then (θ_pre). :meth:`GraftStrategy.load` resumes a saved run.
     guard (bool, default True): also restore frozen elements from a snapshot after each optimizer step.
     feature_form (str, default ``"lowrank:32"``): what each task's feature statistics keep (``full``,
-        ``lowrank:R``, ``diagonal`` or ``mean``; see :mod:`.task_features`).
+        ``lowrank:R``, ``diagonal`` or ``mean``; see :mod:`..routing.features`).
     feature_stats (bool, default None): collect each task's feature statistics after its experience: True always
         (a run any routing rule can serve later), False never, None when ``task_inference`` is ``"features"``.
+    router (str, default ``"auto"``): with ``task_inference="features"`` while training, the closed-form head that
+        routes rows (``"auto"``: chosen on dev rows among ``"lda"`` and ``"ranpac"``; :mod:`..routing.class_heads`).
+    answer (str, default ``"auto"``): who answers a routed row: ``"routed"`` (the task's grafted model),
+        ``"head"`` (the router's head) or ``"auto"`` (whichever answered more dev rows right).
 """
 
 
@@ -120,13 +124,14 @@ Attributes:
                  valid_stream: Sequence | None = None, graftable: Graftable = None, heads: HeadNames | None = None,
                  task_inference: str | None = None, owners: OwnerMap | None = None, guard: bool = True,
                  region_size: RegionSize | float | None = None, feature_form: str = DEFAULT_FORM,
-                 feature_stats: bool | None = None, **base_kwargs) -> None:
+                 feature_stats: bool | None = None, router: str = "auto", answer: str = "auto",
+                 **base_kwargs) -> None:
         self._held_out_checked = None                   # the experience whose valid_stream rows were checked
         self.graft = GraftPlugin(mode=mode, finder=finder, regions=regions, reconstruct=reconstruct,
                                  valid_stream=valid_stream, graftable=graftable, heads=heads,
                                  task_inference=task_inference, owners=owners, guard=guard,
                                  region_size=region_size, feature_form=feature_form,
-                                 feature_stats=feature_stats)
+                                 feature_stats=feature_stats, router=router, answer=answer)
         super().__init__(model=model, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
                          train_mb_size=train_mb_size,
                          train_epochs=train_epochs, eval_mb_size=eval_mb_size, device=device,
@@ -194,6 +199,7 @@ Attributes:
         settings = {"mode": self.graft.mode, "reconstruct": self.graft.reconstruct,
                     "task_inference": self.graft.task_inference, "guard": self.graft.guard,
                     "feature_form": self.graft.feature_form, "feature_stats": self.graft.feature_stats,
+                    "router": self.graft.router, "answer": self.graft.answer,
                     "finder": finder.to_json() if isinstance(finder, LocalizeFinder) else None,
                     "region_size": region_size}
         return save_run(directory, owners, target.root, heads=target.heads(None), pre=pre, settings=settings)
@@ -209,7 +215,7 @@ Attributes:
             optimizer: an optimizer over ``model``'s parameters (optimizer state is not saved: each experience
                 starts it afresh; heads the replay adds join it at the next experience, as in Avalanche).
             **kwargs: any other :class:`GraftStrategy` argument; ``mode``, ``reconstruct``, ``task_inference``,
-                ``guard``, ``feature_form``, ``feature_stats``, a ``LocalizeFinder`` and the automatic
+                ``guard``, ``feature_form``, ``feature_stats``, ``router``, ``answer``, a ``LocalizeFinder`` and the automatic
                 ``region_size`` rules default to the saved ones.
 
         Raises:
@@ -218,7 +224,8 @@ Attributes:
         saved = saved_arguments(directory)
         root = graft_target(model, graftable=kwargs.get("graftable"), heads=kwargs.get("heads")).root
         owners = load_run_(directory, root, wrapper=model)
-        for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats"):
+        for key in ("mode", "reconstruct", "task_inference", "guard", "feature_form", "feature_stats", "router",
+                    "answer"):
             if key in saved:
                 kwargs.setdefault(key, saved[key])
         if "finder" not in kwargs and "region_size" not in kwargs:

@@ -1,7 +1,7 @@
 """Task inference accuracy of task-agnostic grafting, as an Avalanche metric any evaluator can log.
 
 With ``GraftStrategy(task_inference="entropy")`` (or test data without task labels) every test input is routed to
-the learned task whose grafted model is the most confident (:mod:`.routing`). The accuracy metrics of the same
+the learned task whose grafted model is the most confident (:mod:`..routing`). The accuracy metrics of the same
 evaluator then measure task-agnostic accuracy; this metric adds how often the inferred task is the input's own:
 ``TaskInference_Acc_Exp/eval_phase/<stream>/Task<t>/Exp<e>`` per experience and
 ``TaskInference_Acc_Stream/eval_phase/<stream>`` over the stream. It logs nothing in task-aware evaluation (no

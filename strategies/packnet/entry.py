@@ -11,7 +11,8 @@ from typing import Any
 
 from cl_graft.errors import UserError
 
-from ..graft.entry import RegionRouting, class_scenario_rule, region_field, region_kept_bytes, region_lines
+from ..graft.entry import region_field, region_kept_bytes, region_lines
+from ..routing.rules import RegionRouting, class_scenario_rule
 from ..graft.settings import RegionServing
 from ..interface.entry import BuildContext, StrategyEntry
 
@@ -48,7 +49,7 @@ def _packnet(release: str) -> Callable[[BuildContext], Any]:
         packnet = PackNetPlugin(steps=ctx.template["train_epochs"], prune_at=settings.packnet_prune_at,
                                 keep=settings.packnet_keep, release=release, n_tasks=len(ctx.stream.tasks),
                                 reconstruct=settings.reconstruct)
-        packnet.task_inference = class_scenario_rule(ctx)
+        packnet.task_inference = class_scenario_rule(ctx.scenario)
         return SupervisedTemplate(**ctx.template, plugins=[packnet, *ctx.plugins])
 
     return build

@@ -88,7 +88,7 @@ class PackNetPlugin(GraftPlugin, supports_distributed=True):
         target = self.target(strategy)
         label, task = self._task(target, strategy.experience)
         self.owners.add_(target.root, task, self._kept, head_names=target.heads(label))
-        self._fit_features(strategy, target, label, task)
+        self._fit_features(strategy, target, label, task, *self.experience_rows(strategy, label))
         strategy.model.zero_grad(set_to_none=True)
 
     @torch.no_grad()

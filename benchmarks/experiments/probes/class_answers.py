@@ -2,7 +2,7 @@
 ``cl-graft run --scenario class`` run with graft's state, its rows rebuilt from the run record (class order, data
 sizes, seed), scored on dev rows (the rule is chosen there) and on test rows.
 
-Each row's features at θ_pre are scored by the run's router (:class:`~cl_graft.strategies.graft.task_features.
+Each row's features at θ_pre are scored by the run's router (:class:`~cl_graft.strategies.routing.features.
 FeatureRouter`, the linear discriminant over every class seen), and each learned task's grafted state answers it.
 Rules, as shares of rows answered right:
 
@@ -29,7 +29,7 @@ from cl_graft.files import read_json, write_json
 from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.schema import check_json
 from cl_graft.strategies.graft.saved_checks import load_skills
-from cl_graft.strategies.graft.task_features import FeatureRouter
+from cl_graft.strategies.routing.features import FeatureRouter
 from cl_graft.strategies.head_inputs import HeadInputs
 
 from ..script_out import ScriptError, claimed, out_options, settings_of

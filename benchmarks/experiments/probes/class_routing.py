@@ -4,7 +4,7 @@ routing before class means) against class-level rules, on training rows only.
 For ``split-TASK:N`` (the class order and groups of ``cl-graft run --seed S``), the features are the input of the
 head (the pooled sentence embedding) of the pre-trained model. Per class, ``--fit-rows`` training rows fit the
 statistics and the next ``--score-rows`` are scored (no dev or test row is read). Rules: the linear discriminant
-over tasks (:class:`~cl_graft.strategies.graft.task_features.FeatureRouter` on statistics fitted without labels,
+over tasks (:class:`~cl_graft.strategies.routing.features.FeatureRouter` on statistics fitted without labels,
 forms ``lowrank:32`` and ``full``), the same router over classes (statistics with class means, ``lowrank:32``:
 what graft keeps now), and the nearest class mean by cosine (the ``ncm`` baseline's rule). Writes
 ``class_routing.json``: each rule's task identification and, for class rules, class accuracy.
@@ -22,7 +22,7 @@ import torch
 from cl_graft.benchmarks.data import load_task
 from cl_graft.benchmarks.families.split_text import class_order, groups
 from cl_graft.files import write_json
-from cl_graft.strategies.graft.task_features import FeatureAccumulator, FeatureRouter
+from cl_graft.strategies.routing.features import FeatureAccumulator, FeatureRouter
 from cl_graft.strategies.head_inputs import HeadInputs
 from cl_graft.training.models import build_classifier
 

@@ -1,11 +1,11 @@
 """Task identification against the bytes of the router's feature statistics, per form (:data:`~cl_graft.
-strategies.graft.task_features.FORMS`), in the class-incremental setting (no task label at test).
+strategies.routing.features.FORMS`), in the class-incremental setting (no task label at test).
 
 Feature statistics are fitted **at θ_pre**, which never changes during a stream, so what they identify does not
 depend on training: each task's statistics are the mean and covariance of the input of the model's output layer
 (the head module of a multi-head model, the shared output layer of a single-head one) over the task's training
 rows at θ_pre, exactly what :class:`~cl_graft.strategies.graft.plugin.GraftPlugin` fits when an experience ends;
-every test row is routed by :class:`~cl_graft.strategies.graft.task_features.FeatureRouter` over every task of
+every test row is routed by :class:`~cl_graft.strategies.routing.features.FeatureRouter` over every task of
 the stream, and a row is identified when its own task scores highest.
 
 - digits streams (``split-digits``, ``permuted-digits:N``) with the single-head ``mlp`` (θ_pre: its random
@@ -15,7 +15,7 @@ the stream, and a row is identified when its own task scores highest.
   statistics; test rows' features computed once at θ_pre).
 
 Every form is reduced from the same full statistics
-(:meth:`~cl_graft.strategies.graft.task_features.FeatureStats.reduce`), so rows differ only by what is kept;
+(:meth:`~cl_graft.strategies.routing.features.FeatureStats.reduce`), so rows differ only by what is kept;
 ``pooled once`` is the pooled covariance stored once plus a mean per task (the router's decisions of ``full`` by
 construction, ``T·d + d²`` floats), ``pooled once, lowrank:R`` that pooled covariance in ``lowrank:R``
 (``T·d + (R + 1)·d`` floats; not a form the router's storage offers, measured to see what it would buy).
@@ -46,7 +46,7 @@ POOLED_FORMS = ("lowrank:32", "lowrank:16", "lowrank:8")
 
 def identification(stats: list, test: list[torch.Tensor], form: str) -> float:
     """Share of test rows (per task j: ``(N_j, d)`` features) whose own task j scores highest, ``form`` kept."""
-    from cl_graft.strategies.graft.task_features import FeatureRouter
+    from cl_graft.strategies.routing.features import FeatureRouter
 
     router = FeatureRouter([s.reduce(form) for s in stats])
     hits = sum(int((router.scores(f).argmax(0) == j).sum()) for j, f in enumerate(test))
@@ -55,7 +55,7 @@ def identification(stats: list, test: list[torch.Tensor], form: str) -> float:
 
 def score_forms(stats: list, test: list[torch.Tensor]) -> dict[str, dict[str, float]]:
     """Per form: identification (%) and bytes kept over the stream (the ``pooled once`` rows included)."""
-    from cl_graft.strategies.graft.task_features import FeatureStats
+    from cl_graft.strategies.routing.features import FeatureStats
 
     out = {}
     for form in FORMS:
@@ -77,7 +77,7 @@ def score_forms(stats: list, test: list[torch.Tensor]) -> dict[str, dict[str, fl
 def digits_features(name: str, seed: int, input_space: bool) -> tuple[list, list[torch.Tensor]]:
     """Full statistics per task (training rows) and test features per task, at the ``mlp``'s θ_pre."""
     from cl_graft.benchmarks.digits import DigitsStream, digits_model
-    from cl_graft.strategies.graft.task_features import FeatureAccumulator, output_layer
+    from cl_graft.strategies.routing.features import FeatureAccumulator, output_layer
     from cl_graft.strategies.head_inputs import HeadInputs
 
     stream = DigitsStream.make(name, "mlp", seed=seed, scenario="class")
@@ -107,7 +107,7 @@ def digits_features(name: str, seed: int, input_space: bool) -> tuple[list, list
 @torch.no_grad()
 def text_features(run: Path, data_dir: str | None) -> tuple[list, list[torch.Tensor]]:
     """The saved full statistics of a text run's tasks and its test rows' features at θ_pre."""
-    from cl_graft.strategies.graft.routing import TaskRouter
+    from cl_graft.strategies.routing.states import TaskRouter
     from cl_graft.strategies.graft.targets import graft_target
 
     from .task_inference_rules import load_text_run
@@ -129,7 +129,7 @@ def digits_run_rules(run: Path) -> dict[str, dict[str, float]]:
     seed) served without task labels: per routing rule (``features`` with the statistics as saved, ``entropy``,
     ``max-softmax``), task identification and class-incremental accuracy (%, over every test row)."""
     from cl_graft.benchmarks.digits import DigitsStream, digits_model
-    from cl_graft.strategies.graft.routing import TASK_INFERENCE, TaskRouter
+    from cl_graft.strategies.routing.states import TASK_INFERENCE, TaskRouter
     from cl_graft.strategies.graft.saved_checks import load_skills
     from cl_graft.strategies.graft.targets import graft_target
 

@@ -2,10 +2,10 @@
 
 Loads a run's saved skills (``<run>/graft/state/skills``), computes every test input's logits under every learned
 task's grafted model once (T forward passes per input, the models switched in place by
-:class:`~cl_graft.strategies.graft.routing.TaskRouter`), then scores routing rules offline: lowest entropy
+:class:`~cl_graft.strategies.routing.states.TaskRouter`), then scores routing rules offline: lowest entropy
 (``cl-graft run --task-inference entropy``), highest top probability (``max-softmax``), lowest entropy
 divided by log C_k (tasks with more labels have a higher entropy ceiling) and, when the skills hold feature
-statistics (:mod:`~cl_graft.strategies.graft.task_features`: saved by runs with ``--task-inference features`` or in
+statistics (:mod:`~cl_graft.strategies.routing.features`: saved by runs with ``--task-inference features`` or in
 the class scenario, and by every run between their addition and issue 44), the head-input
 features at θ_pre (one more pass per input) scored by the linear discriminant of ``--task-inference features``
 and, a variant without the covariance, by the nearest task mean (Euclidean). Prints and writes JSON with, per
@@ -37,7 +37,7 @@ FEATURE_RULES = ("features", "features: nearest mean")
 
 def _feature_scores(f: torch.Tensor, stats: list, rule: str) -> torch.Tensor:
     """Scores ``(T, N)`` (higher = more likely that task) of head-input features at θ_pre ``(N, d)``."""
-    from cl_graft.strategies.graft.task_features import FeatureRouter
+    from cl_graft.strategies.routing.features import FeatureRouter
 
     if rule == "features":
         return FeatureRouter(stats).scores(f)
@@ -89,7 +89,7 @@ def task_logits(run: Path, data_dir: str | None) -> tuple[list[str], list[list[t
                                                           list[torch.Tensor] | None, list | None]:
     """Per test task j: logits under every task k's model, (N_j, C_k) each, the labels (N_j,), and (None when the
     skills have no feature statistics) the head-input features at θ_pre (N_j, d) and every task's statistics."""
-    from cl_graft.strategies.graft.routing import TaskRouter
+    from cl_graft.strategies.routing.states import TaskRouter
     from cl_graft.strategies.graft.targets import graft_target
 
     tasks, bm, adapter, owners = load_text_run(run, data_dir)

@@ -142,6 +142,11 @@ class SizeSearch:
         strategy.adapted_dataset = strategy.adapted_dataset.subset(train)
         self._split = (dataset.subset(train), dataset.subset(held))
 
+    def rows(self) -> tuple | None:
+        """This experience's ``(training rows, held-out rows)`` datasets while the size is searched (from
+        :meth:`hold_out_` until :meth:`region_`), else None."""
+        return self._split
+
     def begin(self, strategy, *, done: int) -> None:
         """Before the experience trains (``done`` tasks learned): plans its retraining, if any."""
         self._retrain = None

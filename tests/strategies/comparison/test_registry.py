@@ -57,7 +57,7 @@ def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
 
 
 def test_every_entry_is_consistent():
-    from cl_graft.strategies.graft.routing import TASK_INFERENCE
+    from cl_graft.strategies.routing.states import TASK_INFERENCE
     from cl_graft.strategies.interface.entry import FITS
 
     for name, entry in STRATEGIES.items():

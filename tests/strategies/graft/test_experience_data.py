@@ -5,7 +5,8 @@ import torch
 from avalanche.models.utils import avalanche_forward
 from cl_graft.benchmarks.streams import make_benchmark
 from cl_graft.strategies.adapter import TaskAdapter
-from cl_graft.strategies.graft.experience_data import ExperienceData, collate, eval_batches
+from cl_graft.strategies.eval_rows import collate, eval_batches
+from cl_graft.strategies.graft.experience_data import ExperienceData
 from torch import nn
 from torch.utils.data import TensorDataset
 

@@ -11,8 +11,8 @@ from torch import nn
 avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.strategies import OwnerMap, TaskRouter, graft_target
-from cl_graft.strategies.graft.feature_store import FEATURES_FILE, load_stats, save_stats
-from cl_graft.strategies.graft.task_features import (
+from cl_graft.strategies.routing.feature_store import FEATURES_FILE, load_stats, save_stats
+from cl_graft.strategies.routing.features import (
     DEFAULT_FORM,
     FeatureAccumulator,
     FeatureRouter,
@@ -220,7 +220,8 @@ def test_class_scenario_serves_graft_by_features_and_packnet_by_entropy():
     """``cl-graft run --scenario class``: graft's builder routes by features (any model), PackNet by entropy."""
     from types import SimpleNamespace
 
-    from cl_graft.strategies.graft.entry import _stream_mode, class_scenario_rule
+    from cl_graft.strategies.graft.entry import _stream_mode
+    from cl_graft.strategies.routing.rules import class_scenario_rule
     from cl_graft.strategies.graft.settings import GraftSettings
 
     model = nn.Sequential(nn.Linear(D, 8), nn.ReLU(), nn.Linear(8, 4))
@@ -233,7 +234,7 @@ def test_class_scenario_serves_graft_by_features_and_packnet_by_entropy():
                               stream=SimpleNamespace(benchmark=SimpleNamespace(test_stream=[])), template={
                                   "model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)})
         plugin = _stream_mode(ctx).graft
-        assert plugin.task_inference == graft and class_scenario_rule(ctx) == packnet
+        assert plugin.task_inference == graft and class_scenario_rule(ctx.scenario) == packnet
         assert plugin.feature_stats is stats                  # collected in the class scenario and for --task-inference
 
 

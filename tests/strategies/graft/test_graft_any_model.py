@@ -188,7 +188,7 @@ def test_task_inference_picks_the_confident_task():
 
 def test_feature_statistics_are_head_inputs_at_theta_pre(bm, mlp_run):
     """Each task's statistics: the inputs of the heads over its training examples, at θ_pre."""
-    from cl_graft.strategies.graft.task_features import FeatureAccumulator
+    from cl_graft.strategies.routing.features import FeatureAccumulator
     from cl_graft.strategies.head_inputs import HeadInputs
 
     strategy, _, _ = mlp_run

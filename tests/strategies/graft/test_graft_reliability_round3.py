@@ -25,8 +25,8 @@ from cl_graft.folder_lock import FolderLock  # noqa: E402
 from cl_graft.regions.config import LocalizeConfig  # noqa: E402
 from cl_graft.regions.region import Region  # noqa: E402
 from cl_graft.strategies import GraftStrategy, LocalizeFinder, OwnerMap  # noqa: E402
-from cl_graft.strategies.graft.feature_store import load_stats, save_stats  # noqa: E402
-from cl_graft.strategies.graft.task_features import FeatureStats  # noqa: E402
+from cl_graft.strategies.routing.feature_store import load_stats, save_stats  # noqa: E402
+from cl_graft.strategies.routing.features import FeatureStats  # noqa: E402
 
 DIM, CLASSES = 8, 4
 

@@ -13,9 +13,9 @@ avalanche = pytest.importorskip("avalanche")
 
 from avalanche.models import MultiTaskModule
 from cl_graft.strategies import OwnerMap, TaskRouter, graft_target
-from cl_graft.strategies.graft.feature_store import FEATURES_FILE
-from cl_graft.strategies.graft.routing import TASK_INFERENCE
-from cl_graft.strategies.graft.task_features import (
+from cl_graft.strategies.routing.feature_store import FEATURES_FILE
+from cl_graft.strategies.routing.states import TASK_INFERENCE
+from cl_graft.strategies.routing.features import (
     EPS,
     FeatureAccumulator,
     FeatureRouter,

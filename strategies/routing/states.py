@@ -16,10 +16,12 @@ under a millisecond on MiniLM) and back, never copying the model.
   of the softmax (``"entropy"``) or highest top probability (``"max-softmax"``) — and gets that task's logits.
   With ``"features"`` the task is chosen on the input side instead: one forward pass at θ_pre (every region
   rolled back) gives the input of the head (of a single-head model: of its output layer, every task's), the task
-  whose feature statistics score it highest (:class:`~.task_features.FeatureRouter`, a linear discriminant) is
+  whose feature statistics score it highest (:class:`~.features.FeatureRouter`, a linear discriminant) is
   chosen, and one more pass in that task's state gives the logits (2 forward passes per input instead of T).
 """
 from __future__ import annotations
+
+from typing import Any, Protocol
 
 import torch
 from avalanche.models.utils import avalanche_forward
@@ -29,12 +31,39 @@ from cl_graft.errors import UserError
 from cl_graft.grafting.graft import Stash, patch_, restore_
 
 from ..adapter import MASK_VALUE
+from ..eval_rows import eval_batches, eval_view
 from ..head_inputs import HeadInputs
-from .owner_map import OwnerMap
-from .targets import GraftTarget
-from .task_features import FeatureRouter, feature_layer
+from .features import FeatureRouter, feature_layer
 
 TASK_INFERENCE = ("entropy", "max-softmax", "features")
+
+
+class ModelStates(Protocol):
+    """What a router reads of the tasks' states (graft's and PackNet's :class:`~..graft.owner_map.OwnerMap`):
+    ``tasks`` in the learning order, ``index(task)``, ``rollback_patch(k, free=)`` (θ_pre back on what tasks after
+    the ``k``-th own), ``features`` (task → :class:`~.features.FeatureStats`) and ``class_heads``
+    (:class:`~.class_heads.ClassHeads` or None)."""
+
+    tasks: list[str]
+    features: dict
+
+    def index(self, task: str) -> int | None: ...
+
+    def rollback_patch(self, k: int, *, free: bool = False) -> Any: ...
+
+
+class TaskModel(Protocol):
+    """What a router reads of the model (graft's :class:`~..graft.targets.GraftTarget`): the Avalanche ``model``,
+    its ``root`` module, ``task(label)`` / ``label(task)`` and ``heads(label)`` (a task's head tensor names)."""
+
+    model: torch.nn.Module
+    root: torch.nn.Module
+
+    def task(self, label: int) -> str: ...
+
+    def label(self, task: str) -> int: ...
+
+    def heads(self, label: int) -> list[str]: ...
 
 
 def confidence(logits: Tensor, how: str) -> Tensor:
@@ -43,6 +72,16 @@ def confidence(logits: Tensor, how: str) -> Tensor:
     if how == "entropy":
         return torch.special.xlogy(p, p).sum(-1)                            # −H(p); masked columns: 0·log 0 = 0
     return p.max(-1).values
+
+
+def _head_answer(logits: Tensor, placed: Tensor) -> Tensor:
+    """Routed ``logits`` ``(B, C)`` replaced by the router head's scores ``placed`` ``(B, C')`` of each row's chosen
+    task's classes (:meth:`~.class_heads.ClassHeads.best`; ``-inf`` elsewhere, written as :data:`MASK_VALUE`)."""
+    out = torch.full_like(logits, MASK_VALUE)
+    width = min(logits.shape[-1], placed.shape[-1])
+    part = placed[:, :width].to(logits.dtype)
+    out[:, :width] = torch.where(torch.isfinite(part), part, out[:, :width])
+    return out
 
 
 def _pad(parts: list[Tensor], width: int) -> list[Tensor]:
@@ -59,7 +98,7 @@ class TaskRouter:
         training: a task is training now (its free elements hold its training values; see the module docstring).
     """
 
-    def __init__(self, target: GraftTarget, owners: OwnerMap, *, training: bool = False) -> None:
+    def __init__(self, target: TaskModel, owners: ModelStates, *, training: bool = False) -> None:
         self.target, self.owners, self.training = target, owners, training
         self._patches: dict[int, object] = {}
         self._stash: Stash | None = None
@@ -117,7 +156,7 @@ class TaskRouter:
                             f"own); use task inference entropy or max-softmax")
 
     def feature_layer(self, x: Tensor) -> torch.nn.Module:
-        """The module whose input is the routing features (:func:`~.task_features.feature_layer`): the first
+        """The module whose input is the routing features (:func:`~.features.feature_layer`): the first
         learned task's head module, every task's in a multi-head model, or a single-head model's output layer
         (found once, by a forward pass of ``x[:1]``).
 
@@ -152,11 +191,18 @@ class TaskRouter:
         self.check(how)
         labels = [self.target.label(t) for t in self.owners.tasks]
         if how == "features":
-            if self._features is None:
-                self._features = FeatureRouter([self.owners.features[t] for t in self.owners.tasks])
-            pick = self._features.scores(self.features(x)).argmax(0)               # (B,) position among the tasks
+            feats = self.features(x)
+            heads = getattr(self.owners, "class_heads", None)
+            if heads is None:
+                pick, placed = self.lda().scores(feats).argmax(0), None                 # (B,) task positions
+            else:
+                name, answer = heads.choice()
+                pick, _, placed = heads.best(name, feats, self.lda())
+                placed = placed if answer == "head" else None
+            pick = pick.to(x.device)
             chosen = torch.tensor(labels, device=pick.device)[pick]
-            return self.forward(x, chosen.to(x.device), pick), chosen
+            out = self.forward(x, chosen, pick)
+            return (out if placed is None else _head_answer(out, placed.to(out.device))), chosen
         outs, scores = [], []
         for k, label in enumerate(labels):
             self.switch_(k)
@@ -168,6 +214,30 @@ class TaskRouter:
         rows = torch.arange(x.shape[0], device=pick.device)
         chosen = torch.tensor(labels, device=pick.device)[pick]
         return stacked[pick, rows], chosen
+
+    def lda(self) -> FeatureRouter | None:
+        """The linear discriminant of the learned tasks' feature statistics (None when a task has none; built
+        once)."""
+        if self._features is None and all(t in self.owners.features for t in self.owners.tasks):
+            self._features = FeatureRouter([self.owners.features[t] for t in self.owners.tasks])
+        return self._features
+
+    @torch.no_grad()
+    def answers(self, dataset, k: int, rows: Tensor, *, device) -> Tensor:
+        """The class ``(n,)`` task position ``k``'s model gives the rows ``rows`` ``(n,)`` of ``dataset`` (an
+        Avalanche dataset; eval mode, the model's mode kept)."""
+        model = self.target.model
+        was_training = model.training
+        model.eval()
+        self.switch_(k)
+        label = self.target.label(self.owners.tasks[k])
+        out = torch.empty(len(rows), dtype=torch.long)
+        try:
+            for pos, (x, *_) in eval_batches(eval_view(dataset), rows.tolist()):
+                out[pos] = avalanche_forward(model, x.to(device), label).argmax(-1).cpu()
+        finally:
+            model.train(was_training)
+        return out
 
     def close_(self) -> None:
         """Back to every region and drops the cached patches (the owner map may change after this)."""

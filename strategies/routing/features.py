@@ -1,6 +1,6 @@
 """Per-task statistics of head-input features in θ_pre's feature space, for task-agnostic inference.
 
-Output confidence (:func:`~.routing.confidence`, SupSup-style) fails to identify tasks whose heads are confident
+Output confidence (:func:`~.states.confidence`, SupSup-style) fails to identify tasks whose heads are confident
 on every input (``benchmarks/results/task_inference.md``). The input side carries the task: the features that
 enter the output layer, ``f(x)`` = the input of the first task's head module (every head of a multi-head model
 sees the same input) or, for a model without per-task heads, of its shared output layer (:func:`feature_layer`),
@@ -35,7 +35,7 @@ Pure torch (no Avalanche): :class:`FeatureAccumulator` (streaming mean and covar
 (one task's statistics in a form, :meth:`FeatureStats.reduce`), :class:`FeatureRouter` (the scores),
 :func:`feature_layer` (where the features are read: :func:`head_module`, :func:`output_layer`; they are
 recorded by :class:`~cl_graft.strategies.head_inputs.HeadInputs`), and the safetensors storage used by
-:class:`~.owner_map.OwnerMap` is :mod:`.feature_store` (exactly the tensors a form keeps).
+:class:`~..graft.owner_map.OwnerMap` is :mod:`.feature_store` (exactly the tensors a form keeps).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The safetensors storage of the tasks' feature statistics (:mod:`.task_features`) that
-:class:`~.owner_map.OwnerMap` saves with the skills: ``features.safetensors``, exactly the tensors each task's form
-keeps (:meth:`~.task_features.FeatureStats.tensors`), checked on load.
+"""The safetensors storage of the tasks' feature statistics (:mod:`.features`) that
+:class:`~..graft.owner_map.OwnerMap` saves with the skills: ``features.safetensors``, exactly the tensors each task's form
+keeps (:meth:`~.features.FeatureStats.tensors`), checked on load.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from torch import Tensor
 from cl_graft.errors import UserError
 from cl_graft.files import atomic_write, read_safetensors
 
-from .task_features import FORM_TENSORS, CLASS_TENSORS, FeatureStats
+from .features import FORM_TENSORS, CLASS_TENSORS, FeatureStats
 
 FEATURES_FILE = "features.safetensors"
 
