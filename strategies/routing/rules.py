@@ -11,7 +11,8 @@ from typing import Any
 
 from cl_graft.errors import UserError
 
-from .states import TASK_INFERENCE
+TASK_INFERENCE = ("entropy", "max-softmax", "features")
+"""The routing rules (:mod:`.states`); defined here so that an entry's settings and rules import no Avalanche."""
 
 
 def routed_plugin(strategy) -> Any:

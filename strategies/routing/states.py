@@ -34,8 +34,8 @@ from ..adapter import MASK_VALUE
 from ..eval_rows import eval_batches, eval_view
 from ..head_inputs import HeadInputs
 from .features import FeatureRouter, feature_layer
+from .rules import TASK_INFERENCE
 
-TASK_INFERENCE = ("entropy", "max-softmax", "features")
 
 
 class ModelStates(Protocol):
