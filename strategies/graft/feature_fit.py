@@ -1,18 +1,20 @@
-"""A task's head-input statistics fitted at the end of its experience (:mod:`..routing.features` has the statistics;
-this module runs the model over the experience's examples to collect them; :class:`~.plugin.GraftPlugin` and
-PackNet call :func:`fit_task_features`).
+"""A task's head-input features at θ_pre, read at the end of its experience (:mod:`..routing.features` has the
+statistics, :mod:`..routing.class_heads` the closed-form router; this module runs the model over the experience's
+rows to collect them; :class:`~.plugin.GraftPlugin` and PackNet call :func:`pre_features`).
 
-The features are those of one shared space (with the rows' labels, so each class's mean is kept too), the model at θ_pre on every owned element: the input of the first
-task's head module, which every head of a multi-head model sees alike, or of a single-head model's output layer
-(:func:`~..routing.features.feature_layer`).
+The features are those of one shared space (with the rows' labels, so each class's mean is kept too), the model at
+θ_pre on every owned element: the input of the first task's head module, which every head of a multi-head model
+sees alike, or of a single-head model's output layer (:func:`~..routing.features.feature_layer`).
 
-:class:`~.plugin.GraftPlugin` **always** collects them at the end of each experience, over the experience's training
-examples plus its ``valid_stream`` examples when given (never test rows), and keeps them in the owner map (saved
-with the skills). They cost one forward pass without gradients over those examples (at most :data:`FEATURE_ROWS` of
-each dataset) and, in the default form (:data:`~..routing.features.DEFAULT_FORM`), a mean, a diagonal and a few
-leading directions of the covariance per task; any run can then be served with any routing rule later (resume,
-``task_inference_rules``) without retraining. Heads whose tensors sit in no module of their own (prompt heads) get
-none, and asking for ``"features"`` then is a :class:`~cl_graft.errors.UserError`.
+:class:`~.plugin.GraftPlugin` collects them at the end of each experience when routing will read them (never test
+rows) and keeps their statistics in the owner map (saved with the skills): in the task scenario over at most
+:data:`FEATURE_ROWS` training rows and as many ``valid_stream`` rows; when it routes while training (the class
+scenario) over every training row (the router's sums need them) and none of the dev rows (they judge the router).
+They cost one forward pass without gradients over those rows and, in the default form
+(:data:`~..routing.features.DEFAULT_FORM`), a mean, a diagonal and a few leading directions of the covariance per
+task; any run can then be served with any routing rule later (resume, ``task_inference_rules``) without
+retraining. Heads whose tensors sit in no module of their own (prompt heads) get none, and asking for
+``"features"`` then is a :class:`~cl_graft.errors.UserError`.
 """
 from __future__ import annotations
 
@@ -84,15 +86,6 @@ def pre_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Se
         return None
     back = torch.cat(order).argsort()
     return torch.cat(feats)[back], torch.cat(labels)[back]
-
-
-def fit_task_features(target: GraftTarget, owners: OwnerMap, label: int, datasets: Sequence, *, device,
-                      batch: int | None = None, form: str = DEFAULT_FORM,
-                      rows: int | None = FEATURE_ROWS) -> FeatureStats | None:
-    """The head-input statistics (mean ``(d,)``, the covariance kept in ``form``, :data:`~..routing.features.FORMS`)
-    of :func:`pre_features` (same arguments; None where it gives none)."""
-    found = pre_features(target, owners, label, datasets, device=device, batch=batch, rows=rows)
-    return stats_of(found, form)
 
 
 def stats_of(found: tuple[Tensor, Tensor] | None, form: str) -> FeatureStats | None:

@@ -274,8 +274,12 @@ def test_feature_form_is_a_strategy_setting_saved_with_the_run(tmp_path):
 def test_statistics_are_fitted_on_at_most_feature_rows_evenly_spaced_examples():
     """A dataset longer than ``rows`` passes ``rows`` evenly spaced examples (both classes of a class-sorted
     dataset), a shorter one all of them; the mean is that of the examples passed."""
-    from cl_graft.strategies.graft.feature_fit import FEATURE_ROWS, fit_task_features, spread
     from torch.utils.data import TensorDataset
+
+    from cl_graft.strategies.graft.feature_fit import FEATURE_ROWS, pre_features, spread, stats_of
+
+    def fit_task_features(*args, **kwargs):
+        return stats_of(pre_features(*args, **kwargs), "lowrank:32")
 
     assert spread(5, 8) == [0, 1, 2, 3, 4] and spread(10, 4) == [0, 2, 5, 7] and FEATURE_ROWS == 512
     torch.manual_seed(0)
@@ -294,3 +298,6 @@ def test_statistics_are_fitted_on_at_most_feature_rows_evenly_spaced_examples():
     torch.testing.assert_close(stats.mean, hidden.mean(0))
     assert fit_task_features(target, owners, 0, [data], device="cpu").count == 512
     assert fit_task_features(target, owners, 0, [data], device="cpu", rows=1000).count == 600
+    assert fit_task_features(target, owners, 0, [data], device="cpu", rows=None).count == 600
+    feats, labels = pre_features(target, owners, 0, [data, data], device="cpu", rows=None)
+    assert torch.equal(labels, torch.cat([y, y]))                 # the datasets' order, whatever the batching
