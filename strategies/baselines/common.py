@@ -32,7 +32,6 @@ MODEL = "the trained weights"
 """The start of every ``stores`` text: each baseline keeps its trained model."""
 CLASS = ("class",)
 """The ``scenarios`` of a class-incremental method."""
-OWN_LOADER = "draws its memory through a loader of its own, which collates text rows as dicts"
 GEM_PATTERNS_HELP = "GEM / A-GEM: rows kept per experience."
 
 Builder = Callable[[BuildContext], Any]
@@ -46,7 +45,8 @@ def positive(name: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class ReplayFamily(Settings):
-    """A memory of ``replay_mem`` rows, sized by the preset: ``replay`` tunes it; ``er-ace``, ``der``,
+    """A memory of ``replay_mem`` rows, sized by the preset: ``replay`` tunes it (unless its ``replay_per_class``
+    fixes k rows of every class); ``er-ace``, ``der``,
     ``icarl`` and ``bic`` keep it (the budget the user sets, their bytes recorded) and tune their own knob at
     that memory."""
 
