@@ -35,9 +35,11 @@ from ..interface.entry import BuildContext, StrategyEntry
 from .common import (
     CLASS,
     MODEL,
-    ReplayFamily,
+    PerClassMemory,
     buffer,
     memory_rows,
+    per_class_buffer,
+    per_class_check,
     rows_bytes,
     tensor_bytes,
     with_model,
@@ -45,7 +47,7 @@ from .common import (
 
 
 @dataclass(frozen=True)
-class DERSettings(ReplayFamily):
+class DERSettings(PerClassMemory):
     """``der``'s."""
 
     der_alpha: float = field(default=0.1, metadata={
@@ -120,9 +122,9 @@ def der_class() -> type:
     class CollatingDER(DER):
         """``DER`` whose memory and logits pass collate with the rows' own collate function."""
 
-        def __init__(self, **kwargs) -> None:
-            super().__init__(**kwargs)
-            self.storage_policy = LogitsBuffer(self.mem_size, adaptive_size=True)
+        def __init__(self, *, memory: dict[str, Any], **kwargs) -> None:
+            super().__init__(mem_size=memory["max_size"], **kwargs)
+            self.storage_policy = LogitsBuffer(**memory)                 # Avalanche's: adaptive, mem_size rows
 
         def _before_training_exp(self, **kwargs) -> None:
             memory = self.storage_policy.buffer
@@ -143,8 +145,9 @@ def der_class() -> type:
 
 
 def build(ctx: BuildContext):
-    """DER with ``replay_mem`` rows of memory, weights ``der_alpha`` and ``der_beta``."""
-    return der_class()(**ctx.template, plugins=ctx.plugins, mem_size=ctx.settings.replay_mem,
+    """DER with ``replay_mem`` rows of memory shared by the classes seen (Avalanche's) or ``replay_per_class`` rows of
+    every class (:func:`~.common.per_class_buffer`), weights ``der_alpha`` and ``der_beta``."""
+    return der_class()(**ctx.template, plugins=ctx.plugins, memory=per_class_buffer(ctx.settings, ctx.stream),
                        alpha=ctx.settings.der_alpha, beta=ctx.settings.der_beta)
 
 
@@ -161,5 +164,6 @@ def _kept(strategy) -> dict[str, int]:
 
 ENTRY = StrategyEntry(
     name="der", help="Avalanche DER (DER++: replay of rows and their logits; --scenario class)",
-    stores=MODEL + ", replay_mem rows and their logits", build=build,
-    kept_bytes=with_model(_kept, memory_rows), settings=DERSettings, grid=GRID, scenarios=CLASS)
+    stores=MODEL + ", replay_mem rows (or replay_per_class of each class) and their logits", build=build,
+    check=per_class_check("der"), kept_bytes=with_model(_kept, memory_rows), settings=DERSettings, grid=GRID,
+    scenarios=CLASS)

@@ -1,5 +1,6 @@
-"""``replay --replay-per-class k``: k rows of every class seen (the tiny intents task split in three, class
-scenario), a memory that is the setting, so neither ``--tune`` nor ``--settings-from`` touches replay's grid."""
+"""``--replay-per-class k``: ``replay`` and ``der`` keep k rows of every class seen (the tiny intents task split in
+three, class scenario); replay's memory is then the setting, so neither ``--tune`` nor ``--settings-from`` touches
+replay's grid."""
 from __future__ import annotations
 
 import json
@@ -27,14 +28,15 @@ def env(tmp_path_factory):
     return intents_env(tmp_path_factory.mktemp("replay_per_class"))
 
 
-def test_the_memory_keeps_k_rows_of_every_class_seen(env):
+@pytest.mark.parametrize("name", ["replay", "der"])
+def test_the_memory_keeps_k_rows_of_every_class_seen(env, name):
     data, cfg = continual_setup("smoke", seed=0, steps=2)
     setup = find_family("split-intents:3").setup(StreamRequest(
         spec="split-intents:3", scenario="class", data=data, seed=0, model=str(env / "model"),
         data_dir=str(env / "data")))
     stream, _ = setup.make()
-    settings = strategy_settings("replay", data, seed=0, given={"replay_per_class": PER_CLASS})
-    strategy = _build(STRATEGIES["replay"], fresh_model(setup.base, stream, 0)[0], cfg, settings, 2, stream=stream,
+    settings = strategy_settings(name, data, seed=0, given={"replay_per_class": PER_CLASS})
+    strategy = _build(STRATEGIES[name], fresh_model(setup.base, stream, 0)[0], cfg, settings, 2, stream=stream,
                       report=None)
     seen: set[int] = set()
     for exp in stream.benchmark.train_stream:
@@ -67,12 +69,13 @@ def test_a_fixed_memory_is_not_tuned_and_needs_no_tuned_choice(env, tmp_path):
     assert res.exit_code == 2 and "--replay-mem sets what --tune chooses for replay" in res.output
 
 
-def test_per_class_memory_refuses_a_stream_whose_experiences_share_classes(tmp_path):
+@pytest.mark.parametrize("name", ["replay", "der"])
+def test_per_class_memory_refuses_a_stream_whose_experiences_share_classes(tmp_path, name):
     from click.testing import CliRunner
 
     from cl_graft.cli import main
 
     res = CliRunner().invoke(main, ["run", "--stream", "permuted-digits:2", "--scenario", "class", "--model", "mlp",
-                                    "--preset", "smoke", "--strategies", "replay", "--replay-per-class", "2",
+                                    "--preset", "smoke", "--strategies", name, "--replay-per-class", "2",
                                     "--out", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "replay with --replay-per-class needs new classes" in res.output, res.output
+    assert res.exit_code == 2 and f"{name} with --replay-per-class needs new classes" in res.output, res.output
