@@ -17,9 +17,9 @@ loss and replaces those two loaders:
 One more difference, for the class-incremental text model (``SharedHead``): in evaluation it gives the classes
 no experience has shown yet :data:`~..adapter.MASK_VALUE` (−1000), so stored logits hold −1000 in those columns
 while the training forward gives them ordinary values; matching them would pull every later class's logit
-towards −1000 (a loss near 7·10⁵ in its test). A stored column at :data:`~..adapter.MASK_VALUE` takes the current output
-as its target instead (no loss, no gradient: ``CollatingDER._after_forward``); the mean stays over every column, as
-Avalanche's ``F.mse_loss``. A model with no masked column (the digits MLP) trains exactly as Avalanche's DER.
+towards −1000 (a loss near 7·10⁵ in its test). A stored column at :data:`~..adapter.MASK_VALUE` takes the
+current output as its target instead (no loss, no gradient: ``CollatingDER._after_forward``); the mean stays over
+every column, as Avalanche's ``F.mse_loss``. A model with no masked column (the digits MLP) trains exactly as Avalanche's DER.
 """
 from __future__ import annotations
 
