@@ -1,6 +1,8 @@
 """Benchmarks through ``cl-graft run`` on several seeds: every (stream, model, scenario) one table, its peers paired
 with graft seed by seed. The page scripts are its presets: :mod:`.digits` (the digits streams) and
-:mod:`.class_text` (the split text streams, issue 43); each names its default benchmarks and renders its page.
+:mod:`.class_text` (the split text streams, issue 54); each names its default benchmarks and renders its page, and
+may set the default ``--tune-budget``, options its peers' invocations get (class_text: ``--replay-per-class``) and
+whether its page marks what has not run (:class:`Page`).
 
 This module keeps no strategy, loader or recipe of its own: every number comes from ``cl-graft run`` invocations
 (the harness's entries, the stream families, the preset and ``--tune``), started as their own processes through
@@ -41,8 +43,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -55,13 +57,14 @@ from .seed_plan import OWNED, Benchmark, check_run_options, parse_benchmarks, pa
 PEERS = {
     "digits": {"class": "graft,naive,replay,replay-matched,gem,agem,er-ace,der,icarl,cumulative",
                "task": "graft,naive,ewc,si,lwf,replay,gem,agem,packnet,replay-matched,cumulative"},
-    "split text": {"class": "graft,naive,ewc,si,lwf,replay,replay-matched,er-ace,agem,packnet,cumulative,"
-                            "linear-probe,ncm",
+    "split text": {"class": "graft,slda,ranpac,ncm,linear-probe,naive,replay,replay-matched,lwf,der,joint,"
+                            "joint-probe",
                    "task": "graft,naive,lwf,packnet,replay-matched,linear-probe"},
 }
-"""Stream family → scenario → the default peers. Split text, class scenario: issue 43's peers that run on text
-(``der`` and ``bic`` refuse text rows, ``icarl`` needs a single-head ``nn.Sequential`` model; GEM is not among
-the issue's peers); task scenario: the issue's six beside graft."""
+"""Stream family → scenario → the default peers. Split text, class scenario: issue 54's (item 6): graft, the frozen
+encoder's heads (slda, ranpac, ncm, linear-probe), naive, replay, replay-matched, lwf, der and the two ceilings (joint,
+joint-probe); EWC, SI, A-GEM, GEM, BiC, iCaRL and PackNet stay on the digits pages (``bic`` refuses text rows,
+``icarl`` needs a single-head ``nn.Sequential`` model). Task scenario: issue 43's six beside graft."""
 OWN_DATA = ("digits",)
 """Stream families whose rows come with a library: their invocations get no ``--data-dir``."""
 RUNS = "runs"
@@ -99,11 +102,12 @@ def variant_options(variant: str) -> list[str]:
 
 
 def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str, variants: list[str],
-                  passed: list[str], tune_budget: int | None = None, settings_from: str | None = None
-                  ) -> dict[str, list[Path]]:
+                  passed: list[str], tune_budget: int | None = None, settings_from: str | None = None,
+                  peer_options: list[str] | None = None) -> dict[str, list[Path]]:
     """Every invocation of one benchmark; returns label → the folders of its seeds (``main`` for the peers'
     invocation, ``graft[variant]`` for each graft variant). With ``settings_from`` (a tuned folder, relative to
-    the working directory) every seed reuses its choices and none is tuned."""
+    the working directory) every seed reuses its choices and none is tuned. ``peer_options`` go to the peers'
+    invocations before ``passed`` (a ``--run-option`` giving the same option wins)."""
     root = work / bench.folder
     folders: dict[str, list[Path]] = {"main": []}
     for i, seed in enumerate(seeds):
@@ -113,7 +117,8 @@ def run_benchmark(bench: Benchmark, seeds: list[int], work: Path, *, peers: str,
             tuning = ["--settings-from", settings_from]
         else:
             tuning = ["--tune", *budget] if i == 0 else ["--settings-from", str(root / f"seed{seeds[0]}")]
-        run_cl_graft(invocation(bench, seed, folder, strategies=peers, extra=[*tuning, *passed]), folder)
+        run_cl_graft(invocation(bench, seed, folder, strategies=peers,
+                                extra=[*tuning, *(peer_options or []), *passed]), folder)
         folders["main"].append(folder)
         for variant in variants:
             folder = root / f"graft-{variant}" / f"seed{seed}"
@@ -155,10 +160,11 @@ def kept_folders(bench: Benchmark, runs: Path) -> dict[str, list[Path]]:
     return folders
 
 
-def check_report_from(report_from: Path, benches: list[Benchmark]) -> None:
+def check_report_from(report_from: Path, benches: list[Benchmark], *, partial: bool = False) -> None:
     """Refuses a ``--report-from`` folder without a ``runs/`` folder, whose ``runs/`` holds no run of one of
-    ``benches``, or a ``results.json`` there that fails :func:`.script_out.load_results` (before anything is
-    written: a page that fails after the copy would leave it in ``--out``).
+    ``benches`` (with ``partial``: of any of them; a page that marks what has not run shows the others as not run
+    yet), or a ``results.json`` there that fails :func:`.script_out.load_results` (before anything is written: a
+    page that fails after the copy would leave it in ``--out``).
 
     Raises:
         ScriptError: one line naming the folder and the missing benchmark, or the file and its field.
@@ -170,11 +176,12 @@ def check_report_from(report_from: Path, benches: list[Benchmark]) -> None:
     for bench in benches:
         for folder in (f for folders in kept_folders(bench, runs).values() for f in folders):
             load_results(folder)
-        if "main" not in kept_folders(bench, runs):
-            held = sorted(p.name for p in runs.iterdir() if p.is_dir())
-            raise ScriptError(f"--report-from {report_from}: {RUNS}/ holds no run of benchmark {bench.name} (no "
-                              f"{RUNS}/{bench.folder}/seed*/results.json; it holds {', '.join(held) or 'none'}); "
-                              f"name its benchmarks with --benchmarks")
+    without = [b for b in benches if "main" not in kept_folders(b, runs)]
+    if without and (not partial or len(without) == len(benches)):
+        held = sorted(p.name for p in runs.iterdir() if p.is_dir())
+        raise ScriptError(f"--report-from {report_from}: {RUNS}/ holds no run of benchmark {without[0].name} (no "
+                          f"{RUNS}/{without[0].folder}/seed*/results.json; it holds {', '.join(held) or 'none'}); "
+                          f"name its benchmarks with --benchmarks")
 
 
 def data_options(data_dir: Path | None, out: Path) -> list[str]:
@@ -198,6 +205,12 @@ class Page:
         summarize: ``summarize(folders, root=root) -> summary`` of one benchmark (``folders`` as
             :func:`kept_folders` gives them; artifact paths relative to ``root``).
         render: ``render(summaries) -> Markdown`` of the page.
+        tune_budget: the default ``--tune-budget`` (None: ``cl-graft run``'s).
+        peer_options: strategy → ``cl-graft run`` options the peers' invocations get when it is among the peers
+            (each option once), before the ``--run-option`` values.
+        planned: ``summarize`` also takes ``plan=`` (:func:`plan_of`: the benchmark, its seeds and peers), so the page
+            marks what has not run yet; ``--report-from`` then takes a ``runs/`` folder holding some of the
+            benchmarks.
     """
 
     name: str
@@ -205,6 +218,20 @@ class Page:
     benchmarks: str
     summarize: Callable[..., dict]
     render: Callable[[list[dict]], str]
+    tune_budget: int | None = None
+    peer_options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    planned: bool = False
+
+    def options_of(self, peers: str) -> list[str]:
+        """The :attr:`peer_options` of the strategies in ``peers`` (comma-separated), each option once, in order."""
+        return list(dict.fromkeys(o for name in peers.split(",") for o in self.peer_options.get(name, ())))
+
+
+def plan_of(bench: Benchmark, seeds: list[int], peers: str | None) -> dict:
+    """What a planned page (:attr:`Page.planned`) is told of one benchmark: ``{"benchmark", "stream", "model",
+    "scenario", "seeds", "strategies"}`` (``strategies``: the peers, None where the driver does not know them)."""
+    return {"benchmark": bench.name, "stream": bench.stream, "model": bench.model, "scenario": bench.scenario,
+            "seeds": list(seeds), "strategies": peers.split(",") if peers else None}
 
 
 def _peers(bench: Benchmark, family: str, given: dict[str, str | None]) -> str:
@@ -238,8 +265,9 @@ def command(page: Page) -> click.Command:
     @click.option("--graft-variants", default="", help="Comma-separated graft variants run alone, untuned, per "
                   "benchmark and seed: --region-size values (auto, 0.01, ...) or open (auto without the stream "
                   "length).")
-    @click.option("--tune-budget", type=int, default=None, help="Grid points each strategy tries on the tuned "
-                                                                    "seed (default: cl-graft run's).")
+    @click.option("--tune-budget", type=int, default=page.tune_budget,
+                  help="Grid points each strategy with a grid tries on the tuned seed (default: "
+                       + ("cl-graft run's" if page.tune_budget is None else str(page.tune_budget)) + ").")
     @click.option("--settings-from", default=None, help="Tune nothing: every seed reuses the choices of this "
                   "tuned invocation folder of an earlier benchmark (relative to --out, e.g. "
                   "../digits20/work/permuted-digits-20-mlp-task/seed0).")
@@ -257,10 +285,11 @@ def command(page: Page) -> click.Command:
         plan = seeds_of(benches, parse_seeds(seeds, "--seeds"), seeds_given)
         check_run_options(run_options)
         families = {bench: bench.family() for bench in benches}
-        peers = {bench: _peers(bench, families[bench], {"class": class_peers, "task": task_peers})
-                 for bench in benches} if report_from is None else {}
+        given = {"class": class_peers, "task": task_peers}
+        peers = {bench: _peers(bench, families[bench], given) if report_from is None else
+                 given[bench.scenario] or PEERS.get(families[bench], {}).get(bench.scenario) for bench in benches}
         if report_from is not None:
-            check_report_from(report_from, benches)
+            check_report_from(report_from, benches, partial=page.planned)
         variants = [v for v in graft_variants.split(",") if v]
         with claimed(page.name, click.get_current_context().params) as run_dir:
             runs = run_dir.path / RUNS
@@ -275,11 +304,13 @@ def command(page: Page) -> click.Command:
                     with _inside(run_dir.path):
                         folders = run_benchmark(bench, plan[bench], Path("work"), peers=peers[bench],
                                                 variants=variants, passed=[*data, *run_options],
-                                                tune_budget=tune_budget, settings_from=settings_from)
+                                                tune_budget=tune_budget, settings_from=settings_from,
+                                                peer_options=page.options_of(peers[bench]))
                     adopt(run_dir, run_dir.path / "work")
                     keep_results(folders, run_dir.path, runs)
                     adopt(run_dir, runs)
-                summaries.append(page.summarize(kept_folders(bench, runs), root=run_dir.path))
+                planned = {"plan": plan_of(bench, plan[bench], peers[bench])} if page.planned else {}
+                summaries.append(page.summarize(kept_folders(bench, runs), root=run_dir.path, **planned))
             write_json(run_dir.path / f"{page.name}.json", {"benchmarks": summaries})
             write_text(run_dir.path / f"{page.name}.md", page.render(summaries))
 

@@ -27,10 +27,11 @@ from .verdicts import VERDICT, bonferroni_verdict, holm_intervals, mean_sd, pm
 REFERENCE = "graft"
 SEES = {"task": "task label given", "class": "no task label"}
 """What a strategy's test rows carry in each scenario (a table's column)."""
-CEILINGS = ("cumulative",)
-"""Strategies that keep every training row: a reference a table is read against, not a peer (an upper bound only
-where it scores above them: with task labels on permuted streams cumulative scores below naive) (they stay in the
-Holm family, which only makes the peers' intervals wider)."""
+CEILINGS = {"cumulative": "keeps every row", "joint": "fine-tuning on every class at once",
+            "joint-probe": "the frozen encoder with a classifier on every class at once"}
+"""Strategies that see every training row (name → how): a reference a table is read against, not a peer (an upper
+bound only where it scores above them: with task labels on permuted streams cumulative scores below naive) (they
+stay in the Holm family, which only makes the peers' intervals wider)."""
 
 
 def _read(folder: Path) -> dict:
@@ -203,10 +204,12 @@ def verdict_line(s: dict) -> str:
     """How many peers graft is ahead of, behind and not separable from (Holm), the ceiling apart, and the verdicts
     that Bonferroni's simultaneous intervals would change."""
     minus, m, k = s["graft_minus"], len(s["graft_minus"]), len(s["graft_minus_sizes"])
+    if not m + k:
+        return "No paired interval yet: each needs at least two seeds of both graft and the strategy."
     peers = [d["ahead"] for n, d in minus.items() if n not in CEILINGS]
     ahead, behind = peers.count(1), peers.count(-1)
-    ceilings = "".join(f"; {n} (keeps every row: a reference, not a peer): {VERDICT[d['ahead']]}" for n, d in minus.items()
-                       if n in CEILINGS)
+    ceilings = "".join(f"; {n} ({CEILINGS[n]}: a reference, not a peer): {VERDICT[d['ahead']]}"
+                       for n, d in minus.items() if n in CEILINGS)
     changed = [f"{n} ({VERDICT[d['ahead']]} → {VERDICT[b]})" for n, d in minus.items()
                if (b := bonferroni_verdict(d, m)) != d["ahead"]]
     return (f"Graft ahead of {ahead} of the {len(peers)} peers, behind {behind}, not separable from "

@@ -196,7 +196,7 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
     if tune_budget is not None and not tune:
         raise UserError("--tune-budget is the number of grid points --tune tries; add --tune or drop it")
     tune_budget = tune_budget or TUNE_BUDGET
-    chosen = chosen_settings(settings_from, names) if settings_from else None
+    chosen = chosen_settings(settings_from, names, given) if settings_from else None
     refuse_fixed_choices(given, names, tune_budget=tune_budget if tune else None, chosen=chosen)
     data, cfg = continual_setup(preset, seed=seed, steps=steps, k=k, eval_cap=eval_cap)
     own = {n: strategy_settings(n, data, seed=seed, given=given) for n in names}

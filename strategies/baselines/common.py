@@ -32,7 +32,6 @@ MODEL = "the trained weights"
 """The start of every ``stores`` text: each baseline keeps its trained model."""
 CLASS = ("class",)
 """The ``scenarios`` of a class-incremental method."""
-OWN_LOADER = "draws its memory through a loader of its own, which collates text rows as dicts"
 GEM_PATTERNS_HELP = "GEM / A-GEM: rows kept per experience."
 
 Builder = Callable[[BuildContext], Any]
@@ -46,9 +45,9 @@ def positive(name: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class ReplayFamily(Settings):
-    """A memory of ``replay_mem`` rows, sized by the preset: ``replay`` tunes it; ``er-ace``, ``der``,
-    ``icarl`` and ``bic`` keep it (the budget the user sets, their bytes recorded) and tune their own knob at
-    that memory."""
+    """A memory of ``replay_mem`` rows, sized by the preset: ``replay`` tunes it (unless ``replay_per_class`` fixes
+    it, :class:`PerClassMemory`); ``er-ace``, ``der``, ``icarl`` and ``bic`` keep it (the budget the user sets,
+    their bytes recorded) and tune their own knob at that memory."""
 
     replay_mem: int = field(default=256, metadata={"help": "Replay memory size in rows.", "preset": True})
 
@@ -59,6 +58,47 @@ class ReplayFamily(Settings):
     @classmethod
     def from_preset(cls, preset: Preset, *, seed: int):
         return cls(replay_mem=preset.continual.replay_mem)
+
+
+@dataclass(frozen=True)
+class PerClassMemory(ReplayFamily):
+    """``replay``'s and ``der``'s memory: ``replay_mem`` rows, or with ``replay_per_class`` = k, k rows of every
+    class seen (a class-balanced memory with a fixed share per class, k × the stream's classes at the end; one
+    option sets both)."""
+
+    replay_per_class: int = field(default=0, metadata={
+        "help": "Replay, DER: rows kept of every class seen (a class-balanced memory growing with the classes; "
+                "replay's memory then is not tuned); 0: replay_mem rows."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.replay_per_class < 0:
+            raise UserError(f"replay_per_class must be >= 0, got {self.replay_per_class}")
+
+
+def stream_classes(stream) -> int:
+    """How many classes the stream's training experiences bring."""
+    return len({int(c) for exp in stream.benchmark.train_stream for c in exp.classes_in_this_experience})
+
+
+def per_class_buffer(settings: PerClassMemory, stream) -> dict[str, Any]:
+    """The arguments of Avalanche's ``ClassBalancedBuffer`` for ``settings``: ``replay_per_class`` rows of each of
+    the stream's classes (a fixed share), or, with none, ``replay_mem`` rows shared by the classes seen."""
+    if not settings.replay_per_class:
+        return {"max_size": settings.replay_mem, "adaptive_size": True}
+    classes = stream_classes(stream)
+    return {"max_size": settings.replay_per_class * classes, "adaptive_size": False, "total_num_classes": classes}
+
+
+def per_class_check(name: str) -> Check:
+    """An entry's ``check`` for a :class:`PerClassMemory` strategy: with ``replay_per_class``, a one-line refusal of
+    a stream whose experiences share class ids (a task-list stream's labels, ``permuted-digits``: one class's rows
+    would stand for several)."""
+    def check(settings, stream) -> None:
+        if settings.replay_per_class:
+            new_classes(f"{name} with --replay-per-class")(settings, stream)
+
+    return check
 
 
 def stock(cls_name: str, fixed: Mapping[str, Any] | None = None, **arguments: str) -> Builder:

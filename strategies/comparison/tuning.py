@@ -53,10 +53,11 @@ def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
 
     A point whose run raises :class:`UserError` (one the stream cannot run, e.g. fixed regions that outgrow the
     capacity of a long stream) is not chosen: its dev average is None and its error in the record's ``failed``
-    (grid index → message); when no point runs, the first error is raised.
+    (grid index → message); when no point runs, the first error is raised. Settings that fix what the grid varies
+    (:meth:`~..interface.settings.Settings.grid_fixed_by`, e.g. ``replay_per_class``) are returned untuned.
     """
     grid = entry_of(name).grid[:check_budget(budget)]
-    if not grid:
+    if not grid or type(settings).grid_fixed_by(settings.to_json()) is not None:
         return settings, {}
     scores, failed = [], {}
     for i, point in enumerate(grid):
@@ -73,8 +74,10 @@ def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
     return apply_point(settings, grid[best]), {**record, **({"failed": failed} if failed else {})}
 
 
-def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict]:
-    """The grid points a ``cl-graft run --tune`` in ``run_dir`` chose, for those of ``names`` that have a grid.
+def chosen_settings(run_dir: str | Path, names: Sequence[str], given: Mapping[str, Any] | None = None
+                    ) -> dict[str, dict]:
+    """The grid points a ``cl-graft run --tune`` in ``run_dir`` chose, for those of ``names`` that have a grid
+    not fixed by the settings ``given`` on the command line (:meth:`~..interface.settings.Settings.grid_fixed_by`).
 
     Returns:
         strategy → ``{"chosen": point, "from": "<run_dir> (seed s)"}``, the record a run keeps in
@@ -97,7 +100,8 @@ def chosen_settings(run_dir: str | Path, names: Sequence[str]) -> dict[str, dict
     run = results.get("run") or {}
     seed = run.get("seed")
     out = {}
-    for name in (n for n in names if entry_of(n).grid):
+    tuned_here = [n for n in names if entry_of(n).grid and entry_of(n).settings.grid_fixed_by(given or {}) is None]
+    for name in tuned_here:
         point = (((results["strategies"].get(name) or {}).get("info") or {}).get("tuning") or {}).get("chosen")
         if point is None:
             raise UserError(f"{path}: strategy {name!r} was not tuned there (run it with --tune first)")
@@ -122,7 +126,8 @@ def refuse_fixed_choices(given: Mapping[str, Any], names: Sequence[str], *, tune
                          chosen: Mapping[str, dict] | None) -> None:
     """Refuses a setting given on the command line that ``--tune`` (``tune_budget`` grid points) or
     ``--settings-from`` (``chosen``, :func:`chosen_settings`) would choose for one of the strategies ``names``:
-    the run would silently replace it, and its record would name a value that never ran.
+    the run would silently replace it, and its record would name a value that never ran. A strategy whose grid the
+    given settings fix (:meth:`~..interface.settings.Settings.grid_fixed_by`) is not tuned: nothing is refused.
 
     Raises:
         UserError: one line naming both options and the strategy.
@@ -131,6 +136,8 @@ def refuse_fixed_choices(given: Mapping[str, Any], names: Sequence[str], *, tune
     option = {o.key: o.name.replace("_", "-") for o in registry_options(entries.values())}
     for name in names:
         cls = entries[name].settings
+        if cls.grid_fixed_by(given) is not None:                       # not tuned: nothing replaces what is given
+            continue
         points = list(entries[name].grid[:tune_budget]) if tune_budget else \
             [chosen[name]["chosen"]] if chosen and name in chosen else []
         fixed = [k for k in given if k in option and has_setting(cls, k)] if points else []

@@ -41,6 +41,13 @@ class Settings:
         says so here, so options, grid points and saved choices all mean the same)."""
         return dict(point)
 
+    @classmethod
+    def grid_fixed_by(cls, values: Mapping[str, Any]) -> str | None:
+        """The key among ``values`` (setting keys → values: the options a run was given, or a settings' own
+        fields) that fixes what the strategy's grid varies, or None (here: none). A strategy whose grid is fixed
+        so is not tuned: ``--tune`` tries none of its points, ``--settings-from`` reuses no choice for it."""
+        return None
+
     def batch_sizes(self) -> dict[str, int]:
         """Its own batch sizes that distributed training splits across ranks (what → rows; here: none), checked
         by ``cl-graft run`` before anything runs."""

@@ -90,6 +90,8 @@ def test_the_driver_tunes_the_first_seed_reuses_its_choices_skips_finished_runs_
     assert first[first.index("--seed") + 1] == "0" and second[second.index("--seed") + 1] == "1"
     assert first[first.index("--strategies") + 1] == PEERS["split text"]["class"]
     assert "--tune" in first and "--settings-from" not in first
+    for command in started.commands:                   # replay's and der's memory: 10 rows of every class
+        assert "--replay-per-class=10" in command
     assert second[second.index("--settings-from") + 1] == "work/split-intents-2-class/seed0" and "--tune" not in second
     for command in started.commands:                   # the data folder as the invocations (inside page/) read it
         assert command[command.index("--data-dir") + 1] == "../env/data"
@@ -99,11 +101,16 @@ def test_the_driver_tunes_the_first_seed_reuses_its_choices_skips_finished_runs_
     assert "reuse them (`--settings-from`)" in page
     assert "runs/split-intents-2-class/seed1/results.json" in page and str(tmp_path) not in page
     rows = json.loads((tmp_path / "page" / "class_text.json").read_text())["benchmarks"][0]["rows"]
-    assert {n for n, row in rows.items() if row["keeps_rows"]} == {"replay", "replay-matched", "er-ace", "agem",
-                                                                   "cumulative"}
-    assert {n for n, row in rows.items() if row["task_id"]["mean"] is not None} == {"graft", "packnet"}
+    assert {n for n, row in rows.items() if row["keeps_rows"]} == {"replay", "replay-matched", "der"}
+    assert {n for n, row in rows.items() if row["task_id"]["mean"] is not None} == {"graft"}
+    assert rows["replay"]["memory_rows"] == rows["der"]["memory_rows"] == 6 * 10       # 6 intents
+    assert rows["replay"]["chosen"] is None and rows["der"]["chosen"] is not None     # replay's memory: not tuned
+    assert all(row["cpu"]["mean"] is not None for row in rows.values())
     assert 0 <= rows["graft"]["task_id"]["mean"] <= 1 and rows["graft"]["incremental"]["mean"] is not None
-    assert "| ncm | no |" in page and "| replay | yes |" in page
+    assert "| ncm | no |" in page and "| replay | yes |" in page and "Not run yet" not in page
+    assert "| joint (ceiling, not a continual method) | every row, at once |" in page
+    assert "replay and der keep 10 rows of every class seen (`--replay-per-class 10`)" in page
+    assert "Every planned run finished." in page and "the digits pages (`benchmarks/results/digits/`) have them" in page
 
     run1 = tmp_path / "page" / "work" / "split-intents-2-class" / "seed1"
     (run1 / "results.json").unlink()                   # seed 1 unfinished: resumed; seed 0 finished: skipped
@@ -116,12 +123,18 @@ def test_the_driver_tunes_the_first_seed_reuses_its_choices_skips_finished_runs_
     again = tmp_path / "again"
     shutil.rmtree(tmp_path / "page" / "work")                  # the page from the kept artifacts alone
     assert CliRunner().invoke(main, ["--out", str(again), "--benchmarks", "split-intents:2//class",
-                                     "--report-from", "page"]).exit_code == 0
+                                     "--seeds", "0,1", "--report-from", "page"]).exit_code == 0
     assert (again / "class_text.md").read_text() == page
+    assert CliRunner().invoke(main, ["--out", str(tmp_path / "planned3"), "--benchmarks", "split-intents:2//class",
+                                     "--report-from", "page"]).exit_code == 0                # seeds 0, 1, 2 planned
+    assert "Not run yet (– in the table): seed 2 (every strategy)." in (tmp_path / "planned3" / "class_text.md"
+                                                                         ).read_text()
 
 
-def _entry(matrix: list[list[float]], *, kept: dict | None = None, task_id: list[float] | None = None) -> dict:
-    info = {**({"kept": kept} if kept is not None else {}), **({"task_id": task_id} if task_id else {})}
+def _entry(matrix: list[list[float]], *, kept: dict | None = None, task_id: list[float] | None = None,
+           cpu: float | None = None) -> dict:
+    info = {**({"kept": kept} if kept is not None else {}), **({"task_id": task_id} if task_id else {}),
+            **({"cpu_seconds": cpu} if cpu is not None else {})}
     return {"matrix": matrix, "bytes": 2000, "seconds": 5.0, "info": info,
             "summary": {**summarize(matrix), "bytes": 2000, "seconds": 5.0}}
 
@@ -169,3 +182,72 @@ def test_the_page_says_plainly_when_a_strategy_keeping_no_rows_beats_graft(tmp_p
     assert "Beaten" not in close
     assert ("No strategy that keeps no training rows (ncm, naive) beats graft by its Holm interval; ncm scores "
             "higher than graft on average, not separable.") in close
+
+
+def _partial(tmp_path) -> list[dict]:
+    """A page planned for seeds 0, 1, 2 of graft, ncm, der and joint: seeds 0 and 1 ran (der only on seed 0, joint
+    on neither), seed 2 did not; a second benchmark has no run at all."""
+    from cl_graft.benchmarks.experiments.seeds import Benchmark, plan_of
+
+    folders = []
+    for seed in (0, 1):
+        strategies = {"graft": _entry([[0.9, 0.0], [0.8, 0.8 + 0.01 * seed]], task_id=[0.9, 0.8], cpu=100.0 + seed),
+                      "ncm": _entry([[0.9, 0.0], [0.7, 0.7 + 0.02 * seed]], kept={"heads": 64}, cpu=10.0)}
+        if seed == 0:
+            strategies["der"] = _entry([[0.9, 0.0], [0.6, 0.8]], kept={"memory": 640, "logits": 80}, cpu=50.0)
+        folder = tmp_path / "runs" / "b" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(results_json(
+            {"seed": seed, "command_line": "cl-graft run --stream split-x:2", "git_revision": "abc",
+             "device_name": "cpu", "stream": "split-x:2", "model": "minilm", "preset": "quick", "tune": seed == 0,
+             "cpu_seconds": 3600.0 if seed == 0 else 180.0, "wall_seconds": 4000.0},
+            ["x-0", "x-1"], strategies, scenario="class", chance=[[0.4, 0.6], [0.4, 0.6]])))
+        folders.append(folder)
+    peers = "graft,ncm,der,joint"
+    done = summary({"main": folders}, root=tmp_path,
+                   plan=plan_of(Benchmark.parse("split-x:2//class"), [0, 1, 2], peers))
+    empty = summary({}, root=tmp_path, plan=plan_of(Benchmark.parse("split-y:3//class"), [0, 1, 2], peers))
+    return [done, empty]
+
+
+def test_a_partial_page_marks_what_has_not_run_and_estimates_its_cpu_hours(tmp_path):
+    done, empty = _partial(tmp_path)
+    assert done["missing"]["seeds"] == [2] and done["missing"]["strategies"] == {
+        "graft": [2], "ncm": [2], "der": [1, 2], "joint": [0, 1, 2]}
+    # seed 2 of graft (mean 100.5 s) and ncm (10 s), seeds 1 and 2 of der (50 s); joint never timed
+    assert done["missing"]["cpu_seconds_left"] == pytest.approx(100.5 + 10 + 2 * 50)
+    assert done["missing"]["unmeasured"] == ["joint"]
+    assert list(done["rows"]) == ["graft", "ncm", "der", "joint"] and done["rows"]["joint"]["missing"]
+    assert empty["not_run"] and empty["missing"]["seeds"] == [0, 1, 2]
+    page = render([done, empty])
+    assert "| joint (ceiling, not a continual method) | – | – | – | – | – | – | – | – | – |" in page
+    assert "| der | yes | – | 70.0 | 80.0 | 30.0 | – | 2.0 KB | 5 | 50 |  |  |  |  |" in page   # one seed: no sd
+    assert "| graft | no | – | 80.2 ± 0.4 | 85.1 ± 0.2 | 10.0 ± 0.0 | 85.0 ± 0.0 | 2.0 KB | 5 ± 0 | 100 ± 1 |" in page
+    assert ("Not run yet (– in the table): seed 2 (every strategy); der on seed 1; joint on seeds 0, 1. The 2 "
+            "finished invocations took 1.1 CPU-hours (their run records, tuning included). Estimate from the "
+            "finished runs (not a measurement): 0.1 CPU-hours left") in page
+    assert "joint not timed yet (no finished seed), not in it." in page
+    assert "## split-y:3, model cl-graft run's default, class-incremental: not run yet" in page
+    assert ("CPU-hour estimate of what has not run, from the finished runs (not a measurement): 0.1 CPU-hours; not "
+            "timed yet: split-x:2: joint; no run yet of split-y:3, not in it.") in page
+    assert "Graft ahead of 1 of the 1 peers" in page                  # ncm's interval (2 seeds); der's 1 seed: none
+
+
+def test_report_from_a_runs_folder_holding_one_of_the_benchmarks_makes_the_partial_page(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for seed in (0, 1):
+        folder = tmp_path / "kept" / "runs" / "split-intents-2-class" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(results_json(
+            {"seed": seed, "command_line": "cl-graft run", "git_revision": "abc", "device_name": "cpu",
+             "stream": "split-intents:2", "model": "m", "preset": "quick", "tune": seed == 0},
+            ["i-0", "i-1"], {"graft": _entry([[0.9, 0.0], [0.8, 0.8]], cpu=5.0)}, scenario="class")))
+    res = CliRunner().invoke(main, ["--out", "page", "--report-from", "kept", "--benchmarks",
+                                    "split-intents:2//class,split-intents:3//class"])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "page" / "class_text.md").read_text()
+    assert "## split-intents:3, model cl-graft run's default, class-incremental: not run yet" in page
+    assert "seed 2 (every strategy); slda on seeds 0, 1;" in page               # the family's peers, planned
+    res = CliRunner().invoke(main, ["--out", "none", "--report-from", "kept", "--benchmarks",
+                                    "split-intents:3//class"])
+    assert res.exit_code == 2 and "holds no run of benchmark split-intents:3//class" in res.output
