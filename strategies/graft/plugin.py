@@ -400,9 +400,11 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             return self._router.forward(strategy.mb_x, strategy.mb_task_id)
         out, chosen = self._router.infer(strategy.mb_x, self.task_inference or TASK_INFERENCE[0])
         if hasattr(strategy.experience, "task_labels"):
+            own = strategy.mb_task_id.to(chosen.device)
             counts = self.task_id.setdefault(strategy.experience.current_experience, [0, 0])
-            counts[0] += int((chosen == strategy.mb_task_id.to(chosen.device)).sum())
+            counts[0] += int((chosen == own).sum())
             counts[1] += len(chosen)
+            out = self._router.foreign_answers(out, chosen, own)
         return out
 
     def before_eval_forward(self, strategy, **kwargs) -> None:

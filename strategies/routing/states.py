@@ -215,6 +215,25 @@ class TaskRouter:
         chosen = torch.tensor(labels, device=pick.device)[pick]
         return stacked[pick, rows], chosen
 
+    def foreign_answers(self, logits: Tensor, chosen: Tensor, own: Tensor) -> Tensor:
+        """Routed ``logits`` ``(B, C)`` scored against the rows' own task labels ``own`` ``(B,)`` (known in
+        evaluation, never used to route): a row sent to another task (``chosen`` ``(B,)``) whose head is not its
+        own task's answers in that task's classes, which are not its own, so it gets one more column, "another
+        task's answer", as its top score (``(B, C + 1)``; the column stays :data:`MASK_VALUE` for every other row).
+        Without it Avalanche's accuracy would count a wrong task's answer right whenever its class index equals the
+        row's label (every task list numbers its classes from 0). Tasks that share one head (the class scenario's
+        one label space) answer in the row's own classes: nothing changes for them."""
+        heads = {}
+        for t in torch.unique(torch.cat([chosen, own])).tolist():
+            heads[t] = tuple(self.target.heads(int(t)))
+        foreign = torch.tensor([c != o and heads[c] != heads[o] for c, o in zip(chosen.tolist(), own.tolist())],
+                               dtype=torch.bool, device=logits.device)
+        if not bool(foreign.any()):
+            return logits
+        extra = torch.full((logits.shape[0], 1), MASK_VALUE, dtype=logits.dtype, device=logits.device)
+        extra[foreign] = logits.max() + 1
+        return torch.cat([logits, extra], dim=1)
+
     def lda(self) -> FeatureRouter | None:
         """The linear discriminant of the learned tasks' feature statistics (None when a task has none; built
         once)."""
