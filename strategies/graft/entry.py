@@ -20,7 +20,8 @@ from .run_state import OwnerMapState, region_plugin, task_seconds
 from .settings import SIZE_GRID, GraftSettings
 from .sizing import RegionSize, size_line
 
-STORES = "each task's region (a value and a gap-coded index per weight), its head and its feature statistics"
+STORES = ("each task's region (a value and a gap-coded index per weight), its head and its feature statistics; in the "
+          "class scenario the router's sums")
 
 
 def region_kept_bytes(strategy, model) -> tuple[int, dict]:
