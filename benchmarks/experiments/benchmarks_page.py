@@ -112,7 +112,8 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "`class_text/heads_banking77_s0/` (slda, ranpac, ncm)")),
     ("text_heads/text_heads.md", ("where fine-tuning pays: graft against the frozen encoder's closed-form heads "
                                   "(slda, ranpac, ncm) on qnli → agnews → sst2, with and without task labels, 3 "
-                                  "seeds paired"), ("`text_heads/graft/seed*/`", "`text_heads/heads/seed*/`")),
+                                  "seeds paired"),
+     ("`text_heads/graft/seed*/`", "`text_heads/heads/seed*/`", "`text_heads/graft_strict/seed*/`")),
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*`", "`feature_forms/`")),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",

@@ -29,6 +29,12 @@ AVALANCHE = True
 ROUTING = [n for n, e in STRATEGIES.items() if e.routes is not None]
 """The strategies that can serve test rows without their task labels."""
 RULES = list(dict.fromkeys(r for e in STRATEGIES.values() if e.routes is not None for r in e.routes.rules))
+"""Their rules (``--task-inference``)."""
+
+
+def routing_by_rule() -> str:
+    """Which strategies route by each rule, for ``--help``: ``rule: a, b; rule: ...``."""
+    return "; ".join(f"{r}: {', '.join(n for n in ROUTING if r in STRATEGIES[n].routes.rules)}" for r in RULES)
 
 
 def plugins_text() -> str:
@@ -78,7 +84,7 @@ def run_command() -> click.Command:
                   help="task: every strategy gets the task label at test (a single-head model runs as its multi-head "
                   "copy, the same for every strategy; a split text stream gets a head per experience); class "
                   "(digits and split text streams): none does, one head answers every class seen so far "
-                  f"({', '.join(ROUTING)} route each row to one of their tasks).")
+                  "(strategies that keep a model per task route each row to one of them).")
     @click.option("--class-order", default=None, help="Split text streams: the task's label indices in the order "
                   "they arrive, comma-separated (default: a permutation seeded by --seed, recorded in results.json).")
     @click.option("--strategies", default=",".join(DEFAULT_STRATEGIES), show_default=True,
@@ -98,8 +104,10 @@ def run_command() -> click.Command:
                        "run more seeds with them.")
     @click.option("--task-inference", type=click.Choice(RULES), default=None,
                   help="After the stream, also evaluate with task labels withheld: each input goes to the task whose "
-                       "model is most confident (entropy, max-softmax) or whose head-input statistics make its "
-                       f"features most likely (features) ({', '.join(ROUTING)}; T forward passes per input).")
+                       "model is most confident (entropy, max-softmax; T forward passes per input) or whose "
+                       "head-input statistics make its features most likely (features); a closed-form head answers "
+                       "it over every task's classes (features; right only in its own task's column). By rule: "
+                       f"{routing_by_rule()}.")
     @click.option("--resume", is_flag=True,
                   help="Continue an interrupted run in --out (every setting and the data must be the same).")
     @console_options
@@ -187,9 +195,10 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
         raise UserError("--scenario class already withholds task labels (strategies that can route do); "
                         "drop --task-inference")
     names = parse_strategies(strategies)
-    if task_inference and not any(entry_of(n).routes is not None for n in names):
-        raise UserError(f"--task-inference scores strategies that route rows without task labels "
-                        f"({', '.join(ROUTING)}); none of --strategies {','.join(names)} does")
+    routed = [n for n in names if entry_of(n).routes is not None and task_inference in entry_of(n).routes.rules]
+    if task_inference and not routed:
+        raise UserError(f"--task-inference {task_inference} scores strategies that route rows without task labels "
+                        f"by it ({routing_by_rule()}); none of --strategies {','.join(names)} does")
     given = _given_settings(options, names, unknown)
     if tune and settings_from:
         raise UserError("--tune and --settings-from exclude each other: tune here, or reuse an earlier choice")

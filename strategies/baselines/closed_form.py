@@ -6,8 +6,9 @@ sentence embedding the run's head would read (:class:`~..head_inputs.HeadInputs`
 goes into the head's sums with the row's *column*: its class in its head, numbered as classes arrive
 (:class:`Columns`; in the task-incremental scenario each task's classes are columns of their own, the head
 and its covariance or Gram matrix shared by all). In evaluation the template's output is the head's scores
-for the columns of the rows' head (other columns below every score), so Avalanche's metrics, the runner and
-``--task-inference``-free reports read it as any model's logits. The encoder and its heads are never changed.
+for the columns of the rows' head (other columns below every score), so Avalanche's metrics and the runner read
+it as any model's logits; routed without task labels (``--task-inference features``) it is the scores of every
+column, each row's target its own (:mod:`.all_columns`). The encoder and its heads are never changed.
 
 Text streams only: a digits model is trained from scratch, so θ_pre's features would be a random network's
 (the refusal of the entry's :func:`.common.text_rows` check).
@@ -29,15 +30,9 @@ from cl_graft.files import read_safetensors, write_safetensors
 
 from ..head_inputs import HeadInputs
 from ..interface.entry import BuildContext, SavedState
+from .all_columns import AllColumns, head_of
 
 HEAD_FILE = "head.safetensors"
-
-
-def head_of(model: torch.nn.Module, label: int) -> tuple[str, torch.nn.Module]:
-    """The name and module of the head that answers task label ``label`` (a :class:`TaskAdapter`'s task head or
-    the shared head)."""
-    name = getattr(model, "head", None) or model.task_names[label]
-    return name, model.clf.heads[name]
 
 
 class Columns:
@@ -101,10 +96,17 @@ def template(ctx: BuildContext, name: str, head: Any):
         keys = [(int(p), int(c)) for p, c in ctx.resumed["columns"].tolist()]
         columns, experiences = Columns(heads=heads, keys=keys), int(ctx.resumed["experiences"])
 
-    class ClosedForm(Naive):
+    class ClosedForm(AllColumns, Naive):
         def __init__(self, **kwargs) -> None:
             super().__init__(**kwargs)
             self.head, self.columns, self.experiences = head, columns, experiences
+
+        def column_keys(self) -> Tensor:
+            return self.columns.tensor()
+
+        def column_scores(self, x: Tensor) -> Tensor:
+            (_, _, feats), = features(self.model, x, torch.zeros(len(x), dtype=torch.long, device=x.device))
+            return self.head.scores(feats)
 
         def training_epoch(self, **kwargs):
             """No optimizer step: the head's sums grow once per experience, after it."""
@@ -121,9 +123,12 @@ def template(ctx: BuildContext, name: str, head: Any):
 
         @torch.no_grad()
         def forward(self):
-            """Training: the model's logits (never read); evaluation: the head's scores (B, C)."""
+            """Training: the model's logits (never read); evaluation: the head's scores (B, C), routed: every
+            column's (B, K)."""
             if self.is_training:
                 return super().forward()
+            if self.routed is not None:
+                return self.answer_all()
             out = None
             for head_name, rows, feats in features(self.model, self.mb_x, self.mb_task_id):
                 classes, cols = self.columns.seen(head_name)

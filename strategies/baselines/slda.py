@@ -19,6 +19,7 @@ from cl_graft.heads import StreamingLDA
 
 from ..interface.entry import BuildContext, StrategyEntry
 from ..interface.settings import Settings
+from .all_columns import ColumnRouting
 from .common import text_rows
 from .closed_form import HeadState, feature_width, kept, template
 
@@ -48,4 +49,5 @@ def build(ctx: BuildContext):
 ENTRY = StrategyEntry(name="slda", help="streaming LDA on θ_pre's sentence features (Avalanche's StreamingLDA "
                       "rule), no training (text streams)",
                       stores="the class means and counts and one shared covariance", build=build, kept_bytes=kept,
-                      settings=SLDASettings, grid=GRID, state=HeadState(), check=text_rows("slda"))
+                      settings=SLDASettings, grid=GRID, state=HeadState(), routes=ColumnRouting(),
+                      check=text_rows("slda"))

@@ -229,7 +229,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
             (the progress file there is the commit point, :class:`~..interface.entry.StrategyState`).
         task_inference: a rule of the entry's ``routes`` (:class:`~..interface.entry.Routing`): after the
             stream, evaluate the test stream again with task labels withheld; the result goes to
-            ``info["task_inference"]`` (not counted in ``seconds``). Strategies that cannot route ignore it.
+            ``info["task_inference"]`` (not counted in ``seconds``). Strategies that cannot route by it ignore
+            it.
         report: where progress and a result line per task go (:class:`.progress.Report`; its console's
             ``verbose`` adds Avalanche's interactive logger); None: nothing is shown.
         peers: results of strategies that ran before it in the same run (those its entry's ``peers`` names).
@@ -297,10 +298,12 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
     info["task_aware"] = how
     info.update(clock.record())                                          # this session, like cpu_seconds
     seconds = round(before + time.perf_counter() - t0, 1)
-    if task_inference and entry.routes is not None:
+    if task_inference and entry.routes is not None and task_inference in entry.routes.rules:
         info["task_inference"] = task_agnostic_eval(strategy, entry.routes, bm, n, task_inference)
     if stream.scenario == "class" and entry.routes is not None and len(rows) == n:
-        info["task_id"] = entry.routes.identified(strategy, n)          # of the last evaluation, routed
+        identified = entry.routes.identified(strategy, n)              # of the last evaluation, routed
+        if identified is not None:
+            info["task_id"] = identified
     return StrategyResult(name, tasks, rows, seconds, size, info)
 
 

@@ -96,13 +96,14 @@ class StrategyState(Protocol):
 class Routing(Protocol):
     """How a strategy scores test rows whose task labels are withheld (``--task-inference``): ``rules`` it
     knows; :meth:`route` switches its evaluation to one of them (None: back to the task labels);
-    :meth:`identified` is each task's share of test rows routed to it in the last routed evaluation."""
+    :meth:`identified` is each task's share of test rows routed to it in the last routed evaluation (None: it
+    routed none, e.g. a single head that answers every class of the class scenario without routing)."""
 
     rules: tuple[str, ...]
 
     def route(self, strategy: Any, rule: str | None) -> None: ...
 
-    def identified(self, strategy: Any, n_tasks: int) -> list[float]: ...
+    def identified(self, strategy: Any, n_tasks: int) -> list[float] | None: ...
 
 
 @dataclass

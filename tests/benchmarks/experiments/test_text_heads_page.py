@@ -1,14 +1,13 @@
 """Where fine-tuning pays (benchmarks/experiments/text_heads_page.py): the committed page is what its committed runs
-give, and runs that cannot be paired are refused in one line."""
+(and graft's strict re-scoring) give, and runs that cannot be paired are refused in one line."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest
 from cl_graft.benchmarks.experiments.script_out import ScriptError, load_results
-from cl_graft.benchmarks.experiments.text_heads_page import paired, page_text
+from cl_graft.benchmarks.experiments.text_heads_page import paired, page_text, read_rescoring, strict_graft
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "text_heads"
 SEEDS = (0, 1, 2)
@@ -18,13 +17,24 @@ def _runs(kind: str) -> list[dict]:
     return [load_results(RESULTS / kind / f"seed{s}") for s in SEEDS]
 
 
+def _rescored() -> list[dict]:
+    return [read_rescoring(RESULTS / "graft_strict" / f"seed{s}") for s in SEEDS]
+
+
 def test_the_committed_page_is_what_its_runs_give():
-    text = page_text(paired(_runs("graft"), _runs("heads")))
+    pairs = paired(_runs("graft"), _runs("heads"))
+    strict = strict_graft(pairs, _rescored()[::-1])                          # paired by count, not by order
+    text = page_text(pairs, strict)
     assert (RESULTS / "text_heads.md").read_text(encoding="utf-8") == text
-    graft = [json.loads((RESULTS / "graft" / f"seed{s}" / "results.json").read_text())["strategies"]["graft"]
-             for s in SEEDS]
-    routed = sum(sum(g["info"]["task_inference"]["accuracy"]) / 3 for g in graft) / 3
-    assert f"{100 * routed:.1f} ± " in text                        # graft without task labels, from its runs
+    graft = [g["strategies"]["graft"]["info"]["task_inference"]["accuracy"] for g, _ in pairs]
+    assert f"[{100 * sum(sum(a) / 3 for a in graft) / 3:.1f} ± " in text    # Avalanche's count, from graft's runs
+    assert f"{100 * sum(sum(strict[s]['accuracy']) / 3 for s in SEEDS) / 3:.1f} ± " in text
+    assert all(strict[s]["run"]["git_revision"][:7] in text for s in SEEDS)         # the re-scorings' records
+    for name in ("slda", "ranpac", "ncm"):                                   # the heads without task labels
+        routed = [h["strategies"][name]["info"]["task_inference"] for _, h in pairs]
+        assert f"| {100 * sum(sum(r['accuracy']) / 3 for r in routed) / 3:.1f} ± " in text, name
+        assert all(a <= t for r in routed for a, t in zip(r["accuracy"], r["task_id"])), name
+    assert "without task labels, both counted strictly" in text
 
 
 def test_runs_that_cannot_be_paired_are_refused():
@@ -41,3 +51,16 @@ def test_runs_that_cannot_be_paired_are_refused():
     del unrouted[2]["strategies"]["graft"]["info"]["task_inference"]
     with pytest.raises(ScriptError, match="seed 2 has no graft scored without task labels"):
         paired(unrouted, heads)
+
+
+def test_a_rescoring_that_is_not_a_runs_is_refused():
+    pairs = paired(_runs("graft"), _runs("heads"))
+    rescored = _rescored()
+    other = copy.deepcopy(rescored)
+    other[1]["rules"]["features"]["avalanche"][0] += 0.01
+    with pytest.raises(ScriptError, match="--graft-strict 2: its Avalanche count .* is not the recorded one"):
+        strict_graft(pairs, other)
+    with pytest.raises(ScriptError, match="is not the recorded one of exactly one seed's"):
+        strict_graft(pairs, [rescored[0], rescored[0]])
+    with pytest.raises(ScriptError, match=r"--graft-strict holds seeds \[0, 1\], the runs \[0, 1, 2\]"):
+        strict_graft(pairs, rescored[:2])

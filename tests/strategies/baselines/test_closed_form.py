@@ -1,6 +1,7 @@
 """The closed-form baselines (``slda``, ``ranpac``) on the tiny intents task: θ_pre's features into a head of
 ``cl_graft.heads``, in both scenarios, on split and task-list streams, with ``--tune`` recording its choice, the
-bytes each keeps by part, ``--resume`` from the head's sums, and one-line refusals."""
+bytes each keeps by part, ``--resume`` from the head's sums, and one-line refusals; with ``ncm``, rows without task
+labels answered over every task's columns (``--task-inference features``, ``all_columns.py``)."""
 from __future__ import annotations
 
 import json
@@ -36,10 +37,10 @@ def env(tmp_path_factory):
     return root
 
 
-def _results(env, tmp_path, *args) -> dict:
-    res = cli(env, *args, "--out", str(tmp_path / "out"))
+def _results(env, tmp_path, *args, out: str = "out") -> dict:
+    res = cli(env, *args, "--out", str(tmp_path / out))
     assert res.exit_code == 0, res.output
-    return json.loads((tmp_path / "out" / "results.json").read_text())["strategies"]
+    return json.loads((tmp_path / out / "results.json").read_text())["strategies"]
 
 
 @pytest.mark.parametrize("scenario,stream,classes", [("class", "split-intents:3", 6), ("task", "split-intents:3", 6),
@@ -51,6 +52,7 @@ def test_both_heads_learn_every_class_and_keep_their_sums(env, tmp_path, scenari
         final = run["matrix"][-1]
         assert sum(final) / len(final) > 0.8, (name, run["matrix"])
         assert run["bytes"] == sum(run["info"]["kept"].values()), name
+        assert "task_id" not in run["info"] and "task_inference" not in run["info"], name     # nothing routed
     assert runs["slda"]["info"]["kept"] == {"class_means": classes * (HIDDEN + 1) * 4, "covariance": HIDDEN ** 2 * 4,
                                             "solved": classes * (HIDDEN + 1) * 4}
     assert runs["ranpac"]["info"]["kept"] == {"projection": HIDDEN * WIDTH * 4, "gram": WIDTH ** 2 * 4,
@@ -133,3 +135,103 @@ def test_digits_streams_are_refused_before_any_strategy_trains(tmp_path):
 def test_bad_input_is_one_line(env, tmp_path, args, message):
     res = cli(env, *args, "--out", str(tmp_path / "x"))
     assert res.exit_code == 2 and message in res.output, res.output
+
+
+HEADS = "slda,ranpac,ncm"
+
+
+def test_without_task_labels_the_heads_answer_over_every_tasks_columns(env, tmp_path, monkeypatch):
+    """``--task-inference features`` on a task list: each routed row is answered by the scores of every column of
+    both tasks (6 + 2), its target is its own task's column, the accuracy and "task identified" in
+    ``info["task_inference"]`` are those the routed batches give, and the accuracies with task labels are a plain
+    run's."""
+    from cl_graft.strategies.baselines.all_columns import AllColumns
+
+    seen = []
+    answer_all = AllColumns.answer_all
+
+    def recorded(self):
+        scores = answer_all(self)
+        seen.append((self.column_keys(), self.row_places(), scores, self.mb_y.clone()))
+        return scores
+
+    plain = _results(env, tmp_path, "--stream", "intents,pairs", "--strategies", HEADS, "--ranpac-width", str(WIDTH),
+                     out="plain")
+    monkeypatch.setattr(AllColumns, "answer_all", recorded)
+    runs = _results(env, tmp_path, "--stream", "intents,pairs", "--strategies", HEADS, "--ranpac-width", str(WIDTH),
+                    "--task-inference", "features", out="routed")
+    assert len(seen) == 3 * 2                                              # one batch per task and head
+    for name, run in runs.items():
+        agnostic, batches = run["info"]["task_inference"], seen[:2]
+        del seen[:2]
+        assert run["matrix"] == plain[name]["matrix"], name
+        assert agnostic["how"] == "features"
+        for j, (keys, places, scores, y) in enumerate(batches):
+            assert scores.shape == (len(y), 8) and sorted(map(tuple, keys.tolist())) == sorted(
+                {tuple(k) for k in keys.tolist()}), name                    # every column, each once
+            pick = scores.argmax(1)
+            own = keys[pick, 0] == places
+            assert bool((keys[y, 0] == places).all())                       # targets: each row's own task's column
+            assert agnostic["accuracy"][j] == pytest.approx(float((pick == y).float().mean())), name
+            assert agnostic["task_id"][j] == pytest.approx(float(own.float().mean())), name
+            assert agnostic["accuracy"][j] <= agnostic["task_id"][j], name     # right only in its own task
+    assert max(runs["slda"]["info"]["task_inference"]["task_id"]) > 0.5
+
+
+class _Batch:
+    """The template fields :class:`AllColumns` reads, for one evaluated mini-batch of task label 0 (head ``a``;
+    heads ``a`` and ``b``, two classes each)."""
+
+    is_training = False
+
+    def __init__(self, scores: torch.Tensor, labels: list[int]) -> None:
+        from types import SimpleNamespace
+
+        self.model = SimpleNamespace(clf=SimpleNamespace(heads={"a": None, "b": None}), task_names=["a", "b"])
+        self.experience = SimpleNamespace(current_experience=0)
+        self.scores = scores
+        n = len(labels)
+        self.mbatch = [torch.zeros(n, 2, 3), torch.tensor(labels), torch.zeros(n, dtype=torch.long)]
+
+    mb_x = property(lambda self: self.mbatch[0])
+    mb_y = property(lambda self: self.mbatch[1])
+    mb_task_id = property(lambda self: self.mbatch[-1])
+
+    def _unpack_minibatch(self) -> None:
+        """The template's own: nothing to move."""
+
+
+def test_a_row_answered_from_another_tasks_column_counts_wrong_even_with_its_class_index():
+    from avalanche.evaluation.metrics import Accuracy
+
+    from cl_graft.errors import UserError
+    from cl_graft.strategies.baselines.all_columns import AllColumns, ColumnRouting
+
+    class Template(AllColumns, _Batch):
+        def column_keys(self):
+            return torch.tensor([[0, 0], [0, 1], [1, 0], [1, 1]])           # (a, 0), (a, 1), (b, 0), (b, 1)
+
+        def column_scores(self, x):
+            return self.scores
+
+    scores = torch.tensor([[0.0, 2.0, 0.0, 1.0],                            # (a, 1): its own task and class
+                           [0.0, 1.0, 0.0, 2.0],                            # (b, 1): class 1, another task
+                           [3.0, 0.0, 0.0, 1.0]])                           # (a, 0): its own task, wrong class
+    batch, routing = Template(scores, [1, 1, 1]), ColumnRouting()
+    assert routing.identified(batch, 1) is None                              # nothing routed yet
+    routing.route(batch, "features")
+    batch._unpack_minibatch()
+    assert batch.mb_y.tolist() == [1, 1, 1]                                  # (a, 1) is column 1
+    accuracy = Accuracy()
+    accuracy.update(batch.answer_all(), batch.mb_y)
+    routing.route(batch, None)
+    assert accuracy.result() == pytest.approx(1 / 3) and routing.identified(batch, 1) == [pytest.approx(2 / 3)]
+    with pytest.raises(UserError, match="route by features, not 'entropy'"):
+        routing.route(batch, "entropy")
+
+
+def test_a_rule_no_named_strategy_routes_by_is_refused_in_one_line(env, tmp_path):
+    res = cli(env, "--stream", "intents,pairs", "--strategies", "slda", "--task-inference", "entropy",
+              "--out", str(tmp_path / "x"))
+    assert res.exit_code == 2 and "--task-inference entropy scores strategies" in res.output, res.output
+    assert "none of --strategies slda does" in res.output and not (tmp_path / "x").exists()

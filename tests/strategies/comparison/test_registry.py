@@ -66,7 +66,7 @@ def test_every_entry_is_consistent():
         assert entry.routes is None or set(entry.routes.rules) <= set(TASK_INFERENCE)
     assert [n for n, e in STRATEGIES.items() if e.state is not None] == ["graft", "ranpac", "slda"]
     assert {n for n, e in STRATEGIES.items() if e.routes is not None} == {"graft", "graft-paper", "packnet",
-                                                                       "packnet-zero"}
+                                                                       "packnet-zero", "slda", "ranpac", "ncm"}
     assert DEFAULT_STRATEGIES == ("graft", "naive", "ewc", "lwf", "replay", "joint")    # as before discovery
     roles = {e.reference: n for n, e in STRATEGIES.items() if e.reference}
     assert roles == {"plain": "naive", "alone": "single"}
