@@ -1,6 +1,6 @@
 """A task's head-input features at θ_pre, read at the end of its experience (:mod:`..routing.features` has the
 statistics, :mod:`..routing.class_heads` the closed-form router; this module runs the model over the experience's
-rows to collect them; :class:`~.plugin.GraftPlugin` and PackNet call :func:`pre_features`).
+rows to collect them; :class:`~.plugin.GraftPlugin` and PackNet call :func:`record_task_features_`).
 
 The features are those of one shared space (with the rows' labels, so each class's mean is kept too), the model at
 θ_pre on every owned element: the input of the first task's head module, which every head of a multi-head model
@@ -28,7 +28,9 @@ from cl_graft.grafting.graft import patch_, restore_
 
 from ..eval_rows import EVAL_BATCH, collate, eval_batches, eval_view
 from ..head_inputs import HeadInputs
+from ..routing.class_heads import ClassHeads
 from ..routing.features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, feature_layer
+from ..routing.states import TaskRouter
 from .owner_map import OwnerMap
 from .targets import GraftTarget
 
@@ -95,3 +97,34 @@ def stats_of(found: tuple[Tensor, Tensor] | None, form: str) -> FeatureStats | N
     acc = FeatureAccumulator()
     acc.update(*found)
     return acc.finish(form) if acc.count else None
+
+
+def record_task_features_(target: GraftTarget, owners: OwnerMap, label: int, task: str, train, dev, *, device,
+                          batch: int | None, form: str, router: tuple[str, str] | None) -> None:
+    """Puts task ``task``'s (label ``label``) feature statistics into ``owners`` IN PLACE. Without ``router``: from at
+    most :data:`FEATURE_ROWS` rows of ``train`` and of ``dev`` (datasets; ``dev`` may be None). With ``router``
+    (its ``(router, answer)`` settings, :mod:`~..routing.class_heads`): from every row of ``train``, which also
+    go into the closed-form router's sums (``owners.class_heads``, made at the first task), and the router's
+    candidates are judged on the rows of ``dev`` (never fitted on) with the learned tasks' grafted models."""
+    datasets = [train] if router else [d for d in (train, dev) if d is not None]
+    found = pre_features(target, owners, label, datasets, device=device, batch=batch,
+                         rows=None if router else FEATURE_ROWS)
+    stats = stats_of(found, form)
+    if stats is None:
+        return
+    owners.features[task] = stats
+    if router is None or stats.class_means is None:
+        return
+    if owners.class_heads is None:
+        owners.class_heads = ClassHeads(dim=found[0].shape[1], router=router[0], answer=router[1])
+    position = owners.index(task)
+    owners.class_heads.add_(found[0], position, found[1])
+    held = None if dev is None else pre_features(target, owners, label, [dev], device=device, batch=batch, rows=None)
+    if held is None:
+        return
+    states = TaskRouter(target, owners)
+    try:
+        owners.class_heads.judge_(held[0], position, held[1], states.lda(),
+                                  lambda k, rows: states.answers(dev, k, rows, device=device))
+    finally:
+        states.close_()

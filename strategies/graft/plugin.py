@@ -66,10 +66,10 @@ from cl_graft.training.freeze import ElementFreeze
 
 from .adaptations import adaptation_record
 from .experience_undo import ExperienceUndo
-from .feature_fit import FEATURE_ROWS, pre_features, stats_of
+from .feature_fit import record_task_features_
 from .finders import RegionFinder
 from .owner_map import OwnerMap
-from ..routing.class_heads import ANSWERS, ClassHeads, candidates
+from ..routing.class_heads import ANSWERS, candidates
 from ..routing.states import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizeSearch
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
@@ -318,41 +318,13 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         return self.search.rows() or (strategy.experience.dataset, self.valid.get(label))
 
     def _fit_features(self, strategy, target: GraftTarget, label: int, task: str, train, dev) -> None:
-        """Records the task's head-input statistics (see the module docstring; :mod:`.feature_fit`) in the owner
-        map. With ``task_inference="features"`` while training (the class scenario) the statistics and the
-        closed-form router's sums read every training row ``train`` and the router's choice is judged on the dev
-        rows ``dev`` (:mod:`~..routing.class_heads`); otherwise at most :data:`~.feature_fit.FEATURE_ROWS` of
-        ``train`` and of ``dev`` make the statistics."""
-        batch = getattr(strategy, "eval_mb_size", None)
-        heads = self.task_inference == "features"
+        """Records the task's head-input statistics and, when it routes while training (the class scenario), the
+        closed-form router's sums and dev tallies in the owner map (:func:`~.feature_fit.record_task_features_`)."""
         t0 = time.perf_counter()
-        datasets = [train] if heads else [d for d in (train, dev) if d is not None]
-        found = pre_features(target, self.owners, label, datasets, device=strategy.device, batch=batch,
-                             rows=None if heads else FEATURE_ROWS)
-        stats = stats_of(found, self.feature_form)
-        if stats is not None:
-            self.owners.features[task] = stats
-        if heads and found is not None and stats is not None and stats.class_means is not None:
-            self._fit_router(strategy, target, label, task, found, dev)
+        record_task_features_(target, self.owners, label, task, train, dev, device=strategy.device,
+                              batch=getattr(strategy, "eval_mb_size", None), form=self.feature_form,
+                              router=(self.router, self.answer) if self.task_inference == "features" else None)
         self.feature_seconds.append(round(time.perf_counter() - t0, 3))
-
-    def _fit_router(self, strategy, target: GraftTarget, label: int, task: str, found, dev) -> None:
-        """Adds the task's training rows to the closed-form router and judges the candidates on its dev rows."""
-        owners = self.owners
-        if owners.class_heads is None:
-            owners.class_heads = ClassHeads(dim=found[0].shape[1], router=self.router, answer=self.answer)
-        position = owners.index(task)
-        owners.class_heads.add_(found[0], position, found[1])
-        dev_found = None if dev is None else pre_features(target, owners, label, [dev], device=strategy.device,
-                                                          batch=getattr(strategy, "eval_mb_size", None), rows=None)
-        if dev_found is None:
-            return
-        router = TaskRouter(target, owners)
-        try:
-            owners.class_heads.judge_(dev_found[0], position, dev_found[1], router.lda(),
-                                      lambda k, rows: router.answers(dev, k, rows, device=strategy.device))
-        finally:
-            router.close_()
 
     def _paper_region(self, task: str) -> Region:
         if task not in self.regions:
