@@ -24,7 +24,9 @@ everywhere, so :class:`ClassHeads` keeps both and lets dev rows choose:
   (``"routed"``; ``"head"`` always the head's).
 
 Dev rows come from the experience's ``valid_stream`` rows or the size search's held-out split; without any, nothing
-is tallied and ``lda`` routes with the routed answer (graft's rule before this module). Cost: one forward pass at
+is tallied and ``lda`` routes with the routed answer (graft's rule before this module). Serving a row costs one
+forward pass at θ_pre (its features) and, for the routed answer, one more in the chosen task's state; the head's
+answer needs no second pass (``passes_per_row`` in :meth:`ClassHeads.record`). Cost: one forward pass at
 θ_pre over every training row (instead of at most 512 per dataset) and one over the dev rows, plus the dev rows'
 grafted answers; a solve of the ``WIDTH × WIDTH`` Gram system per ridge when a task ends. Bytes: the Gram matrix and
 the class sums (``WIDTH²`` + ``WIDTH·K`` float32; the projection is drawn again from :data:`PROJECTION_SEED`).
@@ -178,6 +180,7 @@ class ClassHeads:
         """The choice and every candidate's tallies (JSON), for the run's results."""
         router, answer = self.choice()
         return {"router": router, "answer": answer, "setting": {"router": self.router, "answer": self.answer},
+                "passes_per_row": 1 if answer == "head" else 2,
                 "tally": {n: dict(zip(COUNTS, t)) for n, t in self.tally.items()}}
 
     # ----- storage -------------------------------------------------------------------------------

@@ -74,13 +74,12 @@ def confidence(logits: Tensor, how: str) -> Tensor:
     return p.max(-1).values
 
 
-def _head_answer(logits: Tensor, placed: Tensor) -> Tensor:
-    """Routed ``logits`` ``(B, C)`` replaced by the router head's scores ``placed`` ``(B, C')`` of each row's chosen
-    task's classes (:meth:`~.class_heads.ClassHeads.best`; ``-inf`` elsewhere, written as :data:`MASK_VALUE`)."""
-    out = torch.full_like(logits, MASK_VALUE)
-    width = min(logits.shape[-1], placed.shape[-1])
-    part = placed[:, :width].to(logits.dtype)
-    out[:, :width] = torch.where(torch.isfinite(part), part, out[:, :width])
+def _head_answer(width: int, placed: Tensor) -> Tensor:
+    """Logits ``(B, width)`` that answer as the router's head: its scores ``placed`` ``(B, C')`` of each row's chosen
+    task's classes (:meth:`~.class_heads.ClassHeads.best`; ``-inf`` elsewhere, written as :data:`MASK_VALUE`, as is
+    every column beyond ``C'``). No grafted model runs: one forward pass per row (the features') instead of two."""
+    out = torch.full((placed.shape[0], max(width, placed.shape[-1])), MASK_VALUE, device=placed.device)
+    out[:, :placed.shape[-1]] = torch.where(torch.isfinite(placed), placed, out[:, :placed.shape[-1]])
     return out
 
 
@@ -105,6 +104,7 @@ class TaskRouter:
         self._state: int | None = None                                   # None: every region (as trained)
         self._layer: torch.nn.Module | None = None
         self._features: FeatureRouter | None = None
+        self._columns: int | None = None                                # the output's width (head answers)
 
     def order(self, label: int) -> int | None:
         """Position of the label's task in the learning order; None for a task not learned yet (the model as
@@ -201,8 +201,9 @@ class TaskRouter:
                 placed = placed if answer == "head" else None
             pick = pick.to(x.device)
             chosen = torch.tensor(labels, device=pick.device)[pick]
-            out = self.forward(x, chosen, pick)
-            return (out if placed is None else _head_answer(out, placed.to(out.device))), chosen
+            if placed is None:
+                return self.forward(x, chosen, pick), chosen
+            return _head_answer(self._width(x, labels[0]), placed.to(x.device)), chosen
         outs, scores = [], []
         for k, label in enumerate(labels):
             self.switch_(k)
@@ -234,6 +235,14 @@ class TaskRouter:
         extra[foreign] = logits.max() + 1
         return torch.cat([logits, extra], dim=1)
 
+    def _width(self, x: Tensor, label: int) -> int:
+        """Columns of the model's output for task ``label`` (one row of ``x`` run once per router, no gradients):
+        what the head's answer must span so that any row's label indexes it."""
+        if self._columns is None:
+            with torch.no_grad():
+                self._columns = avalanche_forward(self.target.model, x[:1], label).shape[-1]
+        return self._columns
+
     def lda(self) -> FeatureRouter | None:
         """The linear discriminant of the learned tasks' feature statistics (None when a task has none; built
         once)."""
@@ -261,4 +270,4 @@ class TaskRouter:
     def close_(self) -> None:
         """Back to every region and drops the cached patches (the owner map may change after this)."""
         self.switch_(None)
-        self._patches, self._features = {}, None
+        self._patches, self._features, self._columns = {}, None, None

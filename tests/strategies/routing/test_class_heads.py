@@ -108,13 +108,12 @@ def test_restore_gives_the_same_scores_and_refuses_what_does_not_fit():
         ClassHeads.restore({k: v for k, v in heads.meta().items() if k != "dim"}, {}, what="r")
 
 
-def test_head_answer_keeps_the_routed_width_and_masks_other_classes():
+def test_head_answer_spans_the_output_width_and_masks_other_classes():
     from cl_graft.strategies.adapter import MASK_VALUE
     from cl_graft.strategies.routing.states import _head_answer
 
-    logits = torch.zeros(2, 5)
     placed = torch.tensor([[-torch.inf, 0.2, 0.9], [0.4, -torch.inf, -torch.inf]])
-    out = _head_answer(logits, placed)
+    out = _head_answer(5, placed)
     assert out.shape == (2, 5) and out.argmax(1).tolist() == [2, 0]
     assert out[0, 0] == MASK_VALUE and out[1, 4] == MASK_VALUE
 
