@@ -69,7 +69,7 @@ from .experience_undo import ExperienceUndo
 from .feature_fit import record_task_features_
 from .finders import RegionFinder
 from .owner_map import OwnerMap
-from ..routing.class_heads import ANSWERS, candidates
+from ..routing.class_heads import candidates, check_answer
 from ..routing.states import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizeSearch
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
@@ -163,9 +163,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         if feature_stats not in (True, False, None):
             raise UserError(f"feature_stats must be True, False or None, got {feature_stats!r}")
         self.feature_stats = feature_stats
-        candidates(router)
-        if answer not in ANSWERS:
-            raise UserError(f"answer must be one of {ANSWERS}, got {answer!r}")
+        candidates(router), check_answer(answer)
         self.router, self.answer = router, answer
         self.graftable, self.heads = graftable, heads
         self.task_inference = task_inference

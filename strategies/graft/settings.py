@@ -13,7 +13,7 @@ from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.methods import REGION_METHODS
 
 from ..interface.settings import Settings
-from ..routing.class_heads import ANSWERS, candidates
+from ..routing.class_heads import candidates, check_answer
 from .sizing import RegionSize
 
 RECONSTRUCT = ("experience", "minibatch", "all")
@@ -105,9 +105,7 @@ class GraftSettings(RegionServing):
         if self.method not in REGION_METHODS:
             raise UserError(f"unknown region method {self.method!r}; choose from {', '.join(REGION_METHODS)}")
         object.__setattr__(self, "region_size", parse_region_size(self.region_size))
-        candidates(self.router)
-        if self.answer not in ANSWERS:
-            raise UserError(f"answer must be one of {', '.join(ANSWERS)}, got {self.answer!r}")
+        candidates(self.router), check_answer(self.answer)
         if not isinstance(self.trained_test, bool):
             raise UserError(f"trained_test must be true or false, got {self.trained_test!r}")
 

@@ -62,9 +62,20 @@ def candidates(router: str) -> tuple[str, ...]:
         UserError: ``router`` is not one of :data:`ROUTERS`.
     """
     if router not in ROUTERS:
-        raise UserError(f"router must be one of {ROUTERS}, got {router!r}")
+        raise UserError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
     ranpac = tuple(f"ranpac:{r:g}" for r in RIDGES)
     return {"auto": ("lda", *ranpac), "lda": ("lda",), "ranpac": ranpac}[router]
+
+
+def check_answer(answer: str) -> str:
+    """``answer`` when it is one of :data:`ANSWERS`.
+
+    Raises:
+        UserError: it is not.
+    """
+    if answer not in ANSWERS:
+        raise UserError(f"answer must be one of {', '.join(ANSWERS)}, got {answer!r}")
+    return answer
 
 
 class ClassHeads:
@@ -82,8 +93,7 @@ class ClassHeads:
     """
 
     def __init__(self, *, dim: int, router: str = "auto", answer: str = "auto") -> None:
-        if answer not in ANSWERS:
-            raise UserError(f"answer must be one of {ANSWERS}, got {answer!r}")
+        check_answer(answer)
         self.names = candidates(router)
         self.dim, self.router, self.answer = dim, router, answer
         self.head = (RandomProjectionRidge(dim=dim, width=WIDTH, ridge=RIDGES[0], seed=PROJECTION_SEED)
