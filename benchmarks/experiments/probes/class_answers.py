@@ -2,12 +2,14 @@
 ``cl-graft run --scenario class`` run with graft's state, its rows rebuilt from the run record (class order, data
 sizes, seed), scored on dev rows (the rule is chosen there) and on test rows.
 
-Each row's features at θ_pre are scored by the run's router (:class:`~cl_graft.strategies.routing.features.
-FeatureRouter`, the linear discriminant over every class seen), and each learned task's grafted state answers it.
+Each row's features at θ_pre are scored by the linear discriminant over every class seen (:class:`~cl_graft.
+strategies.routing.features.FeatureRouter`: graft's router in the runs this probe was made for, ``--router lda``
+since graft chooses its router on dev rows), and each learned task's grafted state answers it.
 Rules, as shares of rows answered right:
 
 - ``task identified``: the router's task is the row's;
-- ``all classes seen``: the chosen task's state answers from every class (graft's answer);
+- ``all classes seen``: the chosen task's state answers from every class (graft's answer with ``--router lda
+  --answer routed``);
 - ``chosen task's classes``: the same state, its answer kept to the chosen task's classes (a rule tried and left
   out: it changed nothing measurable on dev rows with the defaults);
 - ``row's own task``: the row's own task's state, from its task's classes (the grafted models alone, no routing);

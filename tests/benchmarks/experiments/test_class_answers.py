@@ -1,5 +1,6 @@
-"""The class-answers probe rebuilds a saved class-scenario run and scores its rules; graft's own answer (the chosen
-task's state, every class seen) on the test rows is exactly the run's accuracy after the last experience."""
+"""The class-answers probe rebuilds a saved class-scenario run and scores its rules; graft's answer with the
+discriminant as router and the grafted model answering (``--router lda --answer routed``: the chosen task's state,
+every class seen) on the test rows is exactly the run's accuracy after the last experience."""
 from __future__ import annotations
 
 import json
@@ -21,7 +22,8 @@ def test_graft_rule_is_the_runs_accuracy(env, tmp_path):
     from cl_graft.benchmarks.experiments.probes.class_answers import RULES, main
 
     run = tmp_path / "run"
-    res = cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "graft", "--out", str(run))
+    res = cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "graft", "--router", "lda",
+              "--answer", "routed", "--out", str(run))
     assert res.exit_code == 0, res.output
     out = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out",
                                     str(tmp_path / "answers")])
