@@ -95,8 +95,6 @@ def test_bad_split_specs_are_one_line(env, tmp_path):
                           (["--stream", "split-intents:2", "--class-order", "1,2"], "--class-order"),
                           (["--stream", "intents", "--scenario", "class"], "--scenario task"),
                           (["--stream", "split-digits", "--k", "3"], "--k, --data-dir do not apply to digits"),
-                          (["--stream", "split-intents:2", "--strategies", "der", "--scenario", "class"],
-                           "runs on digits streams"),
                           (["--stream", "permuted-digitsX:3", "--model", "mlp"], "is not a digits stream"),
                           (["--stream", "split-digits,split-digits", "--model", "mlp"], "stream of its own"),
                           (["--stream", "split-intents:2", "--strategies", "naive", "--task-inference", "entropy"],
