@@ -28,7 +28,7 @@ from cl_graft.grafting.graft import patch_, restore_
 
 from ..eval_rows import EVAL_BATCH, collate, eval_batches, eval_view
 from ..head_inputs import HeadInputs
-from ..routing.class_heads import ClassHeads
+from ..routing.class_heads import ClassHeads, sized_router
 from ..routing.features import DEFAULT_FORM, FeatureAccumulator, FeatureStats, feature_layer
 from ..routing.states import TaskRouter
 from .owner_map import OwnerMap
@@ -104,7 +104,8 @@ def record_task_features_(target: GraftTarget, owners: OwnerMap, label: int, tas
     """Puts task ``task``'s (label ``label``) feature statistics into ``owners`` IN PLACE. Without ``router``: from at
     most :data:`FEATURE_ROWS` rows of ``train`` and of ``dev`` (datasets; ``dev`` may be None). With ``router``
     (its ``(router, answer)`` settings, :mod:`~..routing.class_heads`): from every row of ``train``, which also
-    go into the closed-form router's sums (``owners.class_heads``, made at the first task), and the router's
+    go into the closed-form router's sums (``owners.class_heads``, made at the first task, its candidates sized to
+    the model by :func:`~..routing.class_heads.sized_router`), and the router's
     candidates are judged on the rows of ``dev`` (never fitted on) with the learned tasks' grafted models."""
     datasets = [train] if router else [d for d in (train, dev) if d is not None]
     found = pre_features(target, owners, label, datasets, device=device, batch=batch,
@@ -116,7 +117,9 @@ def record_task_features_(target: GraftTarget, owners: OwnerMap, label: int, tas
     if router is None or stats.class_means is None:
         return
     if owners.class_heads is None:
-        owners.class_heads = ClassHeads(dim=found[0].shape[1], router=router[0], answer=router[1])
+        graftable = sum(t.numel() for t in owners.pre.values())
+        owners.class_heads = ClassHeads(dim=found[0].shape[1], router=sized_router(router[0], graftable),
+                                        answer=router[1])
     position = owners.index(task)
     owners.class_heads.add_(found[0], position, found[1])
     held = None if dev is None else pre_features(target, owners, label, [dev], device=device, batch=batch, rows=None)

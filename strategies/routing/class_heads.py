@@ -12,7 +12,8 @@ everywhere, so :class:`ClassHeads` keeps both and lets dev rows choose:
   tasks' :class:`~.features.FeatureStats` as before.
 - **Candidates** (:func:`candidates`): ``lda`` (the discriminant) and ``ranpac:R`` for each ridge of :data:`RIDGES`
   (relative to the Gram matrix's mean eigenvalue; solved from the same sums). ``router="lda"`` or ``"ranpac"``
-  restricts them.
+  restricts them; ``"auto"`` on a model whose graftable weights are fewer than four times the Gram matrix's
+  floats is ``"lda"`` (:func:`sized_router`).
 - **Tallies** (:meth:`ClassHeads.judge_`): when a task has been learned, each candidate scores that task's dev
   rows against every task learned so far: rows sent to their own task, rows whose best column is their class (the
   head's own answer) and rows the grafted model of the chosen task answers right (the routed answer). The tallies
@@ -65,6 +66,14 @@ def candidates(router: str) -> tuple[str, ...]:
         raise UserError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
     ranpac = tuple(f"ranpac:{r:g}" for r in RIDGES)
     return {"auto": ("lda", *ranpac), "lda": ("lda",), "ranpac": ranpac}[router]
+
+
+def sized_router(router: str, graftable: int) -> str:
+    """The router setting a model of ``graftable`` elements gets: ``"auto"`` keeps RanPAC's candidates only when
+    their Gram matrix (``WIDTH²`` floats) is at most a quarter of the graftable weights (MiniLM's 21 M elements keep
+    them; a digits MLP of 70 k, whose θ_pre features are a random network's anyway, routes by ``lda`` instead of
+    keeping 17 MB of sums); other settings are kept as given."""
+    return "lda" if router == "auto" and WIDTH * WIDTH > graftable / 4 else router
 
 
 def check_answer(answer: str) -> str:
@@ -190,7 +199,7 @@ class ClassHeads:
         """The choice and every candidate's tallies (JSON), for the run's results."""
         router, answer = self.choice()
         return {"router": router, "answer": answer, "setting": {"router": self.router, "answer": self.answer},
-                "passes_per_row": 1 if answer == "head" else 2,
+                "candidates": list(self.names), "passes_per_row": 1 if answer == "head" else 2,
                 "tally": {n: dict(zip(COUNTS, t)) for n, t in self.tally.items()}}
 
     # ----- storage -------------------------------------------------------------------------------

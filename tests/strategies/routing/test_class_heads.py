@@ -1,6 +1,7 @@
 """The closed-form router of the class scenario (:mod:`cl_graft.strategies.routing.class_heads`): its candidates
 route by their own scores, dev tallies choose the router and the answer, the choice survives a save, and a
-graft run on a split text stream judges every dev row and serves rows by the rule it chose."""
+graft run on a split text stream judges every dev row and serves rows by the rule it chose; on a model too small
+for RanPAC's sums, ``auto`` routes by the discriminant."""
 from __future__ import annotations
 
 import pytest
@@ -44,7 +45,11 @@ def _fitted(router: str = "auto", answer: str = "auto") -> ClassHeads:
 
 
 def test_candidates_and_bad_settings():
+    from cl_graft.strategies.routing.class_heads import WIDTH, sized_router
+
     assert candidates("auto")[0] == "lda" and all(n.startswith("ranpac:") for n in candidates("ranpac"))
+    assert sized_router("auto", 4 * WIDTH * WIDTH) == "auto" and sized_router("auto", 4 * WIDTH * WIDTH - 1) == "lda"
+    assert sized_router("ranpac", 10) == "ranpac"                      # a setting given is kept
     assert candidates("lda") == ("lda",)
     with pytest.raises(UserError, match="router must be one of"):
         candidates("knn")
@@ -146,7 +151,7 @@ def test_a_class_scenario_graft_run_judges_its_dev_rows_and_serves_its_choice(sp
                                                   model=str(split_env / "model"), data_dir=str(split_env / "data")))
     bm = setup.make()[0].benchmark
 
-    def strategy(answer="auto", saved=None):
+    def strategy(answer="auto", router="ranpac", saved=None):
         model, _ = fresh_model(setup.base, setup.make()[0], 0)
         probe = EvalOutputs()
         kw = {"optimizer": torch.optim.SGD(model.parameters(), lr=0.5), "train_mb_size": 16, "train_epochs": 2,
@@ -154,7 +159,8 @@ def test_a_class_scenario_graft_run_judges_its_dev_rows_and_serves_its_choice(sp
         if saved is not None:
             return GraftStrategy.load(saved, model=model, **kw), probe
         return GraftStrategy(model=model, finder=LocalizeFinder("topk", LocalizeConfig(region_size=0.05)),
-                             task_inference="features", valid_stream=bm.valid_stream, answer=answer, **kw), probe
+                             task_inference="features", valid_stream=bm.valid_stream, answer=answer, router=router,
+                             **kw), probe
 
     s, probe = strategy()
     for i, exp in enumerate(bm.train_stream):
@@ -174,13 +180,13 @@ def test_a_class_scenario_graft_run_judges_its_dev_rows_and_serves_its_choice(sp
     assert all(torch.equal(a, torch.cat(loaded_probe.out[e.current_experience]))
                for a, e in zip(before, bm.test_stream, strict=True))
 
-    head_run, head_probe = strategy(answer="head")
+    head_run, head_probe = strategy(answer="head", router="auto")       # a tiny model: auto is lda (sized_router)
     for i, exp in enumerate(bm.train_stream):
         torch.manual_seed(i)
         head_run.train(exp)
     head_run.eval(bm.test_stream)
     router, answer = head_run.graft.owners.class_heads.choice()
-    assert answer == "head"
+    assert (router, answer) == ("lda", "head") and head_run.graft.owners.bytes()["router"] == 0
     plugin = head_run.graft
     target = plugin.target(head_run)
     lda = TaskRouter(target, plugin.owners).lda()
