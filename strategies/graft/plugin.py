@@ -64,16 +64,16 @@ from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
+from ..routing.class_heads import candidates, check_answer
+from ..routing.features import DEFAULT_FORM, parse_form
+from ..routing.states import TASK_INFERENCE, TaskRouter
 from .adaptations import adaptation_record
 from .experience_undo import ExperienceUndo
 from .feature_fit import record_task_features_
 from .finders import RegionFinder
 from .owner_map import OwnerMap
-from ..routing.class_heads import candidates, check_answer
-from ..routing.states import TASK_INFERENCE, TaskRouter
 from .sizing import RegionSize, SizeSearch
 from .targets import Graftable, GraftTarget, HeadNames, graft_target
-from ..routing.features import DEFAULT_FORM, parse_form
 
 MODES = ("stream", "paper")
 RECONSTRUCT = ("experience", "minibatch", "all")

@@ -34,9 +34,9 @@ from cl_graft.schema import ListOf, Nullable, Obj, check_json, read_checked
 from cl_graft.written import is_temporary
 
 from ..interface.entry import SavedState
+from ..routing.feature_store import FEATURES_FILE
 from .owner_map import MAP_CONFIG
 from .saved_checks import SKILLS_SCHEMA, TASK_FOLDER, load_skills
-from ..routing.feature_store import FEATURES_FILE
 
 SKILLS_DIR = "skills"
 RECORD_SCHEMA = Obj({"tasks": ListOf(str), "pre_fingerprint": str},

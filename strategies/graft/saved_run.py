@@ -52,15 +52,15 @@ from cl_graft.regions.names import OLD_SETTING_NAMES, recorded_key
 from cl_graft.schema import ListOf, MapOf, Nullable, Obj, check_json
 from cl_graft.written import is_temporary, note
 
+from ..routing.class_heads import ANSWERS, ROUTERS
+from ..routing.features import parse_form
+from ..routing.states import TASK_INFERENCE
 from .adaptations import replay_adaptation_
 from .finders import LocalizeFinder
 from .owner_map import MAP_CONFIG, OwnerMap
 from .plugin import MODES, RECONSTRUCT
-from ..routing.class_heads import ANSWERS, ROUTERS
-from ..routing.states import TASK_INFERENCE
 from .saved_checks import TASK_FOLDER, load_skills
 from .sizing import RegionSize
-from ..routing.features import parse_form
 
 RUN_FILE = "graft_run.json"
 REST_FILE = "model_rest.safetensors"

@@ -34,6 +34,7 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 
+from ..routing.features import DEFAULT_FORM
 from .experience_checks import (
     check_eval_batch,
     check_experiences,
@@ -48,7 +49,6 @@ from .plugin import GraftPlugin
 from .saved_run import load_run_, save_run, saved_arguments
 from .sizing import RegionSize, SizedFinder
 from .targets import Graftable, HeadNames, graft_target
-from ..routing.features import DEFAULT_FORM
 
 _ARGS = """Args:
     model (torch.nn.Module): any module an Avalanche template trains: an Avalanche ``MultiTaskModule`` (e.g.
