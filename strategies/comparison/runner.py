@@ -42,7 +42,7 @@ from .metrics import summarize
 from .progress import Report
 from .registry import entry_of
 from .results_file import read_result
-from .tuning import TUNE_BUDGET, tune
+from .tuning import TUNE_BUDGET, TrialStore, tune
 
 if TYPE_CHECKING:
     from cl_graft.benchmarks.families import ContinualStream
@@ -356,15 +356,22 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
     an earlier tuning chose instead, recorded the same way. A strategy reads the results of the strategies its
     entry's ``peers`` names (they run before it). With ``resume``, finished strategies are read back and those
     whose entry has a ``state`` continue from their last committed experience (``out/<name>/state``); other
-    unfinished strategies start over. Each result's ``info["settings"]`` holds the settings that ran (after tuning
+    unfinished strategies start over. A tuning run keeps its score and state in ``out/<name>/tune``
+    (:class:`.tuning.TrialStore`), so an interrupted search continues from its last finished experience too. Each result's ``info["settings"]`` holds the settings that ran (after tuning
     or an earlier choice). ``on_result`` is called with each result as it is ready. With ``console``,
     a live progress line and a result line per task (:mod:`.progress`; the tuning runs move the line and print
     nothing).
     """
     def dev_average(name: str, points: Iterator[int], settings: Settings) -> float:
-        label = f"{name} · tune {next(points)}/{min(tune_budget, len(entry_of(name).grid))}"
+        i, trials = next(points), TrialStore(out / name / "tune")
+        done = trials.score(i, settings)
+        if done is not None:
+            return done
+        label = f"{name} · tune {i}/{min(tune_budget, len(entry_of(name).grid))}"
         report = Report(console, label, lines=False) if console is not None else None
-        return run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results).summary()["average"]
+        result = run_strategy(name, base, tune_stream, cfg, settings, report=report, peers=results,
+                              state_dir=trials.state_dir(i))
+        return trials.record(i, settings, result.summary()["average"])
 
     refused = []                                               # before any strategy trains, every one at once
     for name, settings in strategies.items():

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cl_graft.errors import UserError
+from cl_graft.files import read_json, write_json
 from cl_graft.regions.names import current_setting_names
 from cl_graft.schema import MapOf, Nullable, Obj, check_json
 
@@ -72,6 +73,44 @@ def tune(name: str, settings: Settings, score: Callable[[Settings], float], *,
     best = max(ran, key=lambda i: (scores[i], -i))
     record = {"budget": budget, "grid": [dict(p) for p in grid], "dev_average": scores, "chosen": dict(grid[best])}
     return apply_point(settings, grid[best]), {**record, **({"failed": failed} if failed else {})}
+
+
+class TrialStore:
+    """Where the tuning runs of one strategy keep what they did, so an interrupted ``--tune`` continues: grid point
+    ``i`` (counted from 1) saves its stream state in ``folder/<i>/state`` after every experience (the runner resumes
+    it from there) and, once run, its dev average in ``folder/<i>/score.json`` with the settings that ran.
+
+    Args:
+        folder: the strategy's tuning folder (``<out>/<strategy>/tune``); made on first use.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def state_dir(self, i: int) -> Path:
+        """The folder grid point ``i`` saves its stream state in."""
+        return self.folder / str(i) / "state"
+
+    def score(self, i: int, settings: Settings) -> float | None:
+        """The dev average grid point ``i`` recorded, None where it has not finished.
+
+        Raises:
+            UserError: a recorded point whose settings are not ``settings`` (the folder is another run's).
+        """
+        path = self.folder / str(i) / "score.json"
+        if not path.exists():
+            return None
+        record = read_json(path)
+        check_json(path, record, Obj({"settings": dict, "dev_average": float}))
+        if record["settings"] != settings.to_json():
+            raise UserError(f"{path}: recorded for other settings than this run's grid point {i}")
+        return record["dev_average"]
+
+    def record(self, i: int, settings: Settings, average: float) -> float:
+        """Writes grid point ``i``'s dev average; returns it."""
+        (self.folder / str(i)).mkdir(parents=True, exist_ok=True)
+        write_json(self.folder / str(i) / "score.json", {"settings": settings.to_json(), "dev_average": average})
+        return average
 
 
 def chosen_settings(run_dir: str | Path, names: Sequence[str], given: Mapping[str, Any] | None = None

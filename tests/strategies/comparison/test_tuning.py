@@ -228,3 +228,32 @@ def test_a_grid_point_the_stream_cannot_run_is_skipped_not_fatal():
     assert "larger than" in record["failed"]["2"]
     with pytest.raises(UserError, match="none of its 3 grid points ran"):
         tune("graft", graft, lambda s: score(apply_point(s, {"region_size": 0.1})))
+
+
+def test_an_interrupted_search_continues_from_its_last_finished_experience(env, tmp_path, monkeypatch):
+    from cl_graft.strategies.comparison import runner
+
+    train, trained = runner._train, []
+
+    def killed(strategy, experience, seed):            # the second grid point's second experience is interrupted
+        trained.append(seed)
+        if len(trained) == 4:
+            raise KeyboardInterrupt
+        train(strategy, experience, seed)
+
+    args = ("--stream", "alpha,beta", "--strategies", "graft", "--tune", "--tune-budget", "2")
+    out, whole = tmp_path / "stopped", tmp_path / "whole"
+    with monkeypatch.context() as m:
+        m.setattr(runner, "_train", killed)
+        assert cli(env, *args, "--out", str(out)).exit_code != 0
+    assert (out / "graft" / "tune" / "1" / "score.json").exists()
+    assert not (out / "graft" / "tune" / "2" / "score.json").exists()
+    trained.clear()
+    monkeypatch.setattr(runner, "_train", lambda strategy, exp, seed: (trained.append(seed), train(strategy, exp, seed)))
+    resumed = cli(env, *args, "--out", str(out), "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert trained == [1, 0, 1]                  # point 1 read back, point 2 from its second experience, the run
+    assert cli(env, *args, "--out", str(whole)).exit_code == 0
+    runs = [json.loads((d / "results.json").read_text())["strategies"]["graft"] for d in (out, whole)]
+    assert runs[0]["info"]["tuning"] == runs[1]["info"]["tuning"]
+    assert runs[0]["matrix"] == runs[1]["matrix"]
