@@ -8,7 +8,9 @@ goes into the head's sums with the row's *column*: its class in its head, number
 and its covariance or Gram matrix shared by all). In evaluation the template's output is the head's scores
 for the columns of the rows' head (other columns below every score), so Avalanche's metrics and the runner read
 it as any model's logits; routed without task labels (``--task-inference features``) it is the scores of every
-column, each row's target its own (:mod:`.all_columns`). The encoder and its heads are never changed.
+column, each row's target its own (:mod:`.all_columns`). The encoder and its heads are never changed, so a row's
+features are computed once (:class:`~..head_inputs.SeenRows`; Avalanche evaluates every test row after every
+experience).
 
 Text streams only: a digits model is trained from scratch, so θ_pre's features would be a random network's
 (the refusal of the entry's :func:`.common.text_rows` check).
@@ -28,7 +30,7 @@ from torch import Tensor
 from cl_graft.errors import UserError
 from cl_graft.files import read_safetensors, write_safetensors
 
-from ..head_inputs import HeadInputs
+from ..head_inputs import HeadInputs, SeenRows
 from ..interface.entry import BuildContext, SavedState
 from .all_columns import AllColumns, head_of
 
@@ -67,18 +69,24 @@ class Columns:
         return torch.tensor(list(self.index), dtype=torch.int64).reshape(-1, 2)
 
 
-def features(model: torch.nn.Module, x: Tensor, labels: Tensor) -> list[tuple[str, Tensor, Tensor]]:
+def features(model: torch.nn.Module, x: Tensor, labels: Tensor, seen: SeenRows | None = None
+             ) -> list[tuple[str, Tensor, Tensor]]:
     """θ_pre's unit-length sentence features of ``x`` (B, 2, L) with task labels ``labels`` (B,): per head of
-    the batch, ``(head name, row mask (B,), features (n, d))``."""
+    the batch, ``(head name, row mask (B,), features (n, d))``; those of rows ``seen`` before read back."""
     from avalanche.models.utils import avalanche_forward
 
     out = []
     for label in torch.unique(labels).tolist():
         rows = labels == label
         name, module = head_of(model, label)
-        with HeadInputs(module) as rec:
-            avalanche_forward(model, x[rows], labels[rows])
-        out.append((name, rows, torch.nn.functional.normalize(rec.take(int(rows.sum())), dim=-1)))
+
+        def computed(part: Tensor, label: int = label, module: torch.nn.Module = module) -> Tensor:
+            with HeadInputs(module) as rec:
+                avalanche_forward(model, part, torch.full((len(part),), label, dtype=torch.long, device=part.device))
+            return rec.take(len(part))
+
+        feats = computed(x[rows]) if seen is None else seen.get(x[rows], computed, tag=name)
+        out.append((name, rows, torch.nn.functional.normalize(feats, dim=-1)))
     return out
 
 
@@ -100,12 +108,17 @@ def template(ctx: BuildContext, name: str, head: Any):
         def __init__(self, **kwargs) -> None:
             super().__init__(**kwargs)
             self.head, self.columns, self.experiences = head, columns, experiences
+            self.seen = SeenRows()                          # the features of rows evaluated before
+
+        def _before_eval(self, **kwargs):
+            self.seen.begin_()
+            super()._before_eval(**kwargs)
 
         def column_keys(self) -> Tensor:
             return self.columns.tensor()
 
         def column_scores(self, x: Tensor) -> Tensor:
-            (_, _, feats), = features(self.model, x, torch.zeros(len(x), dtype=torch.long, device=x.device))
+            (_, _, feats), = features(self.model, x, torch.zeros(len(x), dtype=torch.long, device=x.device), self.seen)
             return self.head.scores(feats)
 
         def training_epoch(self, **kwargs):
@@ -130,7 +143,7 @@ def template(ctx: BuildContext, name: str, head: Any):
             if self.routed is not None:
                 return self.answer_all()
             out = None
-            for head_name, rows, feats in features(self.model, self.mb_x, self.mb_task_id):
+            for head_name, rows, feats in features(self.model, self.mb_x, self.mb_task_id, self.seen):
                 classes, cols = self.columns.seen(head_name)
                 scores = self.head.scores(feats)[:, cols] if cols else torch.zeros(len(feats), 0)
                 width = self.model.clf.tasks[head_name].num_labels
@@ -153,7 +166,7 @@ def _width(model: torch.nn.Module) -> int:
 def kept(strategy, model) -> tuple[int, dict]:
     """The head's sums and solution, by part (the encoder and its heads are θ_pre's, unchanged)."""
     parts = strategy.head.nbytes()
-    return sum(parts.values()), {"kept": parts}
+    return sum(parts.values()), {"kept": parts, **strategy.seen.info()}
 
 
 class HeadState:

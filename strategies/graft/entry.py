@@ -42,7 +42,8 @@ def region_kept_bytes(strategy, model) -> tuple[int, dict]:
                              "region_density": [e / numel for e in elements],
                              "free_share": [1 - sum(elements[:i + 1]) / numel for i in range(len(elements))],
                              "sizing": sizing_records(owners), **task_seconds(plugin),
-                             **({"router": owners.class_heads.record()} if owners.class_heads is not None else {})}
+                             **({"router": owners.class_heads.record()} if owners.class_heads is not None else {}),
+                             **plugin.seen.info()}
 
 
 def region_lines(info: dict) -> list[str]:

@@ -64,6 +64,7 @@ from cl_graft.errors import UserError
 from cl_graft.regions.region import Region
 from cl_graft.training.freeze import ElementFreeze
 
+from ..head_inputs import SeenRows
 from ..routing.class_heads import candidates, check_answer
 from ..routing.features import DEFAULT_FORM, parse_form
 from ..routing.states import TASK_INFERENCE, TaskRouter
@@ -177,6 +178,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._freeze: ElementFreeze | None = None
         self._target: GraftTarget | None = None
         self._router: TaskRouter | None = None
+        self.seen = SeenRows()                            # θ_pre features of routed rows, across evaluations
         self._route: str | None = None                    # per-batch routing of this experience: aware / infer
         self._routed = False
         self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
@@ -333,7 +335,8 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
     def before_eval(self, strategy, **kwargs) -> None:
         self.task_id = {}
         if self.owners is not None:
-            self._router = TaskRouter(self.target(strategy), self.owners, training=self._freeze is not None)
+            self._router = TaskRouter(self.target(strategy), self.owners, training=self._freeze is not None,
+                                      seen=self.seen)
 
     def routes_by_inference(self, strategy) -> bool:
         """Whether the experience under evaluation is routed task-agnostically (``task_inference`` set or no

@@ -32,7 +32,7 @@ from cl_graft.grafting.graft import Stash, patch_, restore_
 
 from ..adapter import MASK_VALUE
 from ..eval_rows import eval_batches, eval_view
-from ..head_inputs import HeadInputs
+from ..head_inputs import HeadInputs, SeenRows
 from .features import FeatureRouter, feature_layer
 from .rules import TASK_INFERENCE
 
@@ -95,10 +95,15 @@ class TaskRouter:
         target: the model's :class:`~.targets.GraftTarget`.
         owners: the owner map of the stream (the model holds every learned region).
         training: a task is training now (its free elements hold its training values; see the module docstring).
+        seen: θ_pre features of rows routed before, kept across evaluations by whoever builds a router for each
+            (the router starts its check, :meth:`~..head_inputs.SeenRows.begin_`).
     """
 
-    def __init__(self, target: TaskModel, owners: ModelStates, *, training: bool = False) -> None:
-        self.target, self.owners, self.training = target, owners, training
+    def __init__(self, target: TaskModel, owners: ModelStates, *, training: bool = False,
+                 seen: SeenRows | None = None) -> None:
+        self.target, self.owners, self.training, self.seen = target, owners, training, seen
+        if seen is not None:
+            seen.begin_()
         self._patches: dict[int, object] = {}
         self._stash: Stash | None = None
         self._state: int | None = None                                   # None: every region (as trained)
@@ -175,11 +180,16 @@ class TaskRouter:
 
     def features(self, x: Tensor) -> Tensor:
         """Features ``(B, d)`` of ``x`` at θ_pre (the space of the tasks' feature statistics): the input of
-        :meth:`feature_layer`."""
+        :meth:`feature_layer` (those of rows ``seen`` before read back, not computed)."""
         self.switch_(-1)
-        with HeadInputs(self.feature_layer(x)) as rec:
-            avalanche_forward(self.target.model, x, self.target.label(self.owners.tasks[0]))
-        return rec.take(x.shape[0])
+        layer, label = self.feature_layer(x), self.target.label(self.owners.tasks[0])
+
+        def computed(rows: Tensor) -> Tensor:
+            with HeadInputs(layer) as rec:
+                avalanche_forward(self.target.model, rows, label)
+            return rec.take(rows.shape[0])
+
+        return computed(x) if self.seen is None else self.seen.get(x, computed)
 
     def infer(self, x: Tensor, how: str) -> tuple[Tensor, Tensor]:
         """Task-agnostic logits ``(B, C)`` and the chosen task labels ``(B,)`` (T forward passes per input; 2 for

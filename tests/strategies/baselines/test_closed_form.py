@@ -53,6 +53,8 @@ def test_both_heads_learn_every_class_and_keep_their_sums(env, tmp_path, scenari
         assert sum(final) / len(final) > 0.8, (name, run["matrix"])
         assert run["bytes"] == sum(run["info"]["kept"].values()), name
         assert "task_id" not in run["info"] and "task_inference" not in run["info"], name     # nothing routed
+        rows = run["info"]["feature_rows"]     # evaluated after each of 2-3 experiences: rows read back, one batch
+        assert rows["reused"] > 0 and rows["checks"] >= 1 and rows["forgotten"] == 0, name   # checked each time
     assert runs["slda"]["info"]["kept"] == {"class_means": classes * (HIDDEN + 1) * 4, "covariance": HIDDEN ** 2 * 4,
                                             "solved": classes * (HIDDEN + 1) * 4}
     assert runs["ranpac"]["info"]["kept"] == {"projection": HIDDEN * WIDTH * 4, "gram": WIDTH ** 2 * 4,

@@ -172,6 +172,16 @@ def test_a_class_scenario_graft_run_judges_its_dev_rows_and_serves_its_choice(sp
     assert len(heads.columns) == 6 and s.graft.owners.bytes()["router"] == heads.nbytes() > 0
     s.eval(bm.test_stream)
     before = [torch.cat(probe.out[e.current_experience]) for e in bm.test_stream]
+    test_rows = sum(len(e.dataset) for e in bm.test_stream)
+    seen = s.graft.seen                                     # (a repeated row is read back, or checked)
+    computed, reused, checks = seen.computed, seen.reused, seen.checks
+    assert computed + reused >= test_rows and computed >= test_rows - 2
+    s.eval(bm.test_stream)                 # one batch checked, the other rows' θ_pre features read back, same answers
+    checked = seen.computed - computed
+    assert 0 < checked < test_rows and seen.reused == reused + test_rows - checked
+    assert (seen.checks, seen.forgotten) == (checks + 1, 0)
+    assert all(torch.equal(a, torch.cat(probe.out[e.current_experience]))
+               for a, e in zip(before, bm.test_stream, strict=True))
     s.save(tmp_path / "run")
     loaded, loaded_probe = strategy(saved=tmp_path / "run")
     assert loaded.graft.owners.class_heads.choice() == heads.choice()
