@@ -13,9 +13,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from cl_graft.errors import UserError
 from cl_graft.files import write_json
 from cl_graft.schema import Between, ListOf, Obj, check_rows, check_sealed, first_difference, read_checked, sealed
+
+from ..interface.entry import SavedState, StrategyEntry
 
 PROGRESS_FILE = "progress.json"
 PROGRESS_SCHEMA = Obj({"tasks": ListOf(str), "config": dict, "settings": dict,
@@ -48,6 +52,24 @@ def read_progress(state_dir: Path, *, tasks: list[str], config: dict, settings: 
                             f"state is from another stream or configuration; use a new --out")
     check_rows(path, "rows", progress["rows"], len(tasks), range(1, len(tasks) + 1))
     return check_sealed(path, progress)                 # last: the checks above name the field a user changed
+
+
+def resume_stream(state_dir: Path, entry: StrategyEntry, model: torch.nn.Module, *, tasks: list[str], config: dict,
+                  settings: dict) -> tuple[list[list[float]], float, SavedState]:
+    """Accuracy rows, seconds and the saved state (loaded into ``model`` by the entry's state) of an interrupted
+    stream (:func:`read_progress` checks the progress file).
+
+    Raises:
+        UserError: what :func:`read_progress` refuses, or a state holding other than the committed experiences
+            (or one more, saved before its row was committed).
+    """
+    progress = read_progress(state_dir, tasks=tasks, config=config, settings=settings)
+    rows = [list(r) for r in progress["rows"]]
+    saved = entry.state.load_(state_dir, model, committed=len(rows), record=progress["state"])
+    if saved.experiences not in (len(rows), len(rows) + 1):
+        raise UserError(f"{state_dir}: the saved state holds {saved.experiences} experiences, its progress file "
+                        f"commits {len(rows)}")
+    return rows, float(progress["seconds"]), saved
 
 
 def _shown(value) -> str:

@@ -33,11 +33,11 @@ from cl_graft.training.models import TextClassifier, clone_model
 
 from ..adapter import SharedHead, TaskAdapter
 from ..interface.config import ContinualConfig
-from ..interface.entry import BuildContext, Routing, SavedState, StrategyEntry
+from ..interface.entry import BuildContext, Routing, StrategyEntry
 from ..interface.scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
 from ..interface.settings import Settings, apply_point
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
-from .committed import PROGRESS_FILE, read_progress, write_progress
+from .committed import PROGRESS_FILE, resume_stream, write_progress
 from .metrics import summarize
 from .progress import Report
 from .registry import entry_of
@@ -268,7 +268,8 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
     rows, saved, before = [], None, 0.0
     state = entry.state if state_dir is not None else None
     if state is not None and (state_dir / PROGRESS_FILE).exists():
-        rows, before, saved = _resume(state_dir, entry, model, tasks, cfg, settings)
+        rows, before, saved = resume_stream(state_dir, entry, model, tasks=tasks, config=cfg.to_json(),
+                                            settings=settings.to_json())
     whole = entry.fit == "whole-stream"
     strategy = _build(entry, model, cfg, settings, steps * (n if whole else 1),
                       resumed=saved.value if saved is not None else None, **build)
@@ -326,19 +327,6 @@ def _save_progress(state_dir: Path, record: dict, tasks: list[str], cfg: Continu
     returned), so a progress file never names more than the state holds."""
     write_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json(), rows=rows,
                    seconds=seconds, state=record)
-
-
-def _resume(state_dir: Path, entry: StrategyEntry, model: torch.nn.Module, tasks: list[str], cfg: ContinualConfig,
-            settings: Settings) -> tuple[list[list[float]], float, SavedState]:
-    """Accuracy rows, seconds and the saved state (loaded into ``model``) of an interrupted stream
-    (:func:`.committed.read_progress` checks the progress file)."""
-    progress = read_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json())
-    rows = [list(r) for r in progress["rows"]]
-    saved = entry.state.load_(state_dir, model, committed=len(rows), record=progress["state"])
-    if saved.experiences not in (len(rows), len(rows) + 1):
-        raise UserError(f"{state_dir}: the saved state holds {saved.experiences} experiences, its progress file "
-                        f"commits {len(rows)}")
-    return rows, float(progress["seconds"]), saved
 
 
 def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Mapping[str, Settings],
