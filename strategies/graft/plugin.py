@@ -142,6 +142,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         localize_seconds: wall time of each region search (stream mode).
         feature_seconds: wall time of each task's feature statistics (0.0 where none were collected).
         task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
+        seen: θ_pre features of routed rows, kept across evaluations (:class:`~..head_inputs.SeenRows`).
     """
 
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
@@ -178,7 +179,7 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self._freeze: ElementFreeze | None = None
         self._target: GraftTarget | None = None
         self._router: TaskRouter | None = None
-        self.seen = SeenRows()                            # θ_pre features of routed rows, across evaluations
+        self.seen = SeenRows()
         self._route: str | None = None                    # per-batch routing of this experience: aware / infer
         self._routed = False
         self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
