@@ -345,10 +345,10 @@ def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Ma
     entry's ``peers`` names (they run before it). With ``resume``, finished strategies are read back and those
     whose entry has a ``state`` continue from their last committed experience (``out/<name>/state``); other
     unfinished strategies start over. A tuning run keeps its score and state in ``out/<name>/tune``
-    (:class:`.tuning.TrialStore`), so an interrupted search continues from its last finished experience too. Each result's ``info["settings"]`` holds the settings that ran (after tuning
-    or an earlier choice). ``on_result`` is called with each result as it is ready. With ``console``,
-    a live progress line and a result line per task (:mod:`.progress`; the tuning runs move the line and print
-    nothing).
+    (:class:`.tuning.TrialStore`), so an interrupted search continues from its last finished experience too. Each
+    result's ``info["settings"]`` holds the settings that ran (after tuning or an earlier choice). ``on_result`` is
+    called with each result as it is ready. With ``console``, a live progress line and a result line per task
+    (:mod:`.progress`; the tuning runs move the line and print nothing).
     """
     def dev_average(name: str, points: Iterator[int], settings: Settings) -> float:
         i, trials = next(points), TrialStore(out / name / "tune")

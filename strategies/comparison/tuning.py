@@ -13,6 +13,7 @@ score the grid points).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,7 @@ class TrialStore:
             return None
         record = read_json(path)
         check_json(path, record, Obj({"settings": dict, "dev_average": float}))
-        if record["settings"] != settings.to_json():
+        if record["settings"] != json.loads(json.dumps(settings.to_json())):        # as the file holds it
             raise UserError(f"{path}: recorded for other settings than this run's grid point {i}")
         return record["dev_average"]
 
