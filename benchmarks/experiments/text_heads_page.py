@@ -9,7 +9,8 @@ task's and class; graft's run records Avalanche's count (the routed logits' argm
 to another task counts right where that task's answer has the row's class index). ``--graft-strict`` gives graft's
 strict count too: per seed the ``rules.json`` of :mod:`.probes.task_inference_rules` on the graft run (its
 ``features`` rule re-scores the saved skills; its Avalanche count must equal the run's, which pairs it with its
-seed). Writes one Markdown page: per strategy the final average accuracy over the tasks with task labels (mean ±
+seed); graft runs that record a strict count (``info["task_inference"]["count"]``) need none. Writes one Markdown
+page: per strategy the final average accuracy over the tasks with task labels (mean ±
 SD over seeds) and its per-task mean, without task labels and the share of rows answered in their own task, bytes
 kept, wall and CPU seconds; graft minus each head, paired by seed, as Holm-corrected intervals
 (:func:`.verdicts.holm_intervals`) with task labels and (strict, with ``--graft-strict``) without; each run's
@@ -103,9 +104,21 @@ def strict_graft(pairs: list[tuple[dict, dict]], rescored: list[dict]) -> dict[i
     return strict
 
 
+def counted_strictly(pairs: list[tuple[dict, dict]]) -> dict[int, dict] | None:
+    """Graft's strict accuracy without task labels per seed as :func:`strict_graft` gives it, read from the runs
+    themselves where every graft run says it counted strictly (``info["task_inference"]["count"]``: graft counts
+    so since git bf30ac8, and says so in runs made after the count was recorded); None where one does not."""
+    routed = {g["run"]["seed"]: g["strategies"]["graft"]["info"]["task_inference"] for g, _ in pairs}
+    if any(r.get("count") != "strict" for r in routed.values()):
+        return None
+    return {seed: {"accuracy": r["accuracy"], "run": None} for seed, r in routed.items()}
+
+
 def page_text(pairs: list[tuple[dict, dict]], strict: dict[int, dict] | None = None) -> str:
     """The Markdown page of ``pairs`` (:func:`paired`), with graft's strict count without task labels per seed
-    (:func:`strict_graft`) when given."""
+    (:func:`strict_graft`) when given, else the runs' own where they counted strictly (:func:`counted_strictly`)."""
+    native = strict is None and counted_strictly(pairs) is not None
+    strict = counted_strictly(pairs) if native else strict
     first = pairs[0][0]["run"]
     seeds = [g["run"]["seed"] for g, _ in pairs]
     tasks = first["tasks"]
@@ -130,11 +143,13 @@ def page_text(pairs: list[tuple[dict, dict]], strict: dict[int, dict] | None = N
              "and each head's columns. Without (`--task-inference features`): graft routes each row to a task by "
              "θ_pre's features and answers with that task's model; each head answers over every task's (task, "
              "class) columns at once, the argmax column its answer. Without task labels a row counts right only "
-             "when its answer is its own task's and its own class (strict); graft's run records Avalanche's count "
-             "instead (the routed answer's class index equals the label, so a row sent to another task can count "
-             "right), given in brackets"
+             "when its answer is its own task's and its own class (strict); "
+             + ("graft's runs count so too (a row it routes to another task answers in that task's classes and counts "
+                "wrong)" if native else "graft's run records Avalanche's count instead (the routed answer's class "
+                "index equals the label, so a row sent to another task can count right), given in brackets")
              + (", and its strict count is its saved skills re-scored by `probes/task_inference_rules.py` (the "
-                "features rule, whose Avalanche count is the run's)" if strict else "") + ". \"answered in their "
+                "features rule, whose Avalanche count is the run's)" if strict and not native else "")
+             + ". \"answered in their "
              "task\": the share of rows routed to their own task (graft) or whose argmax column is one of their "
              f"task's (heads). Bytes: what each keeps beyond the model it starts from ({BYTE_UNIT}).", "",
              f"| strategy | with task labels (mean ± SD) | {' | '.join(tasks)} | without task labels | answered in "
@@ -148,7 +163,7 @@ def page_text(pairs: list[tuple[dict, dict]], strict: dict[int, dict] | None = N
         if len(routed) == len(runs):
             strict_values = [unlabelled(name, g, h) for g, h in pairs]
             without = pm(mean_sd(strict_values)) if None not in strict_values else "–"
-            if name == "graft":
+            if name == "graft" and not native:
                 without += f" [{pm(mean_sd([statistics.mean(a['accuracy']) for a in routed]))}]"
         identified = pm(mean_sd([statistics.mean(a["task_id"]) for a in routed])) if routed else "–"
         low, high = (human_bytes(f(r["summary"]["bytes"] for r in runs)) for f in (min, max))
@@ -162,7 +177,7 @@ def page_text(pairs: list[tuple[dict, dict]], strict: dict[int, dict] | None = N
                                                  - result(n, g, h)["summary"]["average"] for g, h in pairs]
                                              for n in names[1:]})
     without = {n: [unlabelled("graft", g, h) - unlabelled(n, g, h) for g, h in pairs] for n in names[1:]
-               if all(unlabelled(n, g, h) is not None for g, h in pairs)}
+               if strict and all(unlabelled(n, g, h) is not None for g, h in pairs)}
     if strict and without:
         lines += _intervals("without task labels, both counted strictly", without)
     lines += ["", "Runs (the wall seconds of runs made while other work shared the machine are longer than an idle "

@@ -103,6 +103,7 @@ class ColumnRouting:
     the strategy is an :class:`AllColumns` template."""
 
     rules = ("features",)
+    strict = True                                     # a row counts right only in its own task's column
 
     def route(self, strategy: AllColumns, rule: str | None) -> None:
         if rule is not None and rule not in self.rules:

@@ -310,14 +310,16 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
 
 def task_agnostic_eval(strategy, routes: Routing, bm, n_tasks: int, how: str) -> dict:
     """Accuracy per task with task labels withheld (each input routed to a task by the rule ``how`` of
-    ``routes``), task-identification accuracy per task and the seconds it took."""
+    ``routes``), how it was counted (``"strict"`` or ``"avalanche"``, :class:`~..interface.entry.Routing`),
+    task-identification accuracy per task and the seconds it took."""
     routes.route(strategy, how)
     t0 = time.perf_counter()
     try:
         row = _row(strategy.eval(bm.test_stream), n_tasks)
     finally:
         routes.route(strategy, None)
-    return {"how": how, "accuracy": row, "task_id": routes.identified(strategy, n_tasks),
+    return {"how": how, "accuracy": row, "count": "strict" if getattr(routes, "strict", False) else "avalanche",
+            "task_id": routes.identified(strategy, n_tasks),
             "seconds": round(time.perf_counter() - t0, 1)}
 
 

@@ -97,7 +97,9 @@ class Routing(Protocol):
     """How a strategy scores test rows whose task labels are withheld (``--task-inference``): ``rules`` it
     knows; :meth:`route` switches its evaluation to one of them (None: back to the task labels);
     :meth:`identified` is each task's share of test rows routed to it in the last routed evaluation (None: it
-    routed none, e.g. a single head that answers every class of the class scenario without routing)."""
+    routed none, e.g. a single head that answers every class of the class scenario without routing). ``strict``
+    (optional, default False): a row answered in another task's classes always counts wrong (Avalanche alone
+    would count it right where that task's class index equals the row's label); recorded with the result."""
 
     rules: tuple[str, ...]
 

@@ -33,6 +33,7 @@ class RegionRouting:
     :mod:`.class_heads` or the linear discriminant of :mod:`.features`, 2 passes per row; :mod:`.states`)."""
 
     rules = TASK_INFERENCE
+    strict = True                       # another task's answer is a column of its own (TaskRouter.foreign_answers)
 
     def route(self, strategy, rule: str | None) -> None:
         routed_plugin(strategy).task_inference = rule

@@ -187,6 +187,7 @@ def test_task_inference_reports_task_agnostic_accuracy(env, all_run, tmp_path, h
     assert strategies["graft"]["matrix"] == full["matrix"]          # task-aware results unchanged
     agnostic = strategies["graft"]["info"]["task_inference"]
     assert agnostic["how"] == how and len(agnostic["accuracy"]) == len(agnostic["task_id"]) == 2
+    assert agnostic["count"] == "strict"                            # another task's answer counts wrong
     assert all(0 <= v <= 1 for v in agnostic["accuracy"] + agnostic["task_id"])
     assert "task_inference" not in strategies["naive"]["info"]      # no regions to route between
 

@@ -64,3 +64,18 @@ def test_a_rescoring_that_is_not_a_runs_is_refused():
         strict_graft(pairs, [rescored[0], rescored[0]])
     with pytest.raises(ScriptError, match=r"--graft-strict holds seeds \[0, 1\], the runs \[0, 1, 2\]"):
         strict_graft(pairs, rescored[:2])
+
+
+def test_graft_runs_that_counted_strictly_are_read_as_they_are():
+    grafts = copy.deepcopy(_runs("graft"))
+    for g in grafts:
+        g["strategies"]["graft"]["info"]["task_inference"]["count"] = "strict"
+    pairs = paired(grafts, _runs("heads"))
+    text = page_text(pairs)
+    own = [sum(g["strategies"]["graft"]["info"]["task_inference"]["accuracy"]) / 3 for g in grafts]
+    row = next(line for line in text.splitlines() if line.startswith("| graft |"))
+    assert "graft's runs count so too" in text and "given in brackets" not in text and "[" not in row
+    assert f"| {100 * sum(own) / 3:.1f} ± " in text and "without task labels, both counted strictly" in text
+    del grafts[1]["strategies"]["graft"]["info"]["task_inference"]["count"]        # one run of an older revision
+    mixed = page_text(paired(grafts, _runs("heads")))
+    assert "given in brackets" in mixed and "both counted strictly" not in mixed

@@ -167,7 +167,7 @@ def test_without_task_labels_the_heads_answer_over_every_tasks_columns(env, tmp_
         agnostic, batches = run["info"]["task_inference"], seen[:2]
         del seen[:2]
         assert run["matrix"] == plain[name]["matrix"], name
-        assert agnostic["how"] == "features"
+        assert agnostic["how"] == "features" and agnostic["count"] == "strict"
         for j, (keys, places, scores, y) in enumerate(batches):
             assert scores.shape == (len(y), 8) and sorted(map(tuple, keys.tolist())) == sorted(
                 {tuple(k) for k in keys.tolist()}), name                    # every column, each once
