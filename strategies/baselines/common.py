@@ -175,6 +175,12 @@ def frozen_encoder(ctx: BuildContext):
     return clf
 
 
+def features_pass(strategy) -> str:
+    """The progress line's label (an entry's ``phase_after_training``) of a head that takes no optimizer step and
+    reads its experience's rows once after it."""
+    return "θ_pre features"
+
+
 def head_bytes(strategy, model) -> tuple[int, dict]:
     """Bytes of the classifier's heads (what ``linear-probe`` and ``ncm`` keep beyond the encoder)."""
     clf = model.clf

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..head_inputs import HeadInputs
 from ..interface.entry import BuildContext, StrategyEntry
 from .all_columns import AllColumns, ColumnRouting, head_of
-from .common import head_bytes, text_rows
+from .common import features_pass, head_bytes, text_rows
 
 
 def build(ctx: BuildContext):
@@ -77,4 +77,5 @@ def _head_names(model: torch.nn.Module) -> list[str]:
 
 ENTRY = StrategyEntry(name="ncm", help="nearest class mean on θ_pre's sentence features, no training (text "
                       "streams)", stores="one mean feature vector per class (the head)", build=build,
-                      kept_bytes=head_bytes, routes=ColumnRouting(), check=text_rows("ncm"))
+                      kept_bytes=head_bytes, routes=ColumnRouting(), check=text_rows("ncm"),
+                      phase_after_training=features_pass)

@@ -18,7 +18,7 @@ from cl_graft.heads import RandomProjectionRidge
 from ..interface.entry import BuildContext, StrategyEntry
 from ..interface.settings import Settings
 from .all_columns import ColumnRouting
-from .common import text_rows
+from .common import features_pass, text_rows
 from .closed_form import HeadState, feature_width, kept, template
 
 
@@ -51,4 +51,4 @@ ENTRY = StrategyEntry(name="ranpac", help="RanPAC's head on θ_pre's sentence fe
                       "ridge from the Gram matrix, no training (text streams)",
                       stores="the projection, its Gram matrix and each class's sum of projected features",
                       build=build, kept_bytes=kept, settings=RanPACSettings, grid=GRID, state=HeadState(),
-                      routes=ColumnRouting(), check=text_rows("ranpac"))
+                      routes=ColumnRouting(), check=text_rows("ranpac"), phase_after_training=features_pass)

@@ -20,7 +20,7 @@ from cl_graft.heads import StreamingLDA
 from ..interface.entry import BuildContext, StrategyEntry
 from ..interface.settings import Settings
 from .all_columns import ColumnRouting
-from .common import text_rows
+from .common import features_pass, text_rows
 from .closed_form import HeadState, feature_width, kept, template
 
 
@@ -50,4 +50,4 @@ ENTRY = StrategyEntry(name="slda", help="streaming LDA on θ_pre's sentence feat
                       "rule), no training (text streams)",
                       stores="the class means and counts and one shared covariance", build=build, kept_bytes=kept,
                       settings=SLDASettings, grid=GRID, state=HeadState(), routes=ColumnRouting(),
-                      check=text_rows("slda"))
+                      check=text_rows("slda"), phase_after_training=features_pass)

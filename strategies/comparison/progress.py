@@ -83,6 +83,12 @@ class ConsolePlugin(SupervisedPlugin, supports_distributed=True):
         if after:
             self.console.phase(f"{self.label} · {self.where} · {after}")
 
+    def after_training_epoch(self, strategy, **kwargs) -> None:
+        """A strategy that takes no optimizer step (a closed-form head) goes straight to its pass after training."""
+        after = self.phase_after_training(strategy) if self.done == 0 and self.phase_after_training else None
+        if after:
+            self.console.phase(f"{self.label} · {self.where} · {after}")
+
     def before_eval(self, strategy, **kwargs) -> None:
         rows = sum(len(e.dataset) for e in strategy.current_eval_stream)
         self.console.phase(f"{self.label} · {self.where + ' · ' if self.where else ''}eval", rows, "rows")

@@ -104,3 +104,26 @@ def test_the_progress_line_shows_what_an_entry_does_after_training():
         plugin.after_training_iteration(strategy)
     assert phases == ["mine · task 2/2 b · train", "mine · task 2/2 b · search True"]
     assert STRATEGIES["graft"].phase_after_training is not None and STRATEGIES["naive"].phase_after_training is None
+
+
+def test_a_head_without_optimizer_steps_shows_its_features_pass_not_its_steps():
+    from types import SimpleNamespace
+
+    from cl_graft.strategies.comparison.progress import Report
+
+    phases = []
+    console = SimpleNamespace(phase=lambda text, *a: phases.append(text), advance=lambda *a: None)
+    strategy = SimpleNamespace(experience=SimpleNamespace(current_experience=0))
+    for name in ("slda", "ranpac", "ncm", "naive"):
+        phases.clear()
+        plugin = Report(console, name).plugin(["a"], 200, phase_after_training=STRATEGIES[name].phase_after_training)
+        plugin.before_training_exp(strategy)
+        plugin.after_training_epoch(strategy)                    # the epoch took no step
+        want = [] if name == "naive" else [f"{name} · task 1/1 a · θ_pre features"]
+        assert phases == [f"{name} · task 1/1 a · train", *want], name
+    phases.clear()
+    plugin = Report(console, "graft").plugin(["a"], 1, phase_after_training=lambda s: "size search")
+    plugin.before_training_exp(strategy)
+    plugin.after_training_iteration(strategy)
+    plugin.after_training_epoch(strategy)                        # steps were taken: announced once, after the last
+    assert phases == ["graft · task 1/1 a · train", "graft · task 1/1 a · size search"]
