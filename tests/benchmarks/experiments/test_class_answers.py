@@ -72,3 +72,25 @@ def test_first_session_scores_both_encoders_and_chooses_the_ridge_on_dev_rows(en
         test = scored["test"]
         assert all(0 <= test[k] <= 1 for k in ("routed", "head", "routed_later", "head_later")), name
         assert test["rows"] > 0 and test["head"] <= test["routed"], name      # a right class is in its experience
+
+
+def test_within_experience_answers_every_row_from_its_own_experience(env, tmp_path):
+    from click.testing import CliRunner
+
+    from cl_graft.benchmarks.experiments.probes.class_answers import main as answers
+    from cl_graft.benchmarks.experiments.probes.within_experience import RULES, main
+
+    run = tmp_path / "run"
+    assert cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "graft",
+               "--out", str(run)).exit_code == 0
+    out = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out", str(tmp_path / "w")])
+    assert out.exit_code == 0, out.output
+    assert CliRunner().invoke(answers, ["--run", str(run), "--data-dir", str(env / "data"), "--out",
+                                        str(tmp_path / "a")]).exit_code == 0
+    saved = json.loads((tmp_path / "w" / "within_experience.json").read_text())
+    own = json.loads((tmp_path / "a" / "class_answers.json").read_text())["rules"]
+    assert set(saved["rules"]) == set(RULES)
+    for which in ("dev", "test"):                          # the grafted models' answer is class_answers' own-task rule
+        assert saved["rows"][which] == own[which]["rows"]
+        assert saved["rules"]["grafted model"][which] == pytest.approx(own[which]["row's own task"])
+        assert all(0 <= saved["rules"][r][which] <= 1 for r in RULES)
