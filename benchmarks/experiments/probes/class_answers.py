@@ -57,27 +57,39 @@ def rebuild(run: Path, data_dir: str | None):
     return clf, owners, stream.splits, stream.head
 
 
+def run_options(command):
+    """The options of a probe of a saved class-scenario run: ``--run``, ``--data-dir`` and its output folder's."""
+    command = out_options()(command)
+    command = click.option("--data-dir", default=None,
+                           help="the task folders (default: $CL_GRAFT_DATA, else the Hub)")(command)
+    return click.option("--run", "run_dir", required=True,
+                        help="a cl-graft run folder (--scenario class, graft, its state)")(command)
+
+
 @torch.no_grad()
-def answers(clf, owners, head: str, rows: list[dict], batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """Features at θ_pre ``(n, d)`` and each learned task's logits ``(T, n, C)``."""
+def state_passes(clf, owners, head: str, rows: list[dict], state: int, batch: int = 64
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head inputs ``(n, d)`` and logits ``(n, C)`` of ``rows`` with the model in ``state`` (the owner map's
+    ``rollback_patch(state)``: -1 θ_pre, k task k's grafted model; put back after)."""
+    patch = owners.rollback_patch(state)
+    stash = patch_(clf, patch) if patch is not None else None
     feats, logits = [], []
-    for k in [-1, *range(len(owners.tasks))]:
-        patch = owners.rollback_patch(k)
-        stash = patch_(clf, patch) if patch is not None else None
-        try:
-            with HeadInputs(clf.heads[head]) as rec:
-                out = []
-                for s in range(0, len(rows), batch):
-                    enc = clf.encode(rows[s:s + batch], head)
-                    out.append(clf(enc["input_ids"], enc["attention_mask"], task=head).float())
-                    if k == -1:
-                        feats.append(rec.take(len(rows[s:s + batch])))
-        finally:
-            if stash is not None:
-                restore_(clf, stash)
-        if k >= 0:
-            logits.append(torch.cat(out))
-    return torch.cat(feats), torch.stack(logits)
+    try:
+        with HeadInputs(clf.heads[head]) as rec:
+            for s in range(0, len(rows), batch):
+                enc = clf.encode(rows[s:s + batch], head)
+                logits.append(clf(enc["input_ids"], enc["attention_mask"], task=head).float())
+                feats.append(rec.take(len(rows[s:s + batch])))
+    finally:
+        if stash is not None:
+            restore_(clf, stash)
+    return torch.cat(feats), torch.cat(logits)
+
+
+def answers(clf, owners, head: str, rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Features at θ_pre ``(n, d)`` and each learned task's logits ``(T, n, C)``."""
+    logits = [state_passes(clf, owners, head, rows, k)[1] for k in range(len(owners.tasks))]
+    return state_passes(clf, owners, head, rows, -1)[0], torch.stack(logits)
 
 
 def shares(router: FeatureRouter, f: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
@@ -102,9 +114,7 @@ def shares(router: FeatureRouter, f: torch.Tensor, logits: torch.Tensor, labels:
 
 
 @click.command()
-@click.option("--run", "run_dir", required=True, help="a cl-graft run folder (--scenario class, graft, its state)")
-@click.option("--data-dir", default=None, help="the task folders (default: $CL_GRAFT_DATA, else the Hub)")
-@out_options()
+@run_options
 def main(run_dir, data_dir, out, overwrite) -> None:
     params = click.get_current_context().params
     with claimed("class_answers", params) as out_dir:

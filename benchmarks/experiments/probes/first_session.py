@@ -22,34 +22,19 @@ import click
 import torch
 
 from cl_graft.files import write_json
-from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.heads import RandomProjectionRidge
-from cl_graft.strategies.head_inputs import HeadInputs
 from cl_graft.strategies.routing.class_heads import PROJECTION_SEED, RIDGES, WIDTH
 
-from ..script_out import claimed, out_options, settings_of
-from .class_answers import rebuild
+from ..script_out import claimed, settings_of
+from .class_answers import rebuild, run_options, state_passes
 
 ENCODERS = {"θ_pre": -1, "first task's grafted model": 0}
 """Encoder name → the owner map's state (``rollback_patch(k)``: -1 θ_pre, 0 task 0's grafted model)."""
 
 
-@torch.no_grad()
-def features(clf, owners, head: str, rows: list[dict], state: int, batch: int = 64) -> torch.Tensor:
-    """Unit-length head inputs ``(n, d)`` of ``rows`` with the model in ``state`` (put back after)."""
-    patch = owners.rollback_patch(state)
-    stash = patch_(clf, patch) if patch is not None else None
-    out = []
-    try:
-        with HeadInputs(clf.heads[head]) as rec:
-            for s in range(0, len(rows), batch):
-                enc = clf.encode(rows[s:s + batch], head)
-                clf(enc["input_ids"], enc["attention_mask"], task=head)
-                out.append(rec.take(len(rows[s:s + batch])).float())
-    finally:
-        if stash is not None:
-            restore_(clf, stash)
-    return torch.nn.functional.normalize(torch.cat(out), dim=-1)
+def features(clf, owners, head: str, rows: list[dict], state: int) -> torch.Tensor:
+    """Unit-length head inputs ``(n, d)`` of ``rows`` with the model in ``state``."""
+    return torch.nn.functional.normalize(state_passes(clf, owners, head, rows, state)[0].float(), dim=-1)
 
 
 def shares(scores: torch.Tensor, labels: torch.Tensor, experience_of: torch.Tensor, tasks: torch.Tensor) -> dict:
@@ -62,9 +47,7 @@ def shares(scores: torch.Tensor, labels: torch.Tensor, experience_of: torch.Tens
 
 
 @click.command()
-@click.option("--run", "run_dir", required=True, help="a cl-graft run folder (--scenario class, graft, its state)")
-@click.option("--data-dir", default=None, help="the task folders (default: $CL_GRAFT_DATA, else the Hub)")
-@out_options()
+@run_options
 def main(run_dir, data_dir, out, overwrite) -> None:
     params = click.get_current_context().params
     with claimed("first_session", params) as out_dir:

@@ -23,33 +23,19 @@ import click
 import torch
 
 from cl_graft.files import write_json
-from cl_graft.grafting.graft import patch_, restore_
 from cl_graft.heads import RandomProjectionRidge
-from cl_graft.strategies.head_inputs import HeadInputs
 from cl_graft.strategies.routing.class_heads import PROJECTION_SEED, RIDGES, WIDTH
 
-from ..script_out import claimed, out_options, settings_of
-from .class_answers import rebuild
+from ..script_out import claimed, settings_of
+from .class_answers import rebuild, run_options, state_passes
 
 RULES = ("grafted model", "θ_pre head", "head on the grafted model's features")
 
 
-@torch.no_grad()
-def passes(clf, owners, head: str, rows: list[dict], state: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+def passes(clf, owners, head: str, rows: list[dict], state: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Unit-length head inputs ``(n, d)`` and logits ``(n, C)`` of ``rows`` with the model in ``state``."""
-    patch = owners.rollback_patch(state)
-    stash = patch_(clf, patch) if patch is not None else None
-    feats, logits = [], []
-    try:
-        with HeadInputs(clf.heads[head]) as rec:
-            for s in range(0, len(rows), batch):
-                enc = clf.encode(rows[s:s + batch], head)
-                logits.append(clf(enc["input_ids"], enc["attention_mask"], task=head).float())
-                feats.append(rec.take(len(rows[s:s + batch])).float())
-    finally:
-        if stash is not None:
-            restore_(clf, stash)
-    return torch.nn.functional.normalize(torch.cat(feats), dim=-1), torch.cat(logits)
+    feats, logits = state_passes(clf, owners, head, rows, state)
+    return torch.nn.functional.normalize(feats.float(), dim=-1), logits
 
 
 def ranpac(feats: torch.Tensor, labels: torch.Tensor) -> RandomProjectionRidge:
@@ -66,9 +52,7 @@ def in_classes(scores: torch.Tensor, classes: list[int]) -> torch.Tensor:
 
 
 @click.command()
-@click.option("--run", "run_dir", required=True, help="a cl-graft run folder (--scenario class, graft, its state)")
-@click.option("--data-dir", default=None, help="the task folders (default: $CL_GRAFT_DATA, else the Hub)")
-@out_options()
+@run_options
 def main(run_dir, data_dir, out, overwrite) -> None:
     params = click.get_current_context().params
     with claimed("within_experience", params) as out_dir:

@@ -52,23 +52,32 @@ def test_a_run_without_graft_state_is_one_line(env, tmp_path):
     assert out.exit_code == 2 and "not a class-scenario run with graft" in out.output
 
 
-def test_first_session_scores_both_encoders_and_chooses_the_ridge_on_dev_rows(env, tmp_path):
+def _probed(env, tmp_path, probe, out: str):
+    """A default graft run on split-intents:3 (class scenario) in ``tmp_path/run``, then ``probe`` on it into
+    ``tmp_path/out``; returns the run's folder."""
     from click.testing import CliRunner
-
-    from cl_graft.benchmarks.experiments.probes.first_session import ENCODERS, main
-    from cl_graft.strategies.routing.class_heads import RIDGES
 
     run = tmp_path / "run"
     assert cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "graft",
                "--out", str(run)).exit_code == 0
-    out = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out", str(tmp_path / "f")])
-    assert out.exit_code == 0, out.output
+    result = CliRunner().invoke(probe, ["--run", str(run), "--data-dir", str(env / "data"),
+                                        "--out", str(tmp_path / out)])
+    assert result.exit_code == 0, result.output
+    return run
+
+
+def test_first_session_scores_both_encoders_and_chooses_the_ridge_on_dev_rows(env, tmp_path):
+    from cl_graft.benchmarks.experiments.probes.first_session import ENCODERS, main
+    from cl_graft.strategies.routing.class_heads import RIDGES
+
+    run = _probed(env, tmp_path, main, "f")
     saved = json.loads((tmp_path / "f" / "first_session.json").read_text())
     rows = json.loads((run / "config.json").read_text())
     assert set(saved["encoders"]) == set(ENCODERS) and saved["train_rows"] > 0 and rows["scenario"] == "class"
     for name, scored in saved["encoders"].items():
         dev = scored["dev"]
-        assert scored["ridge"] in RIDGES and dev[str(scored["ridge"])]["routed"] == max(d["routed"] for d in dev.values())
+        best = max(d["routed"] for d in dev.values())
+        assert scored["ridge"] in RIDGES and dev[str(scored["ridge"])]["routed"] == best
         test = scored["test"]
         assert all(0 <= test[k] <= 1 for k in ("routed", "head", "routed_later", "head_later")), name
         assert test["rows"] > 0 and test["head"] <= test["routed"], name      # a right class is in its experience
@@ -80,11 +89,7 @@ def test_within_experience_answers_every_row_from_its_own_experience(env, tmp_pa
     from cl_graft.benchmarks.experiments.probes.class_answers import main as answers
     from cl_graft.benchmarks.experiments.probes.within_experience import RULES, main
 
-    run = tmp_path / "run"
-    assert cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "graft",
-               "--out", str(run)).exit_code == 0
-    out = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out", str(tmp_path / "w")])
-    assert out.exit_code == 0, out.output
+    run = _probed(env, tmp_path, main, "w")
     assert CliRunner().invoke(answers, ["--run", str(run), "--data-dir", str(env / "data"), "--out",
                                         str(tmp_path / "a")]).exit_code == 0
     saved = json.loads((tmp_path / "w" / "within_experience.json").read_text())

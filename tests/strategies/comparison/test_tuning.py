@@ -249,7 +249,8 @@ def test_an_interrupted_search_continues_from_its_last_finished_experience(env, 
     assert (out / "graft" / "tune" / "1" / "score.json").exists()
     assert not (out / "graft" / "tune" / "2" / "score.json").exists()
     trained.clear()
-    monkeypatch.setattr(runner, "_train", lambda strategy, exp, seed: (trained.append(seed), train(strategy, exp, seed)))
+    monkeypatch.setattr(runner, "_train",
+                        lambda strategy, exp, seed: (trained.append(seed), train(strategy, exp, seed)))
     resumed = cli(env, *args, "--out", str(out), "--resume")
     assert resumed.exit_code == 0, resumed.output
     assert trained == [1, 0, 1]                  # point 1 read back, point 2 from its second experience, the run
