@@ -476,6 +476,29 @@ def class_text() -> str:
             f"clinc150 rows")
 
 
+def text_heads_held_out() -> str:
+    from cl_graft.benchmarks.experiments.verdicts import holm_intervals
+
+    seeds, names = (0, 1, 2), ("slda", "ranpac", "ncm")
+    graft = [art(f"text_heads/heldout/graft/seed{s}/results.json")["strategies"]["graft"] for s in seeds]
+    heads = [art(f"text_heads/heldout/heads/seed{s}/results.json")["strategies"] for s in seeds]
+
+    def sentence(score) -> str:
+        verdict = holm_intervals({n: [score(g) - score(h[n]) for g, h in zip(graft, heads)] for n in names})
+        words = {1: "ahead of", 0: "not separable from", -1: "behind"}
+        which = {v: [n for n in names if verdict[n]["ahead"] == v] for v in (1, 0, -1)}
+        groups = [f"{words[v]} {', '.join(ns[:-1]) + ' and ' if len(ns) > 1 else ''}{ns[-1]}"
+                  for v, ns in which.items() if ns]
+        return (f"graft {pct(statistics.mean(score(g) for g in graft))}% against "
+                + ", ".join(f"{n} {pct(statistics.mean(score(h[n]) for h in heads))}%" for n in names)
+                + f" ({', '.join(groups)})")
+
+    return (f"On a held-out list, mnli → qqp → mpqa ({count(len(seeds), 'seed')}, "
+            "[page](benchmarks/results/text_heads/heldout/text_heads.md)), with task labels "
+            + sentence(lambda r: r["summary"]["average"]) + "; without them "
+            + sentence(lambda r: statistics.mean(r["info"]["task_inference"]["accuracy"])) + ".")
+
+
 QUOTES: dict[str, Callable[[], str]] = {
     "quick-start 1's run and cores (text_issue44_v2 seed 0)": cli_intro,
     "quick-start 1's summary table (text_issue44_v2 seed 0)": cli_table,
@@ -495,6 +518,7 @@ QUOTES: dict[str, Callable[[], str]] = {
     "class-incremental text (class_text)": class_text,
     "class-incremental text, its seeds (class_text)": class_text_seeds,
     "the closed-form heads (text_heads, class_text/heads_banking77_s0)": text_heads,
+    "the closed-form heads on a held-out list (text_heads/heldout)": text_heads_held_out,
     "the reliability probe": reliability,
 }
 

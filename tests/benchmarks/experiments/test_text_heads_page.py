@@ -79,3 +79,14 @@ def test_graft_runs_that_counted_strictly_are_read_as_they_are():
     del grafts[1]["strategies"]["graft"]["info"]["task_inference"]["count"]        # one run of an older revision
     mixed = page_text(paired(grafts, _runs("heads")))
     assert "given in brackets" in mixed and "both counted strictly" not in mixed
+
+
+def test_the_held_out_page_is_what_its_runs_give():
+    """mnli → qqp → mpqa (the 12-task stream's next tasks with dev rows for every class): graft's runs count
+    strictly themselves, no re-scoring."""
+    held_out = RESULTS / "heldout"
+    pairs = paired([load_results(held_out / "graft" / f"seed{s}") for s in SEEDS],
+                   [load_results(held_out / "heads" / f"seed{s}") for s in SEEDS])
+    text = page_text(pairs)
+    assert (held_out / "text_heads.md").read_text(encoding="utf-8") == text
+    assert "graft's runs count so too" in text and "without task labels, both counted strictly" in text
