@@ -99,3 +99,34 @@ def test_within_experience_answers_every_row_from_its_own_experience(env, tmp_pa
         assert saved["rows"][which] == own[which]["rows"]
         assert saved["rules"]["grafted model"][which] == pytest.approx(own[which]["row's own task"])
         assert all(0 <= saved["rules"][r][which] <= 1 for r in RULES)
+
+
+def test_combined_rule_asks_the_second_experience_when_the_head_is_unsure():
+    import torch
+
+    from cl_graft.benchmarks.experiments.probes.combined_answer import combined
+
+    owner = torch.tensor([0, 0, 1, 1])                                  # classes 0, 1 in experience 0; 2, 3 in 1
+    own = torch.tensor([[True, True, False, False], [False, False, True, True]])
+    scores = torch.tensor([[0.50, 0.00, 0.45, 0.00]])                   # the head leans to class 0, barely
+    logits = torch.tensor([[[0.1, 0.0, 9.0, 9.0]],                      # experience 0's model: unsure of 0 vs 1
+                           [[0.0, 0.0, 9.0, 0.0]]])                     # experience 1's model: sure of class 2
+    assert int(combined(scores, owner, logits, own, tau=0.1, k=2)) == 2
+    assert int(combined(scores, owner, logits, own, tau=0.1, k=1)) == 0   # one experience: the routed answer's
+    assert int(combined(scores, owner, logits, own, tau=0.001, k=2)) == 0  # a sharp posterior follows the head
+
+
+def test_combined_answer_scores_three_rules_chosen_on_dev_rows(env, tmp_path):
+    from cl_graft.benchmarks.experiments.probes.combined_answer import TEMPERATURES, TOP, main
+    from cl_graft.strategies.routing.class_heads import RIDGES
+
+    _probed(env, tmp_path, main, "c")
+    saved = json.loads((tmp_path / "c" / "combined_answer.json").read_text())
+    rules = saved["rules"]
+    assert set(rules) == {"head", "routed", "combined"} and saved["rows"]["test"] > 0
+    assert rules["combined"]["tau"] in TEMPERATURES and rules["combined"]["k"] in TOP
+    assert rules["combined"]["passes_per_row"] == 1 + rules["combined"]["k"] and rules["head"]["passes_per_row"] == 1
+    for name, rule in rules.items():
+        assert rule["ridge"] in RIDGES and rule["ms_per_row"] > 0, name
+        for which in ("dev", "test"):                    # a right class lies in its own experience
+            assert 0 <= rule[f"{which}_accuracy"] <= rule[f"{which}_own_experience"] <= 1, name
