@@ -46,14 +46,22 @@ def text_fields(results: list[dict]) -> dict:
     """A strategy's extra fields (one ``results.json`` entry per seed): ``incremental`` (average incremental
     accuracy, mean ± sd over seeds), ``task_id`` (share of test rows routed to their own experience, mean over
     experiences of ``info["task_id"]``, then over the seeds that route; None where none does), ``keeps_rows``,
-    ``cpu`` (``info["cpu_seconds"]``, mean ± sd) and ``memory_rows`` (mean rows in its memory at the end, None
-    without one)."""
+    ``cpu`` (``info["cpu_seconds"]``, mean ± sd), ``phase_cpu`` (mean CPU seconds in training and in evaluation,
+    ``info["train_cpu_seconds"]`` and ``info["eval_cpu_seconds"]``; None where a seed lacks them) and
+    ``memory_rows`` (mean rows in its memory at the end, None without one)."""
     routed = [float(np.mean(r["info"]["task_id"])) for r in results if r["info"].get("task_id")]
     rows = [r["info"]["memory_rows"] for r in results if r["info"].get("memory_rows") is not None]
     return {"incremental": mean_sd([average_incremental_accuracy(r["matrix"]) for r in results]),
             "task_id": mean_sd(routed), "keeps_rows": any(keeps_rows(r["info"]) for r in results),
             "cpu": mean_sd([r["info"].get("cpu_seconds") for r in results]),
+            "phase_cpu": {phase: _mean_of(results, f"{phase}_cpu_seconds") for phase in ("train", "eval")},
             "memory_rows": float(np.mean(rows)) if rows else None}
+
+
+def _mean_of(results: list[dict], key: str) -> float | None:
+    """The mean of ``info[key]`` over the seeds; None where a seed lacks it."""
+    values = [r["info"].get(key) for r in results]
+    return None if not values or None in values else float(np.mean(values))
 
 
 def _not_run(plan: dict) -> dict:
@@ -154,6 +162,26 @@ def memory_line(s: dict) -> list[str]:
             "as graft keeps in the same run)."]
 
 
+COST_TARGET = 1.3
+"""Issue 54's bound on graft's CPU seconds over naive's (split-clinc150:15, class scenario)."""
+
+
+def cost_line(s: dict) -> list[str]:
+    """Graft's CPU seconds over naive's, in all and per phase (training, evaluation), each the mean over its
+    finished seeds, against :data:`COST_TARGET`; none without both."""
+    graft, naive = s["rows"].get("graft", {}), s["rows"].get("naive", {})
+    if any(not row or row.get("missing") or not row["cpu"]["mean"] for row in (graft, naive)):
+        return []
+    ratio = graft["cpu"]["mean"] / naive["cpu"]["mean"]
+    phases = [f"{label} {g / n:.2f}× ({g:.0f} s against {n:.0f} s)"
+              for label, phase in (("training", "train"), ("evaluation", "eval"))
+              if (g := graft["phase_cpu"][phase]) and (n := naive["phase_cpu"][phase])]
+    verdict = "within" if ratio <= COST_TARGET else "above"
+    return [f"Cost: graft's CPU seconds are {ratio:.2f}× naive's ({verdict} the {COST_TARGET}× target)"
+            + "".join(f"; {p}" for p in phases)
+            + "; measured beside the other stream's invocation, not on a quiet machine."]
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} CPU-hours"
 
@@ -220,4 +248,4 @@ def render(summaries: list[dict]) -> str:
         "and CPU seconds per strategy (`info.cpu_seconds`, the process's CPU time while it ran, tuning runs not "
         "included; CPU timings beside other work are noisy). " + HOW_TO_READ + " " + estimate_line(summaries)),
         (_not_run_section(s) if s.get("not_run") else
-         table_lines(s, COLUMNS, [*rowless_line(s), *memory_line(s), *missing_lines(s)]) for s in summaries))
+         table_lines(s, COLUMNS, [*rowless_line(s), *cost_line(s), *memory_line(s), *missing_lines(s)]) for s in summaries))

@@ -65,7 +65,8 @@ class StrategyResult:
             ``kept_bytes``).
         info: extras: ``cpu_seconds`` (process CPU time, less sensitive to other load on the machine than
             wall time), ``train_seconds`` and ``eval_seconds`` (wall time inside the strategy's ``train`` and
-            ``eval`` calls; the rest is building and saving), ``peak_rss_mb`` (the process's peak resident
+            ``eval`` calls; the rest is building and saving) with ``train_cpu_seconds`` and
+            ``eval_cpu_seconds`` (their CPU time), ``peak_rss_mb``  (the process's peak resident
             memory while the strategy ran, :class:`~cl_graft.provenance.MemoryPeak`; None where it cannot be told
             apart from earlier work) and those of its entry's ``kept_bytes``.
     """
@@ -154,15 +155,16 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
 
 
 class Clock:
-    """Wall seconds spent in training and in evaluation calls (what a run's ``info`` records beside its total).
-    ``names``: the stream's task names, for a model that knows its tasks by label only (warnings name them)."""
+    """Wall and CPU seconds (this process's, all its threads) spent in training and in evaluation calls (what a
+    run's ``info`` records beside its totals). ``names``: the stream's task names, for a model that knows its tasks
+    by label only (warnings name them)."""
 
     def __init__(self, names: list[str] | None = None) -> None:
-        self.seconds = {"train_seconds": 0.0, "eval_seconds": 0.0}
+        self.seconds = {f"{phase}_{clock}": 0.0 for phase in ("train", "eval") for clock in ("seconds", "cpu_seconds")}
         self.names = names
 
     def train(self, strategy, experience, seed: int) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -171,14 +173,18 @@ class Clock:
             for w in caught:                                     # shown, each task named as the stream names it
                 warnings.warn_explicit(_named(w.message, self.names), w.category, w.filename, w.lineno,
                                        source=w.source)
-        self.seconds["train_seconds"] += time.perf_counter() - t0
+        self._add("train", t0, c0)
 
     def eval(self, strategy, stream) -> dict:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return strategy.eval(stream)
         finally:
-            self.seconds["eval_seconds"] += time.perf_counter() - t0
+            self._add("eval", t0, c0)
+
+    def _add(self, phase: str, t0: float, c0: float) -> None:
+        self.seconds[f"{phase}_seconds"] += time.perf_counter() - t0
+        self.seconds[f"{phase}_cpu_seconds"] += time.process_time() - c0
 
     def record(self) -> dict:
         return {k: round(v, 3) for k, v in self.seconds.items()}

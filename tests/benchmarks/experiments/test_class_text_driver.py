@@ -132,9 +132,10 @@ def test_the_driver_tunes_the_first_seed_reuses_its_choices_skips_finished_runs_
 
 
 def _entry(matrix: list[list[float]], *, kept: dict | None = None, task_id: list[float] | None = None,
-           cpu: float | None = None) -> dict:
+           cpu: float | None = None, phases: tuple[float, float] | None = None) -> dict:
     info = {**({"kept": kept} if kept is not None else {}), **({"task_id": task_id} if task_id else {}),
-            **({"cpu_seconds": cpu} if cpu is not None else {})}
+            **({"cpu_seconds": cpu} if cpu is not None else {}),
+            **({"train_cpu_seconds": phases[0], "eval_cpu_seconds": phases[1]} if phases else {})}
     return {"matrix": matrix, "bytes": 2000, "seconds": 5.0, "info": info,
             "summary": {**summarize(matrix), "bytes": 2000, "seconds": 5.0}}
 
@@ -182,6 +183,29 @@ def test_the_page_says_plainly_when_a_strategy_keeping_no_rows_beats_graft(tmp_p
     assert "Beaten" not in close
     assert ("No strategy that keeps no training rows (ncm, naive) beats graft by its Holm interval; ncm scores "
             "higher than graft on average, not separable.") in close
+
+
+def test_the_page_gives_grafts_cpu_seconds_over_naives_per_phase(tmp_path):
+    folders = []
+    for seed in range(2):
+        strategies = {"graft": _entry([[0.9, 0.0], [0.8, 0.8]], task_id=[0.9, 0.9], cpu=260.0 + 20 * seed,
+                                      phases=(200.0 + 20 * seed, 50.0)),
+                      "naive": _entry([[0.9, 0.0], [0.0, 0.9]], kept={}, cpu=200.0, phases=(160.0, 30.0))}
+        folder = tmp_path / "runs" / "b" / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(results_json(
+            {"seed": seed, "command_line": "cl-graft run --stream split-x:2", "git_revision": "abc",
+             "device_name": "cpu", "stream": "split-x:2", "model": "minilm", "preset": "quick", "tune": seed == 0},
+            ["x-0", "x-1"], strategies, scenario="class", chance=[[0.4, 0.6], [0.4, 0.6]])))
+        folders.append(folder)
+    page = render([summary({"main": folders}, root=tmp_path)])
+    assert ("Cost: graft's CPU seconds are 1.35× naive's (above the 1.3× target); training 1.31× (210 s against "
+            "160 s); evaluation 1.67× (50 s against 30 s)") in page
+    older = json.loads((folders[0] / "results.json").read_text())
+    older["strategies"]["naive"]["info"].pop("eval_cpu_seconds")                # a run without the phase's time
+    (folders[0] / "results.json").write_text(json.dumps(older))
+    older = render([summary({"main": folders}, root=tmp_path)])
+    assert "1.35× naive's (above the 1.3× target); training 1.31× (210 s against 160 s); measured beside" in older
 
 
 def _partial(tmp_path) -> list[dict]:

@@ -39,6 +39,8 @@ def test_a_new_baseline_is_one_registry_entry(monkeypatch):
     assert result.bytes == 123 and result.info["x"] == 1
     train, evaluation = result.info["train_seconds"], result.info["eval_seconds"]     # where the time went
     assert train > 0 and evaluation > 0 and train + evaluation <= result.seconds + 0.1
+    cpu = result.info["train_cpu_seconds"], result.info["eval_cpu_seconds"]           # their CPU time
+    assert all(c > 0 for c in cpu) and sum(cpu) <= result.info["cpu_seconds"] + 0.1
 
 
 def test_storage_matched_replay_holds_the_bytes_its_peer_kept():
