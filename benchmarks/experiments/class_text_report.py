@@ -55,13 +55,19 @@ def text_fields(results: list[dict]) -> dict:
             "task_id": mean_sd(routed), "keeps_rows": any(keeps_rows(r["info"]) for r in results),
             "cpu": mean_sd([r["info"].get("cpu_seconds") for r in results]),
             "phase_cpu": {phase: _mean_of(results, f"{phase}_cpu_seconds") for phase in ("train", "eval")},
+            "inner_wall": {part: _mean_of(results, part, total=True)
+                           for part in ("train_seconds", "localize_seconds", "feature_seconds")},
             "memory_rows": float(np.mean(rows)) if rows else None}
 
 
-def _mean_of(results: list[dict], key: str) -> float | None:
-    """The mean of ``info[key]`` over the seeds; None where a seed lacks it."""
+def _mean_of(results: list[dict], key: str, *, total: bool = False) -> float | None:
+    """The mean of ``info[key]`` over the seeds (``total``: of its sum, for per-task lists); None where a seed
+    lacks it."""
     values = [r["info"].get(key) for r in results]
-    return None if not values or None in values else float(np.mean(values))
+    if not values or None in values:
+        return None
+    return float(np.mean([sum(v or 0 for v in value) if total and isinstance(value, list) else value
+                          for value in values]))
 
 
 def _not_run(plan: dict) -> dict:
@@ -176,6 +182,10 @@ def cost_line(s: dict) -> list[str]:
     phases = [f"{label} {g / n:.2f}× ({g:.0f} s against {n:.0f} s)"
               for label, phase in (("training", "train"), ("evaluation", "eval"))
               if (g := graft["phase_cpu"][phase]) and (n := naive["phase_cpu"][phase])]
+    inner = graft["inner_wall"]
+    if inner["train_seconds"] and inner["localize_seconds"] is not None and inner["feature_seconds"] is not None:
+        phases.append(f"of graft's {inner['train_seconds']:.0f} wall seconds of training, region search "
+                      f"{inner['localize_seconds']:.0f} s and feature passes {inner['feature_seconds']:.0f} s")
     verdict = "within" if ratio <= COST_TARGET else "above"
     return [f"Cost: graft's CPU seconds are {ratio:.2f}× naive's ({verdict} the {COST_TARGET}× target)"
             + "".join(f"; {p}" for p in phases)

@@ -191,6 +191,8 @@ def test_the_page_gives_grafts_cpu_seconds_over_naives_per_phase(tmp_path):
         strategies = {"graft": _entry([[0.9, 0.0], [0.8, 0.8]], task_id=[0.9, 0.9], cpu=260.0 + 20 * seed,
                                       phases=(200.0 + 20 * seed, 50.0)),
                       "naive": _entry([[0.9, 0.0], [0.0, 0.9]], kept={}, cpu=200.0, phases=(160.0, 30.0))}
+        strategies["graft"]["info"].update(train_seconds=300.0, localize_seconds=[40.0, 20.0 + seed],
+                                           feature_seconds=[5.0, 5.0])
         folder = tmp_path / "runs" / "b" / f"seed{seed}"
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps(results_json(
@@ -200,12 +202,13 @@ def test_the_page_gives_grafts_cpu_seconds_over_naives_per_phase(tmp_path):
         folders.append(folder)
     page = render([summary({"main": folders}, root=tmp_path)])
     assert ("Cost: graft's CPU seconds are 1.35× naive's (above the 1.3× target); training 1.31× (210 s against "
-            "160 s); evaluation 1.67× (50 s against 30 s)") in page
+            "160 s); evaluation 1.67× (50 s against 30 s); of graft's 300 wall seconds of training, region search "
+            "60 s and feature passes 10 s") in page
     older = json.loads((folders[0] / "results.json").read_text())
     older["strategies"]["naive"]["info"].pop("eval_cpu_seconds")                # a run without the phase's time
     (folders[0] / "results.json").write_text(json.dumps(older))
     older = render([summary({"main": folders}, root=tmp_path)])
-    assert "1.35× naive's (above the 1.3× target); training 1.31× (210 s against 160 s); measured beside" in older
+    assert "1.35× naive's (above the 1.3× target); training 1.31× (210 s against 160 s); of graft's 300" in older
 
 
 def _partial(tmp_path) -> list[dict]:
