@@ -1,0 +1,80 @@
+"""The probe tables of ``benchmarks/results/class_text/README.md`` are their committed artifacts' figures: each
+table row is rebuilt from the probe's JSON and must appear in the page as written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "class_text"
+
+
+def _page() -> str:
+    return (FOLDER / "README.md").read_text()
+
+
+def _art(rel: str) -> dict:
+    return json.loads((FOLDER / rel).read_text())
+
+
+def _pct(share: float, digits: int = 1) -> str:
+    return f"{100 * share:.{digits}f}"
+
+
+def within_rows() -> list[str]:
+    rules = _art("within_experience_b77/within_experience.json")["rules"]
+    names = {"grafted model": "the experience's grafted model (graft's routed answer)",
+             "θ_pre head": "RanPAC's head over θ_pre's features, every training row (graft's router head)",
+             "head on the grafted model's features": "a RanPAC head per experience over its grafted model's own "
+                                                     "features"}
+    return [f"| {names[n]} | {_pct(r['dev'])}% | {_pct(r['test'])}% |" for n, r in rules.items()]
+
+
+def first_session_rows() -> list[str]:
+    encoders = _art("first_session_b77/first_session.json")["encoders"]
+    names = {"θ_pre": "θ_pre (graft's router)", "first task's grafted model": "the first task's grafted model"}
+    out = []
+    for n, e in encoders.items():
+        dev, test = e["dev"][f"{e['ridge']:g}"], e["test"]
+        out.append(f"| {names[n]} | {e['ridge']:g} | {_pct(dev['routed'])}% | {_pct(test['routed'])}% "
+                   f"({_pct(test['routed_later'])}%) | {_pct(test['head'])}% ({_pct(test['head_later'])}%) |")
+    return out
+
+
+def combined_rows() -> list[str]:
+    b, c = (_art(f"combined_answer_{s}/combined_answer.json")["rules"] for s in ("b77", "clinc150"))
+    best = {(run, w): max(r[f"{w}_accuracy"] for r in rules.values()) for run, rules in (("b", b), ("c", c))
+            for w in ("dev", "test")}
+
+    def acc(run: str, rules: dict, name: str, which: str) -> str:
+        text = _pct(rules[name][f"{which}_accuracy"], 2)
+        return f"**{text}**" if rules[name][f"{which}_accuracy"] == best[(run, which)] else text
+
+    out = []
+    for name in ("head", "routed", "combined"):
+        label = name
+        if name == "combined":
+            assert (b[name]["tau"], b[name]["k"]) == (c[name]["tau"], c[name]["k"])
+            label = f"combined (τ {b[name]['tau']:g}, k {b[name]['k']} on both)"
+        assert b[name]["passes_per_row"] == c[name]["passes_per_row"]
+        out.append(f"| {label} | {acc('b', b, name, 'dev')} | {acc('b', b, name, 'test')} | "
+                   f"{_pct(b[name]['test_own_experience'], 2)} | {acc('c', c, name, 'dev')} | "
+                   f"{acc('c', c, name, 'test')} | {_pct(c[name]['test_own_experience'], 2)} | "
+                   f"{b[name]['passes_per_row']} | {b[name]['ms_per_row']:.1f} / {c[name]['ms_per_row']:.1f} |")
+    return out
+
+
+@pytest.mark.parametrize("rows", [within_rows, first_session_rows, combined_rows])
+def test_probe_tables_are_their_artifacts(rows):
+    page = _page()
+    for row in rows():
+        assert row in page, row
+
+
+def test_the_combined_rule_is_left_out_where_dev_rows_prefer_the_head():
+    """The page says dev rows would not choose the combination: true of both artifacts."""
+    for stream in ("b77", "clinc150"):
+        rules = _art(f"combined_answer_{stream}/combined_answer.json")["rules"]
+        assert rules["head"]["dev_accuracy"] > rules["combined"]["dev_accuracy"], stream
+    assert "It is not a candidate of `--answer auto`" in _page()
