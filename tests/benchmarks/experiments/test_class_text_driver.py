@@ -140,6 +140,18 @@ def _entry(matrix: list[list[float]], *, kept: dict | None = None, task_id: list
             "summary": {**summarize(matrix), "bytes": 2000, "seconds": 5.0}}
 
 
+def _seed_folder(tmp_path, seed: int, strategies: dict, **record) -> object:
+    """``tmp_path/runs/b/seed<seed>`` holding a class-scenario ``results.json`` of ``strategies`` on split-x:2 (the
+    run record's fields ``record`` added)."""
+    folder = tmp_path / "runs" / "b" / f"seed{seed}"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results_json(
+        {"seed": seed, "command_line": "cl-graft run --stream split-x:2", "git_revision": "abc",
+         "device_name": "cpu", "stream": "split-x:2", "model": "minilm", "preset": "quick", "tune": seed == 0,
+         **record}, ["x-0", "x-1"], strategies, scenario="class", chance=[[0.4, 0.6], [0.4, 0.6]])))
+    return folder
+
+
 def _benchmark(tmp_path, ncm_gain: list[float]) -> dict:
     """Three seeds of a two-experience class-scenario text run: graft (routing, 90% identified), ncm (graft's last
     row plus ``ncm_gain[seed]``, keeps no rows), naive (forgets), replay and cumulative (keep rows)."""
@@ -151,13 +163,7 @@ def _benchmark(tmp_path, ncm_gain: list[float]) -> dict:
                       "naive": _entry([[0.9, 0.0], [0.0, 0.9 + 0.01 * seed]], kept={}),
                       "replay": _entry([[0.9, 0.0], [0.6, 0.8 + 0.02 * seed]], kept={"memory": 640}),
                       "cumulative": _entry([[0.9, 0.0], [0.9, 0.9 + 0.01 * seed]], kept={"rows": 9000})}
-        folder = tmp_path / "runs" / "b" / f"seed{seed}"
-        folder.mkdir(parents=True)
-        (folder / "results.json").write_text(json.dumps(results_json(
-            {"seed": seed, "command_line": "cl-graft run --stream split-x:2", "git_revision": "abc",
-             "device_name": "cpu", "stream": "split-x:2", "model": "minilm", "preset": "quick", "tune": seed == 0},
-            ["x-0", "x-1"], strategies, scenario="class", chance=[[0.4, 0.6], [0.4, 0.6]])))
-        folders.append(folder)
+        folders.append(_seed_folder(tmp_path, seed, strategies))
     return summary({"main": folders}, root=tmp_path)
 
 
@@ -193,13 +199,7 @@ def test_the_page_gives_grafts_cpu_seconds_over_naives_per_phase(tmp_path):
                       "naive": _entry([[0.9, 0.0], [0.0, 0.9]], kept={}, cpu=200.0, phases=(160.0, 30.0))}
         strategies["graft"]["info"].update(train_seconds=300.0, localize_seconds=[40.0, 20.0 + seed],
                                            feature_seconds=[5.0, 5.0])
-        folder = tmp_path / "runs" / "b" / f"seed{seed}"
-        folder.mkdir(parents=True)
-        (folder / "results.json").write_text(json.dumps(results_json(
-            {"seed": seed, "command_line": "cl-graft run --stream split-x:2", "git_revision": "abc",
-             "device_name": "cpu", "stream": "split-x:2", "model": "minilm", "preset": "quick", "tune": seed == 0},
-            ["x-0", "x-1"], strategies, scenario="class", chance=[[0.4, 0.6], [0.4, 0.6]])))
-        folders.append(folder)
+        folders.append(_seed_folder(tmp_path, seed, strategies))
     page = render([summary({"main": folders}, root=tmp_path)])
     assert ("Cost: graft's CPU seconds are 1.35× naive's (above the 1.3× target); training 1.31× (210 s against "
             "160 s); evaluation 1.67× (50 s against 30 s); of graft's 300 wall seconds of training, region search "
@@ -222,14 +222,8 @@ def _partial(tmp_path) -> list[dict]:
                       "ncm": _entry([[0.9, 0.0], [0.7, 0.7 + 0.02 * seed]], kept={"heads": 64}, cpu=10.0)}
         if seed == 0:
             strategies["der"] = _entry([[0.9, 0.0], [0.6, 0.8]], kept={"memory": 640, "logits": 80}, cpu=50.0)
-        folder = tmp_path / "runs" / "b" / f"seed{seed}"
-        folder.mkdir(parents=True)
-        (folder / "results.json").write_text(json.dumps(results_json(
-            {"seed": seed, "command_line": "cl-graft run --stream split-x:2", "git_revision": "abc",
-             "device_name": "cpu", "stream": "split-x:2", "model": "minilm", "preset": "quick", "tune": seed == 0,
-             "cpu_seconds": 3600.0 if seed == 0 else 180.0, "wall_seconds": 4000.0},
-            ["x-0", "x-1"], strategies, scenario="class", chance=[[0.4, 0.6], [0.4, 0.6]])))
-        folders.append(folder)
+        folders.append(_seed_folder(tmp_path, seed, strategies, cpu_seconds=3600.0 if seed == 0 else 180.0,
+                                    wall_seconds=4000.0))
     peers = "graft,ncm,der,joint"
     done = summary({"main": folders}, root=tmp_path,
                    plan=plan_of(Benchmark.parse("split-x:2//class"), [0, 1, 2], peers))
