@@ -130,3 +130,24 @@ def test_combined_answer_scores_three_rules_chosen_on_dev_rows(env, tmp_path):
         assert rule["ridge"] in RIDGES and rule["ms_per_row"] > 0, name
         for which in ("dev", "test"):                    # a right class lies in its own experience
             assert 0 <= rule[f"{which}_accuracy"] <= rule[f"{which}_own_experience"] <= 1, name
+
+
+def test_more_steps_scores_each_experience_every_few_steps_beside_the_head(env, tmp_path):
+    from click.testing import CliRunner
+
+    from cl_graft.benchmarks.experiments.probes.more_steps import main
+    from cl_graft.strategies.routing.class_heads import RIDGES
+
+    run = tmp_path / "run"
+    assert cli(env, "--stream", "split-intents:3", "--scenario", "class", "--strategies", "naive",
+               "--out", str(run)).exit_code == 0                    # the probe reads only the run's record
+    result = CliRunner().invoke(main, ["--run", str(run), "--data-dir", str(env / "data"), "--out",
+                                       str(tmp_path / "m"), "--experiences", "0,2", "--steps", "4", "--every", "2"])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "m" / "more_steps.json").read_text())
+    assert saved["ridge"] in RIDGES and saved["recipe"]["steps"] == 4 and set(saved["experiences"]) == {"0", "2"}
+    for k, e in saved["experiences"].items():
+        assert set(e["fine_tuned"]) == {"2", "4"}, k
+        for which in ("dev", "test"):
+            assert e["rows"][which] > 0 and 0 <= e["head"][which] <= 1, k
+            assert all(0 <= got[which] <= 1 for got in e["fine_tuned"].values()), k
