@@ -78,3 +78,29 @@ def test_the_combined_rule_is_left_out_where_dev_rows_prefer_the_head():
         rules = _art(f"combined_answer_{stream}/combined_answer.json")["rules"]
         assert rules["head"]["dev_accuracy"] > rules["combined"]["dev_accuracy"], stream
     assert "It is not a candidate of `--answer auto`" in _page()
+
+
+def more_steps_rows() -> list[str]:
+    saved = _art("more_steps_b77/more_steps.json")["experiences"]
+    steps = ("200", "400", "600")
+
+    def pair(dev: float, test: float) -> str:
+        return f"{_pct(dev)} / {_pct(test)}"
+
+    out = [f"| {int(k) + 1} | {e['rows']['dev']} / {e['rows']['test']} | {pair(e['head']['dev'], e['head']['test'])} | "
+           + " | ".join(pair(e["fine_tuned"][s]["dev"], e["fine_tuned"][s]["test"]) for s in steps) + " |"
+           for k, e in saved.items()]
+
+    def mean(get) -> float:
+        return sum(get(e) for e in saved.values()) / len(saved)
+
+    out.append("| mean | | " + pair(mean(lambda e: e["head"]["dev"]), mean(lambda e: e["head"]["test"])) + " | "
+               + " | ".join(pair(mean(lambda e, s=s: e["fine_tuned"][s]["dev"]),
+                                 mean(lambda e, s=s: e["fine_tuned"][s]["test"])) for s in steps) + " |")
+    return out
+
+
+def test_more_steps_table_is_its_artifact():
+    page = _page()
+    for row in more_steps_rows():
+        assert row in page, row
