@@ -69,10 +69,11 @@ class Columns:
         return torch.tensor(list(self.index), dtype=torch.int64).reshape(-1, 2)
 
 
-def features(model: torch.nn.Module, x: Tensor, labels: Tensor, seen: SeenRows | None = None
+def features(model: torch.nn.Module, x: Tensor, labels: Tensor, seen: SeenRows | None = None, *, unit: bool = True
              ) -> list[tuple[str, Tensor, Tensor]]:
-    """θ_pre's unit-length sentence features of ``x`` (B, 2, L) with task labels ``labels`` (B,): per head of
-    the batch, ``(head name, row mask (B,), features (n, d))``; those of rows ``seen`` before read back."""
+    """θ_pre's sentence features of ``x`` (B, 2, L) with task labels ``labels`` (B,), unit-length unless ``unit``
+    is False (then as the head reads them): per head of the batch, ``(head name, row mask (B,), features (n, d))``;
+    those of rows ``seen`` before read back."""
     from avalanche.models.utils import avalanche_forward
 
     out = []
@@ -86,7 +87,7 @@ def features(model: torch.nn.Module, x: Tensor, labels: Tensor, seen: SeenRows |
             return rec.take(len(part))
 
         feats = computed(x[rows]) if seen is None else seen.get(x[rows], computed, tag=name)
-        out.append((name, rows, torch.nn.functional.normalize(feats, dim=-1)))
+        out.append((name, rows, torch.nn.functional.normalize(feats, dim=-1) if unit else feats))
     return out
 
 
@@ -151,14 +152,14 @@ def template(ctx: BuildContext, name: str, head: Any):
                 part = torch.full((len(feats), width), below)
                 part[:, classes] = scores
                 if out is None:
-                    out = torch.full((len(self.mb_x), _width(self.model)), MASK_VALUE)
+                    out = torch.full((len(self.mb_x), output_width(self.model)), MASK_VALUE)
                 out[rows.cpu(), :width] = part
             return out.to(self.mb_x.device)
 
     return ClosedForm(**ctx.template, plugins=ctx.plugins)
 
 
-def _width(model: torch.nn.Module) -> int:
+def output_width(model: torch.nn.Module) -> int:
     """Columns of the model's output: its widest task (a :class:`TaskAdapter`) or its head's classes."""
     return getattr(model, "max_class_label", None) or model.clf.tasks[model.head].num_labels
 

@@ -6,16 +6,19 @@ nearest in cosine: the head's row of a class is set to its mean, normalised to u
 the head's argmax is the nearest mean (a row's own length scales every logit alike). Routed without task labels
 (``--task-inference features``, :mod:`.all_columns`) a row goes to the nearest mean over every task's classes:
 every head reads the same features, so its logits are comparable across heads. Text streams only; it keeps the
-class means (the head).
+class means (the head). Evaluated rows' features are computed once (:class:`~..head_inputs.SeenRows`, as ``slda``
+and ``ranpac``): each evaluation's logits are the heads applied to them, what the model's own forward gives.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ..head_inputs import HeadInputs
+from ..adapter import MASK_VALUE
+from ..head_inputs import HeadInputs, SeenRows
 from ..interface.entry import BuildContext, StrategyEntry
 from .all_columns import AllColumns, ColumnRouting, head_of
+from .closed_form import features, output_width
 from .common import features_pass, head_bytes, text_rows
 
 
@@ -25,6 +28,14 @@ def build(ctx: BuildContext):
 
 
     class NearestClassMean(AllColumns, Naive):
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.seen = SeenRows()                          # the features of rows evaluated before
+
+        def _before_eval(self, **kwargs):
+            self.seen.begin_()
+            super()._before_eval(**kwargs)
+
         def column_keys(self) -> Tensor:
             heads = list(self.model.clf.heads)
             return torch.tensor([(heads.index(name), c) for name in _head_names(self.model)
@@ -32,17 +43,26 @@ def build(ctx: BuildContext):
 
         @torch.no_grad()
         def column_scores(self, x: Tensor) -> Tensor:
-            _, first = head_of(self.model, 0)
-            with HeadInputs(first) as rec:
-                avalanche_forward(self.model, x, torch.zeros(len(x), dtype=torch.long, device=x.device))
-            feats = rec.take(len(x))                                            # (B, d), as each head reads it
+            (_, _, feats), = features(self.model, x, torch.zeros(len(x), dtype=torch.long, device=x.device),
+                                      self.seen, unit=False)                 # (B, d), as each head reads it
             return torch.cat([self.model.clf.heads[name](feats) for name in _head_names(self.model)], dim=1)
 
+        @torch.no_grad()
         def forward(self):
-            """The model's logits; routed: every task's (B, K)."""
-            if self.routed is not None and not self.is_training:
+            """Training: the model's logits (never read); evaluation: each row's head applied to its features
+            (B, C); routed: every task's (B, K)."""
+            if self.is_training:
+                return super().forward()
+            if self.routed is not None:
                 return self.answer_all()
-            return super().forward()
+            out = torch.full((len(self.mb_x), output_width(self.model)), MASK_VALUE, device=self.mb_x.device)
+            unseen = ~self.model.seen if hasattr(self.model, "seen") else None   # a SharedHead's untrained classes
+            for name, rows, feats in features(self.model, self.mb_x, self.mb_task_id, self.seen, unit=False):
+                logits = self.model.clf.heads[name](feats)
+                if unseen is not None:
+                    logits = logits.masked_fill(unseen, MASK_VALUE)
+                out[rows, :logits.shape[1]] = logits
+            return out
 
         def training_epoch(self, **kwargs):
             """No optimizer step: the class means are set once per experience, after it."""
@@ -75,7 +95,13 @@ def _head_names(model: torch.nn.Module) -> list[str]:
     return getattr(model, "task_names", None) or [model.head]
 
 
+def kept(strategy, model) -> tuple[int, dict]:
+    """The heads' bytes and the counts of evaluated rows' features computed and read back."""
+    size, info = head_bytes(strategy, model)
+    return size, {**info, **strategy.seen.info()}
+
+
 ENTRY = StrategyEntry(name="ncm", help="nearest class mean on θ_pre's sentence features, no training (text "
                       "streams)", stores="one mean feature vector per class (the head)", build=build,
-                      kept_bytes=head_bytes, routes=ColumnRouting(), check=text_rows("ncm"),
+                      kept_bytes=kept, routes=ColumnRouting(), check=text_rows("ncm"),
                       phase_after_training=features_pass)

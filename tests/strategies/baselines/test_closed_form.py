@@ -237,3 +237,24 @@ def test_a_rule_no_named_strategy_routes_by_is_refused_in_one_line(env, tmp_path
               "--out", str(tmp_path / "x"))
     assert res.exit_code == 2 and "--task-inference entropy scores strategies" in res.output, res.output
     assert "none of --strategies slda does" in res.output and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("args", [("--stream", "intents,pairs"), ("--stream", "split-intents:3", "--scenario", "class")])
+def test_ncm_answers_from_kept_features_what_the_model_itself_answers(env, tmp_path, monkeypatch, args):
+    """ncm's evaluated rows' features are computed once: each evaluated batch's output (the heads applied to them)
+    is what the model's own forward gives, unseen classes masked included."""
+    from avalanche.models.utils import avalanche_forward
+
+    from cl_graft.strategies.plugins.recipe import FiniteGuard
+
+    checked = []
+
+    def compared(self, strategy, **kwargs):
+        with torch.no_grad():
+            own = avalanche_forward(strategy.model, strategy.mb_x, strategy.mb_task_id)
+        assert torch.allclose(strategy.mb_output[:, :own.shape[1]], own, atol=1e-5)
+        checked.append(len(own))
+
+    monkeypatch.setattr(FiniteGuard, "after_eval_forward", compared, raising=False)
+    rows = _results(env, tmp_path, *args, "--strategies", "ncm")["ncm"]["info"]["feature_rows"]
+    assert checked and rows["reused"] > 0 and rows["checks"] >= 1 and rows["forgotten"] == 0
