@@ -66,7 +66,7 @@ class StrategyResult:
         info: extras: ``cpu_seconds`` (process CPU time, less sensitive to other load on the machine than
             wall time), ``train_seconds`` and ``eval_seconds`` (wall time inside the strategy's ``train`` and
             ``eval`` calls; the rest is building and saving) with ``train_cpu_seconds`` and
-            ``eval_cpu_seconds`` (their CPU time), ``peak_rss_mb``  (the process's peak resident
+            ``eval_cpu_seconds`` (their CPU time), ``peak_rss_mb`` (the process's peak resident
             memory while the strategy ran, :class:`~cl_graft.provenance.MemoryPeak`; None where it cannot be told
             apart from earlier work) and those of its entry's ``kept_bytes``.
     """

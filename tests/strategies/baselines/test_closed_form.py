@@ -239,7 +239,8 @@ def test_a_rule_no_named_strategy_routes_by_is_refused_in_one_line(env, tmp_path
     assert "none of --strategies slda does" in res.output and not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("args", [("--stream", "intents,pairs"), ("--stream", "split-intents:3", "--scenario", "class")])
+@pytest.mark.parametrize("args", [("--stream", "intents,pairs"),
+                                  ("--stream", "split-intents:3", "--scenario", "class")])
 def test_ncm_answers_from_kept_features_what_the_model_itself_answers(env, tmp_path, monkeypatch, args):
     """ncm's evaluated rows' features are computed once: each evaluated batch's output (the heads applied to them)
     is what the model's own forward gives, unseen classes masked included."""
