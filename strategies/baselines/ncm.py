@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..adapter import MASK_VALUE
 from ..head_inputs import HeadInputs, SeenRows
 from ..interface.entry import BuildContext, StrategyEntry
 from .all_columns import AllColumns, ColumnRouting, head_of
@@ -26,6 +25,7 @@ def build(ctx: BuildContext):
     from avalanche.models.utils import avalanche_forward
     from avalanche.training import Naive
 
+    from ..adapter import MASK_VALUE
 
     class NearestClassMean(AllColumns, Naive):
         def __init__(self, **kwargs) -> None:
