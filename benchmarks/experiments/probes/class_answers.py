@@ -70,8 +70,9 @@ def run_options(command):
 def state_passes(clf, owners, head: str, rows: list[dict], state: int, batch: int = 64
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The head inputs ``(n, d)`` and logits ``(n, C)`` of ``rows`` with the model in ``state`` (the owner map's
-    ``rollback_patch(state)``: -1 θ_pre, k task k's grafted model; put back after)."""
-    patch = owners.rollback_patch(state)
+    ``rollback_patch(state)``: -1 θ_pre, k task k's grafted model; put back after; without ``owners``: the model as
+    it is)."""
+    patch = owners.rollback_patch(state) if owners is not None else None
     stash = patch_(clf, patch) if patch is not None else None
     feats, logits = [], []
     try:

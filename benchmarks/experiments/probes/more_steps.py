@@ -26,28 +26,12 @@ import torch
 from cl_graft.benchmarks.families import RECORDED, recorded_setup
 from cl_graft.files import read_json, write_json
 from cl_graft.schema import check_json
-from cl_graft.strategies.head_inputs import HeadInputs
 from cl_graft.strategies.routing.class_heads import RIDGES
 from cl_graft.training.finetune import FinetuneConfig, batches, train_, trainable_names
 
 from ..script_out import claimed, settings_of
 from .class_answers import run_options
-from .within_experience import in_classes, ranpac
-
-
-@torch.no_grad()
-def passes(clf, head: str, rows: list[dict], batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unit-length head inputs ``(n, d)`` and logits ``(n, C)`` of ``rows`` (the model's mode kept)."""
-    was = clf.training
-    clf.eval()
-    feats, logits = [], []
-    with HeadInputs(clf.heads[head]) as rec:
-        for s in range(0, len(rows), batch):
-            enc = clf.encode(rows[s:s + batch], head)
-            logits.append(clf(enc["input_ids"], enc["attention_mask"], task=head).float())
-            feats.append(rec.take(len(rows[s:s + batch])))
-    clf.train(was)
-    return torch.nn.functional.normalize(torch.cat(feats).float(), dim=-1), torch.cat(logits)
+from .within_experience import in_classes, passes, ranpac
 
 
 def within(logits: torch.Tensor, rows: list[dict], classes: list[int]) -> float:
@@ -69,11 +53,11 @@ def main(run_dir, data_dir, out, overwrite, experiences, steps, every) -> None:
         setup = recorded_setup(record, data_dir)
         stream, _ = setup.make()
         splits, head = stream.splits, stream.head
-        pre = setup.base
+        pre = setup.base.eval()
         rows = {w: [r for s in splits for r in getattr(s, w)] for w in ("train", "dev")}
-        train_feats, _ = passes(pre, head, rows["train"])
+        train_feats, _ = passes(pre, None, head, rows["train"], -1)
         fitted = ranpac(train_feats, torch.tensor([r["label"] for r in rows["train"]]))
-        dev_feats, _ = passes(pre, head, rows["dev"])
+        dev_feats, _ = passes(pre, None, head, rows["dev"], -1)
         dev_y = torch.tensor([r["label"] for r in rows["dev"]])
         ridge = max(RIDGES, key=lambda r: (int((fitted.scores(dev_feats, ridge=r).argmax(1) == dev_y).sum()),
                                            -RIDGES.index(r)))
@@ -84,12 +68,12 @@ def main(run_dir, data_dir, out, overwrite, experiences, steps, every) -> None:
         for k in (int(x) for x in experiences.split(",")):
             split = splits[k]
             classes = sorted({r["label"] for r in split.train})
-            head_scores = {w: fitted.scores(passes(pre, head, getattr(split, w))[0], ridge=ridge)
+            head_scores = {w: fitted.scores(passes(pre, None, head, getattr(split, w), -1)[0], ridge=ridge)
                            for w in ("dev", "test")}
             model = copy.deepcopy(pre)
 
             def score() -> tuple[float, dict]:
-                got = {w: within(passes(model, head, getattr(split, w))[1], getattr(split, w), classes)
+                got = {w: within(passes(model, None, head, getattr(split, w), -1)[1], getattr(split, w), classes)
                        for w in ("dev", "test")}
                 return got["dev"], got
 
