@@ -474,6 +474,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# ----------------------------------------------------------------------------- the runner's training calls
+
+def training_calls(monkeypatch, *, stop_at: int | None = None, experience: int | None = None) -> list[tuple]:
+    """Records the comparison runner's training calls (:func:`~cl_graft.strategies.comparison.clock.train_experience`)
+    as ``(experience index or None, seed)`` in the list returned; the ``stop_at``-th call (from 1), or the first
+    call on experience index ``experience``, raises ``KeyboardInterrupt`` (a user's Ctrl-C) instead of training."""
+    from cl_graft.strategies.comparison import clock
+
+    train, calls = clock.train_experience, []
+
+    def recorded(strategy, exp, seed):
+        calls.append((getattr(exp, "current_experience", None), seed))
+        if len(calls) == stop_at or (experience is not None and calls[-1][0] == experience):
+            raise KeyboardInterrupt
+        train(strategy, exp, seed)
+
+    monkeypatch.setattr(clock, "train_experience", recorded)
+    return calls
+
+
 # ----------------------------------------------------------------------------- results.json of `cl-graft run`
 
 def strategy_json(final: list[float], *, forgetting: float = 0.0, **fields) -> dict:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +36,7 @@ from ..interface.entry import BuildContext, Routing, StrategyEntry
 from ..interface.scenario import OWN_HEADS, SINGLE_HEAD, scenario_model
 from ..interface.settings import Settings, apply_point
 from ..plugins.recipe import ClipGrad, FiniteGuard, StepLimit, WholeEval, recipe_optimizer
+from .clock import Clock
 from .committed import PROGRESS_FILE, resume_stream, write_progress
 from .metrics import summarize
 from .progress import Report
@@ -152,68 +152,6 @@ def _build(entry: StrategyEntry, model: torch.nn.Module, cfg: ContinualConfig, s
         raise UserError(f"strategy {entry.name!r} cannot run under torchrun: Avalanche's {unsupported[0]} does not "
                         f"support distributed training")
     return strategy
-
-
-class Clock:
-    """Wall and CPU seconds (this process's, all its threads) spent in training and in evaluation calls (what a
-    run's ``info`` records beside its totals). ``names``: the stream's task names, for a model that knows its tasks
-    by label only (warnings name them)."""
-
-    def __init__(self, names: list[str] | None = None) -> None:
-        self.seconds = {f"{phase}_{clock}": 0.0 for phase in ("train", "eval") for clock in ("seconds", "cpu_seconds")}
-        self.names = names
-
-    def train(self, strategy, experience, seed: int) -> None:
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                _train(strategy, experience, seed)
-        finally:
-            for w in caught:                                     # shown, each task named as the stream names it
-                warnings.warn_explicit(_named(w.message, self.names), w.category, w.filename, w.lineno,
-                                       source=w.source)
-        self._add("train", t0, c0)
-
-    def eval(self, strategy, stream) -> dict:
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            return strategy.eval(stream)
-        finally:
-            self._add("eval", t0, c0)
-
-    def _add(self, phase: str, t0: float, c0: float) -> None:
-        self.seconds[f"{phase}_seconds"] += time.perf_counter() - t0
-        self.seconds[f"{phase}_cpu_seconds"] += time.process_time() - c0
-
-    def record(self) -> dict:
-        return {k: round(v, 3) for k, v in self.seconds.items()}
-
-
-def _train(strategy, experience, seed: int) -> None:
-    """``strategy.train(experience)`` from ``seed``, without Avalanche's deprecation notices (a memory buffer's
-    ``update``: its decorator turns the filters to "always", so they are caught and dropped here); every other
-    warning (e.g. a ``CapacityWarning``) is shown as usual."""
-    torch.manual_seed(seed)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        strategy.train(experience)
-    for w in caught:
-        if not issubclass(w.category, DeprecationWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-
-
-def _named(message: Warning | str, names: list[str] | None) -> Warning | str:
-    """``message`` with each ``task '<label>'`` of a label of ``names`` written ``task '<name>'``."""
-    if names is None:
-        return message
-
-    def name(m: re.Match) -> str:
-        label = int(m.group(1))
-        return f"task {names[label]!r}" if label < len(names) else m.group(0)
-
-    text = re.sub(r"\btask '(\d+)'", name, str(message))
-    return type(message)(text) if isinstance(message, Warning) else text
 
 
 def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg: ContinualConfig,

@@ -15,7 +15,7 @@ from cl_graft.benchmarks.families.split_text import class_order, groups
 from cl_graft.cli import main
 from cl_graft.errors import UserError
 
-from helpers import cli, entry_point_module, hub_dataset, intents_env
+from helpers import cli, entry_point_module, hub_dataset, intents_env, training_calls
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -68,7 +68,8 @@ def test_split_stream_runs_in_both_scenarios(env, tmp_path, scenario):
 def test_linear_probe_trains_only_the_head_and_ncm_sets_class_means(env, tmp_path):
     from cl_graft.benchmarks.families import StreamRequest
     from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
-    from cl_graft.strategies.comparison.runner import _build, _train, fresh_model
+    from cl_graft.strategies.comparison.clock import train_experience
+    from cl_graft.strategies.comparison.runner import _build, fresh_model
     from cl_graft.strategies.interface.config import continual_setup
 
     data, cfg = continual_setup("smoke", seed=0)
@@ -81,7 +82,7 @@ def test_linear_probe_trains_only_the_head_and_ncm_sets_class_means(env, tmp_pat
         model, _ = fresh_model(setup.base, stream, 0)
         strategy = _build(STRATEGIES[name], model, cfg, strategy_settings(name, data, seed=0), 3, stream=stream,
                           report=None)
-        _train(strategy, stream.benchmark.train_stream[0], 0)
+        train_experience(strategy, stream.benchmark.train_stream[0], 0)
         moved = {n for n, p in model.clf.named_parameters() if not p.detach().equal(before[n])}
         assert moved and all(n.startswith("heads.") for n in moved), (name, moved)
     head = model.clf.heads["intents"]
@@ -161,8 +162,6 @@ def test_split_stream_tunes_resumes_infers_and_matches_bytes(env, tmp_path, monk
     """A split text stream with the harness's options: ``--tune`` chooses on dev rows (ewc's grid), an interrupted
     graft run resumes to the same results, replay-matched keeps at most graft's bytes, and ``--task-inference``
     in the task scenario reports graft's accuracy without task labels."""
-    from cl_graft.strategies.comparison import runner
-
     split = ["--stream", "split-intents:3", "--class-order", "5,4,3,2,1,0"]
     full = tmp_path / "full"
     res = cli(env, *split, "--scenario", "class", "--strategies", "graft,replay-matched,ewc", "--tune",
@@ -171,17 +170,10 @@ def test_split_stream_tunes_resumes_infers_and_matches_bytes(env, tmp_path, monk
     runs = json.loads((full / "results.json").read_text())["strategies"]
     assert len(runs["ewc"]["info"]["tuning"]["dev_average"]) == 2 and "tuned on dev" in res.output
     assert 0 < runs["replay-matched"]["info"]["memory_bytes"] <= runs["graft"]["bytes"]
-    train = runner._train
-
-    def interrupt_second(strategy, experience, seed):
-        if getattr(experience, "current_experience", 0) == 1:
-            raise KeyboardInterrupt
-        train(strategy, experience, seed)
-
     out, settings = tmp_path / "resumed", ["--settings-from", str(full)]
-    monkeypatch.setattr(runner, "_train", interrupt_second)
-    cli(env, *split, "--scenario", "class", "--strategies", "graft", *settings, "--out", str(out))
-    monkeypatch.setattr(runner, "_train", train)
+    with monkeypatch.context() as m:
+        training_calls(m, experience=1)
+        cli(env, *split, "--scenario", "class", "--strategies", "graft", *settings, "--out", str(out))
     res = cli(env, *split, "--scenario", "class", "--strategies", "graft", *settings, "--resume", "--out", str(out))
     assert res.exit_code == 0, res.output
     resumed = json.loads((out / "results.json").read_text())["strategies"]["graft"]

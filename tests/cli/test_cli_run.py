@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from cl_graft.cli import main
 
-from helpers import cli, shared_data_dir
+from helpers import cli, shared_data_dir, training_calls
 
 ALL = "graft,graft-paper,packnet,naive,ewc,lwf,replay,joint,single"
 
@@ -151,21 +151,12 @@ def test_resume_refuses_another_run(env, all_run, change, word):
 
 
 def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, monkeypatch):
-    from cl_graft.strategies.comparison import runner
-
     full = json.loads((all_run[0] / "results.json").read_text())["strategies"]["graft"]
     out = tmp_path / "run"
-    train = runner._train
-
-    def interrupt_second(strategy, experience, seed):
-        if getattr(experience, "current_experience", 0) == 1:
-            raise KeyboardInterrupt
-        train(strategy, experience, seed)
-
-    monkeypatch.setattr(runner, "_train", interrupt_second)
-    cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--trained-test", "true", "--out", str(out))
+    with monkeypatch.context() as m:
+        training_calls(m, experience=1)
+        cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--trained-test", "true", "--out", str(out))
     assert json.loads((out / "graft" / "state" / "progress.json").read_text())["rows"] == full["matrix"][:1]
-    monkeypatch.setattr(runner, "_train", train)
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--trained-test", "true", "--resume",
                  "--out", str(out))
     assert result.exit_code == 0, result.output

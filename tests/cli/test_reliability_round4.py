@@ -13,6 +13,7 @@ from click.testing import CliRunner
 avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.cli import main
+from helpers import training_calls
 
 RUN = ["run", "--model", "mlp", "--preset", "smoke", "--quiet"]
 
@@ -62,18 +63,9 @@ GRAFT3 = ["--stream", "permuted-digits:3", "--strategies", "graft", "--steps", "
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     """A graft run of three tasks stopped (KeyboardInterrupt) in the third task's training: two rows committed."""
-    from cl_graft.strategies.comparison import runner
-
     out = tmp_path_factory.mktemp("r4") / "interrupted"
-    train = runner._train
-
-    def stopped(strategy, experience, seed):
-        if experience.current_experience == 2:
-            raise KeyboardInterrupt
-        train(strategy, experience, seed)
-
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(runner, "_train", stopped)
+        training_calls(m, experience=2)
         result = _invoke(*GRAFT3, "--out", out)
     assert result.exit_code != 0 and not (out / "results.json").exists()
     assert len(json.loads((out / "graft/state/progress.json").read_text())["rows"]) == 2

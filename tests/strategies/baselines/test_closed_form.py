@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from cl_graft.files import write_safetensors
 
-from helpers import INTENT_WORDS, cli, intents_env, write_task
+from helpers import INTENT_WORDS, cli, intents_env, training_calls, write_task
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -84,26 +84,13 @@ def test_resume_continues_from_the_heads_sums(env, tmp_path, monkeypatch, name):
     settings = strategy_settings(name, data, seed=0, given={"ranpac_width": WIDTH})
     before = {n: p.detach().clone() for n, p in base.named_parameters()}
     full = runner.run_strategy(name, base, stream, cfg, settings, state_dir=tmp_path / "full")
-    train = runner._train
-
-    def killed(strategy, experience, seed):
-        if experience.current_experience == 2:
-            raise KeyboardInterrupt
-        train(strategy, experience, seed)
-
     with monkeypatch.context() as m:
-        m.setattr(runner, "_train", killed)
+        training_calls(m, experience=2)
         with pytest.raises(KeyboardInterrupt):
             runner.run_strategy(name, base, stream, cfg, settings, state_dir=tmp_path / "cut")
-    trained = []
-
-    def counted(strategy, experience, seed):
-        trained.append(experience.current_experience)
-        train(strategy, experience, seed)
-
-    monkeypatch.setattr(runner, "_train", counted)
+    calls = training_calls(monkeypatch)
     resumed = runner.run_strategy(name, base, stream, cfg, settings, state_dir=tmp_path / "cut")
-    assert trained == [2]
+    assert [exp for exp, _ in calls] == [2]
     assert resumed.matrix == full.matrix and resumed.bytes == full.bytes
     assert all(p.detach().equal(before[n]) for n, p in base.named_parameters())   # the encoder is θ_pre's
 

@@ -10,7 +10,8 @@ avalanche = pytest.importorskip("avalanche")
 
 from cl_graft.benchmarks.families import StreamRequest, find_family
 from cl_graft.strategies.comparison.registry import STRATEGIES, strategy_settings
-from cl_graft.strategies.comparison.runner import _build, _row, _train, fresh_model
+from cl_graft.strategies.comparison.clock import train_experience
+from cl_graft.strategies.comparison.runner import _build, _row, fresh_model
 from cl_graft.strategies.interface.config import continual_setup
 
 
@@ -25,7 +26,7 @@ def test_joint_probe_trains_only_the_heads_on_every_class_at_once(tmp_path):
     before = {n: p.detach().clone() for n, p in model.clf.named_parameters()}
     strategy = _build(STRATEGIES["joint-probe"], model, cfg, strategy_settings("joint-probe", data, seed=0), 3 * 100,
                       stream=stream, report=None)
-    _train(strategy, stream.benchmark.train_stream, 0)
+    train_experience(strategy, stream.benchmark.train_stream, 0)
     moved = {n for n, p in model.clf.named_parameters() if not p.detach().equal(before[n])}
     assert moved and all(n.startswith("heads.") for n in moved), moved
     final = _row(strategy.eval(stream.benchmark.test_stream), 3)

@@ -19,7 +19,7 @@ from cl_graft.strategies.comparison import runner
 from cl_graft.strategies.comparison.registry import strategy_settings
 from cl_graft.strategies.interface.config import continual_setup
 
-from helpers import build_model, stream_rows
+from helpers import build_model, stream_rows, training_calls
 
 DATA, CFG = continual_setup("smoke", seed=0)
 SETTINGS = strategy_settings("graft", DATA, seed=0, given={"region_size": 0.05})
@@ -46,15 +46,8 @@ def full_state(result):
 
 def _interrupt_training(monkeypatch, state_dir) -> None:
     """Runs the stream until the second experience's training, which is killed (its task is never saved)."""
-    train = runner._train
-
-    def killed(strategy, experience, seed):
-        if experience.current_experience == 1:
-            raise KeyboardInterrupt
-        train(strategy, experience, seed)
-
     with monkeypatch.context() as m:
-        m.setattr(runner, "_train", killed)
+        training_calls(m, experience=1)
         with pytest.raises(KeyboardInterrupt):
             _run(state_dir)
 
@@ -74,8 +67,7 @@ def test_skills_saved_but_not_committed_are_kept_and_only_their_row_measured(ful
             _run(state_dir)
     assert len(json.loads((state_dir / "skills" / "skills.json").read_text())["tasks"]) == 2
     assert len(json.loads((state_dir / "progress.json").read_text())["rows"]) == 1
-    trained = []
-    monkeypatch.setattr(runner, "_train", lambda *a: trained.append(a))
+    trained = training_calls(monkeypatch)
     resumed = _run(state_dir)
     assert trained == [] and resumed.matrix == full.matrix and resumed.bytes == full.bytes
 

@@ -51,7 +51,7 @@ def test_training_drops_avalanches_deprecation_notices_but_keeps_other_warnings(
     ``train`` did not hold (every replay experience printed a DeprecationWarning)."""
     import warnings
 
-    from cl_graft.strategies.comparison.runner import _train
+    from cl_graft.strategies.comparison.clock import train_experience
 
     class Strategy:
         def train(self, experience):
@@ -61,5 +61,5 @@ def test_training_drops_avalanches_deprecation_notices_but_keeps_other_warnings(
 
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("default")
-        _train(Strategy(), experience=None, seed=0)
+        train_experience(Strategy(), experience=None, seed=0)
     assert [w.category for w in shown] == [UserWarning]

@@ -9,7 +9,7 @@ import pytest
 from cl_graft.errors import UserError
 from cl_graft.task import TaskRows
 
-from helpers import SENTIMENT, cli, results_json, strategy_json
+from helpers import SENTIMENT, cli, results_json, strategy_json, training_calls
 
 avalanche = pytest.importorskip("avalanche")
 
@@ -231,29 +231,17 @@ def test_a_grid_point_the_stream_cannot_run_is_skipped_not_fatal():
 
 
 def test_an_interrupted_search_continues_from_its_last_finished_experience(env, tmp_path, monkeypatch):
-    from cl_graft.strategies.comparison import runner
-
-    train, trained = runner._train, []
-
-    def killed(strategy, experience, seed):            # the second grid point's second experience is interrupted
-        trained.append(seed)
-        if len(trained) == 4:
-            raise KeyboardInterrupt
-        train(strategy, experience, seed)
-
     args = ("--stream", "alpha,beta", "--strategies", "graft", "--tune", "--tune-budget", "2")
     out, whole = tmp_path / "stopped", tmp_path / "whole"
     with monkeypatch.context() as m:
-        m.setattr(runner, "_train", killed)
+        training_calls(m, stop_at=4)                   # the second grid point's second experience is interrupted
         assert cli(env, *args, "--out", str(out)).exit_code != 0
     assert (out / "graft" / "tune" / "1" / "score.json").exists()
     assert not (out / "graft" / "tune" / "2" / "score.json").exists()
-    trained.clear()
-    monkeypatch.setattr(runner, "_train",
-                        lambda strategy, exp, seed: (trained.append(seed), train(strategy, exp, seed)))
+    calls = training_calls(monkeypatch)
     resumed = cli(env, *args, "--out", str(out), "--resume")
     assert resumed.exit_code == 0, resumed.output
-    assert trained == [1, 0, 1]                  # point 1 read back, point 2 from its second experience, the run
+    assert [seed for _, seed in calls] == [1, 0, 1]     # point 1 read back, point 2 from its second experience, the run
     assert cli(env, *args, "--out", str(whole)).exit_code == 0
     runs = [json.loads((d / "results.json").read_text())["strategies"]["graft"] for d in (out, whole)]
     assert runs[0]["info"]["tuning"] == runs[1]["info"]["tuning"]

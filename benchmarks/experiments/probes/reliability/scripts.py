@@ -214,14 +214,14 @@ with claim_out_dir(sys.argv[1], "probe", settings={}, keep_on_error=True, resume
 STOPPED = """
 import sys
 from cl_graft.cli import main
-from cl_graft.strategies.comparison import runner
+from cl_graft.strategies.comparison import clock
 
-train = runner._train
+train = clock.train_experience
 def stopped(strategy, experience, seed):                # the user's Ctrl-C in the third experience's training
     if experience.current_experience == 2:
         raise KeyboardInterrupt
     train(strategy, experience, seed)
-runner._train = stopped
+clock.train_experience = stopped
 main(sys.argv[1:], prog_name="cl-graft")
 """
 
@@ -273,14 +273,14 @@ FAILING = """
 import sys
 from cl_graft.cli import main
 from cl_graft.errors import UserError
-from cl_graft.strategies.comparison import runner
+from cl_graft.strategies.comparison import clock
 
-train = runner._train
+train = clock.train_experience
 def failing(strategy, experience, seed):                # replaced: the second experience's training
     if experience.current_experience == 1:
         raise UserError("experience 1 (task labels [1]): label 9 is not a class of the model's outputs "
                         "(put in by the probe)")
     train(strategy, experience, seed)
-runner._train = failing
+clock.train_experience = failing
 main(sys.argv[1:], prog_name="cl-graft")
 """
