@@ -67,8 +67,9 @@ from cl_graft.training.freeze import ElementFreeze
 from ..head_inputs import SeenRows
 from ..routing.class_heads import candidates, check_answer
 from ..routing.features import DEFAULT_FORM, parse_form
-from ..routing.states import TASK_INFERENCE, TaskRouter
+from ..routing.states import TASK_INFERENCE
 from .adaptations import adaptation_record
+from .eval_routing import EvalRouting
 from .experience_undo import ExperienceUndo
 from .feature_fit import record_task_features_
 from .finders import RegionFinder
@@ -141,8 +142,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             searched or fixed; ``finder`` is its finder.
         localize_seconds: wall time of each region search (stream mode).
         feature_seconds: wall time of each task's feature statistics (0.0 where none were collected).
-        task_id: experience → ``[correct, total]`` task identifications of the last task-agnostic evaluation.
-        seen: θ_pre features of routed rows, kept across evaluations (:class:`~..head_inputs.SeenRows`).
+        evaluation: the evaluation's routing (:class:`~.eval_routing.EvalRouting`); ``task_id`` (experience →
+            ``[correct, total]`` task identifications of the last task-agnostic evaluation) and ``seen`` (θ_pre
+            features of routed rows, kept across evaluations) are its.
     """
 
     def __init__(self, *, mode: str = "stream", finder: RegionFinder | None = None,
@@ -175,13 +177,9 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         self.owners = owners
         self.localize_seconds: list[float] = []
         self.feature_seconds: list[float] = []
-        self.task_id: dict[int, list[int]] = {}
         self._freeze: ElementFreeze | None = None
         self._target: GraftTarget | None = None
-        self._router: TaskRouter | None = None
-        self.seen = SeenRows()
-        self._route: str | None = None                    # per-batch routing of this experience: aware / infer
-        self._routed = False
+        self.evaluation = EvalRouting()
         self._adaptations: list[dict] = []                # head adaptations seen before the owner map exists
         self.undo: ExperienceUndo | None = None             # the running experience's snapshot
 
@@ -332,12 +330,18 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
             raise UserError(f"paper mode has no region for task {task!r}")
         return self.regions[task].restrict(self.owners.names)
 
-    # ----- evaluation ----------------------------------------------------------------------------
+    # ----- evaluation (:mod:`.eval_routing`) -------------------------------------------------------
+    @property
+    def task_id(self) -> dict[int, list[int]]:
+        return self.evaluation.task_id
+
+    @property
+    def seen(self) -> SeenRows:
+        return self.evaluation.seen
+
     def before_eval(self, strategy, **kwargs) -> None:
-        self.task_id = {}
-        if self.owners is not None:
-            self._router = TaskRouter(self.target(strategy), self.owners, training=self._freeze is not None,
-                                      seen=self.seen)
+        target = self.target(strategy) if self.owners is not None else None
+        self.evaluation.begin(target, self.owners, training=self._freeze is not None)
 
     def routes_by_inference(self, strategy) -> bool:
         """Whether the experience under evaluation is routed task-agnostically (``task_inference`` set or no
@@ -347,55 +351,28 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
                 and (self.task_inference is not None or not labelled))
 
     def before_eval_exp(self, strategy, **kwargs) -> None:
-        self._route = None
-        if self.routes_by_inference(strategy):
-            self._route = "infer"
-            self._router.check(self.task_inference or TASK_INFERENCE[0])
-            return
-        self._record_adaptation(strategy, training=False)
-        if self._router is None:
-            return
-        labels = [int(t) for t in getattr(strategy.experience, "task_labels", [])]
-        for label in labels:
-            self._router.target.task(label)                       # a TaskAdapter refuses labels out of range
-        if not labels or self.reconstruct == "all":
-            return
-        if self.reconstruct == "minibatch" or len(labels) > 1:
-            self._route = "aware"
-        else:
-            self._router.switch_(self._router.order(labels[0]))
+        infer = self.routes_by_inference(strategy)
+        if not infer:
+            self._record_adaptation(strategy, training=False)
+        self.evaluation.experience(strategy.experience, infer=self._rule() if infer else None,
+                                   reconstruct=self.reconstruct)
 
     def eval_forward(self, strategy) -> Tensor | None:
         """The current eval mini-batch's logits when this plugin routes it, else None (the model's own forward)."""
-        if self._route is None:
-            return None
-        self._routed = True
-        if self._route == "aware":
-            return self._router.forward(strategy.mb_x, strategy.mb_task_id)
-        out, chosen = self._router.infer(strategy.mb_x, self.task_inference or TASK_INFERENCE[0])
-        if hasattr(strategy.experience, "task_labels"):
-            own = strategy.mb_task_id.to(chosen.device)
-            counts = self.task_id.setdefault(strategy.experience.current_experience, [0, 0])
-            counts[0] += int((chosen == own).sum())
-            counts[1] += len(chosen)
-            out = self._router.foreign_answers(out, chosen, own)
-        return out
+        return self.evaluation.forward(strategy, self._rule())
 
     def before_eval_forward(self, strategy, **kwargs) -> None:
-        self._routed = False
+        self.evaluation.routed = False
 
     def after_eval_forward(self, strategy, **kwargs) -> None:
-        if self._route is not None and not self._routed:            # a plain template: route here instead
+        if self.evaluation.route is not None and not self.evaluation.routed:   # a plain template: route here
             strategy.mb_output = self.eval_forward(strategy)
 
     def after_eval_exp(self, strategy, **kwargs) -> None:
-        if self._router is not None:
-            self._router.switch_(None)
+        self.evaluation.experience_done()
 
     def after_eval(self, strategy, **kwargs) -> None:
-        if self._router is not None:
-            self._router.close_()
-            self._router = None
+        self.evaluation.end()
 
     # ----- helpers -------------------------------------------------------------------------------
     def _record_adaptation(self, strategy, *, training: bool) -> None:
@@ -404,6 +381,10 @@ class GraftPlugin(SupervisedPlugin, supports_distributed=True):
         done = self.owners.adaptations if self.owners is not None else self._adaptations
         if record is not None and record not in done:
             done.append(record)
+
+    def _rule(self) -> str:
+        """The rule that routes rows without task labels (``task_inference``, else the first of the rules)."""
+        return self.task_inference or TASK_INFERENCE[0]
 
     @staticmethod
     def _task(target: GraftTarget, experience) -> tuple[int, str]:

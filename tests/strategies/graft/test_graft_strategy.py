@@ -146,7 +146,7 @@ def test_minibatch_and_experience_reconstruction_identical(bm, graft_run):
     for k in by_mode["experience"]:
         pairs = zip(by_mode["experience"][k], by_mode["minibatch"][k], strict=True)
         assert all(torch.equal(a, b) for a, b in pairs)
-    assert plugin._router is None                                  # nothing left behind
+    assert plugin.evaluation.router is None                        # nothing left behind
 
 
 def test_mixed_task_batches_match_per_task_logits(bm, graft_run):
