@@ -1,4 +1,4 @@
-"""Shared fixtures; the plain helpers they use (tiny models, toy tasks) are in ``helpers.py``."""
+"""Shared fixtures; the plain helpers they use (tiny models, toy tasks) are in ``helpers``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,7 +40,7 @@ def toy_rows() -> list[dict]:
 def eval_outputs():
     """An Avalanche plugin class whose instances record every eval mini-batch's output, per experience, in
     ``.out`` (experience id → list of ``(B, C)`` tensors; an experience's list restarts when it is evaluated)."""
-    from helpers import EvalOutputs
+    from helpers.toy_streams import EvalOutputs
 
     return EvalOutputs
 
@@ -84,8 +84,8 @@ def env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def blob_bm():
-    """The blob stream's benchmark (:func:`helpers.benchmark`): three tasks of two Gaussian blobs each."""
-    from helpers import benchmark
+    """The blob stream's benchmark (:func:`helpers.toy_streams.benchmark`): three tasks of two Gaussian blobs each."""
+    from helpers.toy_streams import benchmark
 
     return benchmark()
 
@@ -99,7 +99,7 @@ def blob_run(blob_bm, eval_outputs):
     from avalanche.training.plugins import EvaluationPlugin
     from cl_graft.strategies import TaskInferenceAccuracy
 
-    from helpers import blob_strategy
+    from helpers.toy_streams import blob_strategy
 
     evaluator = EvaluationPlugin(
         m.accuracy_metrics(experience=True, stream=True), m.forgetting_metrics(experience=True, stream=True),

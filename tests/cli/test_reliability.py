@@ -23,7 +23,8 @@ from cl_graft.training.finetune import FinetuneConfig
 from cl_graft.training.models import clone_model
 from cl_graft.training.multitask import finetune_multitask_
 
-from helpers import SENTIMENT, build_model, save_tiny_model, sentiment_rows, stream_rows, tiny_bert, write_task
+from helpers import SENTIMENT, save_tiny_model, sentiment_rows, tiny_bert, write_task
+from helpers.toy_streams import build_model, stream_rows
 
 USER_FILES = {"figures/important.png": b"\x89PNG user figure", "config.json": b'{"mine": true}\n'}
 LOCALIZE_FAST = ["--preset", "smoke", "--steps", "2", "--n-batches", "1", "--select-rows", "16"]

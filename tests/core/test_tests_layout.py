@@ -1,7 +1,7 @@
-"""The test suite's own layout: test files sit in folders that mirror the packages (only ``conftest.py`` and
-``helpers.py`` at the top of ``tests/``), their basenames are unique (pytest's default import mode imports each as
-a top-level module), and no file imports a test module or ``conftest``: what files share is in ``helpers.py``,
-fixtures are in ``conftest.py``. Every file's imports are read with ``ast``, lazy ones inside functions included."""
+"""The test suite's own layout: test files sit in folders that mirror the packages (only ``conftest.py`` and the
+``helpers`` package at the top of ``tests/``; ``helpers`` holds no test file), their basenames are unique (pytest's
+default import mode imports each as a top-level module), and no file imports a test module or ``conftest``: what
+files share is in ``helpers``, fixtures are in ``conftest.py``. Every file's imports are read with ``ast``, lazy ones inside functions included."""
 from __future__ import annotations
 
 import ast
@@ -11,7 +11,8 @@ from pathlib import Path
 from helpers import REPO_ROOT
 
 TESTS = REPO_ROOT / "tests"
-TOP_LEVEL = {"conftest.py", "helpers.py"}
+TOP_LEVEL = {"conftest.py"}
+HELPERS = TESTS / "helpers"
 
 
 def _files() -> list[Path]:
@@ -47,12 +48,15 @@ def _bad_imports(source: str) -> list[tuple[int, str]]:
 def test_no_file_imports_a_test_module_or_conftest():
     bad = [f"{path.relative_to(REPO_ROOT)}:{line}: imports {module}"
            for path in _files() for line, module in _bad_imports(path.read_text(encoding="utf-8"))]
-    assert not bad, "\n".join(bad) + "\n(shared helpers go in tests/helpers.py, fixtures in tests/conftest.py)"
+    assert not bad, "\n".join(bad) + "\n(shared helpers go in tests/helpers/, fixtures in tests/conftest.py)"
 
 
 def test_only_conftest_and_helpers_at_the_top_of_tests():
     flat = {p.name for p in TESTS.glob("*.py")}
     assert flat == TOP_LEVEL, f"move {sorted(flat - TOP_LEVEL)} into the folder of the package they test"
+    assert (HELPERS / "__init__.py").is_file()
+    tests_there = sorted(p.name for p in HELPERS.rglob("test_*.py"))
+    assert not tests_there, f"helpers holds no tests: move {tests_there} into the folder of the package they test"
 
 
 def test_test_file_basenames_are_unique():

@@ -19,7 +19,7 @@ from cl_graft.strategies.comparison.registry import (
 from cl_graft.strategies.comparison.runner import run_strategy
 from cl_graft.strategies.interface.config import continual_setup
 
-from helpers import TASKS, build_model, stream_rows
+from helpers.toy_streams import TASKS, build_model, stream_rows
 
 
 def test_a_new_baseline_is_one_registry_entry(monkeypatch):

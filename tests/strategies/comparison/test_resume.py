@@ -19,7 +19,8 @@ from cl_graft.strategies.comparison import runner
 from cl_graft.strategies.comparison.registry import strategy_settings
 from cl_graft.strategies.interface.config import continual_setup
 
-from helpers import build_model, stream_rows, training_calls
+from helpers import training_calls
+from helpers.toy_streams import build_model, stream_rows
 
 DATA, CFG = continual_setup("smoke", seed=0)
 SETTINGS = strategy_settings("graft", DATA, seed=0, given={"region_size": 0.05})

@@ -19,7 +19,7 @@ from avalanche.training import Naive
 from avalanche.training.plugins import EarlyStoppingPlugin, EvaluationPlugin
 from cl_graft.strategies import GraftPlugin, GraftStrategy
 
-from helpers import (
+from helpers.toy_streams import (
     BLOB_CLASSES,
     BLOB_DIM,
     BLOB_TASKS,

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 from cl_graft.errors import UserError
 
-from helpers import (
+from helpers.toy_streams import (
     BLOB_CLASSES,
     BLOB_DIM,
     BLOB_TASKS,

@@ -33,7 +33,7 @@ from cl_graft.regions.config import LocalizeConfig
 from cl_graft.regions.methods import REGION_METHODS, find_region
 from cl_graft.regions.region import Region
 
-from helpers import EvalOutputs
+from helpers.toy_streams import EvalOutputs
 
 FINDER = LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=4, select_rows=64))
 DIM, CLASSES = 16, 4

@@ -28,18 +28,8 @@ from cl_graft.strategies import (
     independent_regions,
 )
 
-from helpers import (
-    TASKS,
-    LrPerExperience,
-    Probe,
-    acc,
-    bits,
-    build_model,
-    evaluator,
-    make_opt,
-    make_stream,
-    sentiment_rows,
-)
+from helpers import sentiment_rows
+from helpers.toy_streams import TASKS, LrPerExperience, Probe, acc, bits, build_model, evaluator, make_opt, make_stream
 
 FINDER = LocalizeFinder("graft", LocalizeConfig(region_size=0.3, steps=10, n_batches=4, select_rows=64))
 

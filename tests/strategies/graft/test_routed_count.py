@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import BLOB_CLASSES, BLOB_TASKS, blob_strategy, exp_key, points
+from helpers.toy_streams import BLOB_CLASSES, BLOB_TASKS, blob_strategy, exp_key, points
 
 avalanche = pytest.importorskip("avalanche")
 

@@ -19,7 +19,8 @@ from cl_graft.strategies import GraftStrategy, LocalizeConfig, LocalizeFinder, l
 from cl_graft.strategies.comparison.runner import fresh_model
 from cl_graft.strategies.interface.config import continual_setup
 
-from helpers import EvalOutputs, intents_env
+from helpers import intents_env
+from helpers.toy_streams import EvalOutputs
 
 SPEC = "split-intents:3"
 

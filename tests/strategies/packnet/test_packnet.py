@@ -8,17 +8,7 @@ from avalanche.training.templates import SupervisedTemplate
 from cl_graft.strategies import StepLimit, TaskAdapter
 from cl_graft.strategies.packnet.plugin import PackNetPlugin
 
-from helpers import (
-    TASKS,
-    LrPerExperience,
-    Probe,
-    acc,
-    bits,
-    build_model,
-    evaluator,
-    make_opt,
-    make_stream,
-)
+from helpers.toy_streams import TASKS, LrPerExperience, Probe, acc, bits, build_model, evaluator, make_opt, make_stream
 
 STEPS = 12
 

@@ -164,7 +164,7 @@ def test_a_class_scenario_graft_run_judges_its_dev_rows_and_serves_its_choice(sp
     from cl_graft.strategies.graft.feature_fit import pre_features
     from cl_graft.strategies.interface.config import continual_setup
     from cl_graft.strategies.routing.states import TaskRouter
-    from helpers import EvalOutputs
+    from helpers.toy_streams import EvalOutputs
 
     data, _ = continual_setup("smoke", seed=0)
     spec = "split-intents:3"
