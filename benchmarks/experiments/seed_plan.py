@@ -90,19 +90,25 @@ def parse_benchmarks(text: str) -> list[Benchmark]:
     return benches
 
 
-def check_run_options(options: tuple[str, ...]) -> None:
+def check_run_options(options: tuple[str, ...], benches: list[Benchmark]) -> None:
     """Refuses a ``--run-option`` naming an option of :data:`OWNED`, in any spelling ``cl-graft run`` accepts
-    (``--seed=7``, or ``--seed`` and ``7`` as two run-options; click takes no abbreviation of a long option).
+    (``--seed=7``, or ``--seed`` and ``7`` as two run-options; click takes no abbreviation of a long option), and
+    ``--model`` when a benchmark of ``benches`` names its model (the run-option would silently replace it; a
+    benchmark with an empty MODEL takes its model from ``--run-option=--model=PATH``).
 
     Raises:
         ScriptError: one line naming the option.
     """
+    named = [b.name for b in benches if b.model]
     for option in options:
         name = option.strip().split("=", 1)[0].split(maxsplit=1)[0] if option.strip() else ""
         if name in OWNED:
             raise ScriptError(f"--run-option {option}: the driver sets {name} of every invocation itself (it owns "
                               f"{', '.join(OWNED)}); use its own options (--seeds, --benchmarks, --class-peers, "
                               f"--task-peers, --tune-budget, --settings-from, --data-dir, --out)")
+        if name == "--model" and named:
+            raise ScriptError(f"--run-option {option}: benchmark {named[0]} names its model; give the model in the "
+                              f"benchmark (STREAM/MODEL/SCENARIO) or leave MODEL empty to take it from --run-option")
 
 
 def seeds_of(benches: list[Benchmark], seeds: list[int], given: tuple[str, ...]) -> dict[Benchmark, list[int]]:

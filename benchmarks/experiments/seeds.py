@@ -283,7 +283,7 @@ def command(page: Page) -> click.Command:
              data_dir, run_options, report_from, out, overwrite, resume) -> None:
         benches = parse_benchmarks(benchmarks)
         plan = seeds_of(benches, parse_seeds(seeds, "--seeds"), seeds_given)
-        check_run_options(run_options)
+        check_run_options(run_options, benches)
         families = {bench: bench.family() for bench in benches}
         given = {"class": class_peers, "task": task_peers}
         peers = {bench: _peers(bench, families[bench], given) if report_from is None else

@@ -99,6 +99,15 @@ def test_3_a_run_option_the_driver_sets_is_refused_before_anything_runs(tmp_path
     assert started.claims == [] and not (tmp_path / "o").exists()
 
 
+def test_3_a_model_run_option_beside_a_benchmark_that_names_its_model_is_refused(tmp_path, monkeypatch):
+    started = Claiming()
+    monkeypatch.setattr(seeds, "subprocess", started)
+    base = ["--class-peers", "naive", "--seeds", "0,1", "--run-option=--model=other", "--out", str(tmp_path / "o")]
+    error = _one_error(CliRunner().invoke(main, [*base, "--benchmarks", "split-digits/mlp/class"]))
+    assert "benchmark split-digits/mlp/class names its model" in error, error
+    assert started.claims == [] and not (tmp_path / "o").exists()    # (an empty MODEL takes it: test_class_text_driver)
+
+
 def test_3_a_seed_or_a_benchmark_given_twice_is_refused(tmp_path, monkeypatch):
     started = Claiming()
     monkeypatch.setattr(seeds, "subprocess", started)
