@@ -30,6 +30,7 @@ from pathlib import Path
 import click
 
 from cl_graft.files import write_json
+from cl_graft.machine import load_average
 from cl_graft.provenance import run_record
 
 from .script_out import adopt, claimed, out_options, work_folder, write_page
@@ -87,8 +88,7 @@ def main(data_dir, device, configs, steps, out, overwrite, page) -> None:
         for r in rows:
             first = next(x for x in rows if x["workload"] == r["workload"])
             r["speedup_vs_first"] = round(first["seconds"] / r["seconds"], 2)
-        load = os.getloadavg()
-        record = run_record(device=device, steps=steps, configs=configs, load_average=[round(x, 2) for x in load])
+        record = run_record(device=device, steps=steps, configs=configs, load_average=load_average())
         write_json(run_dir.path / "distributed.json", {"rows": rows, "config": record})
         lines = ["| workload | processes | threads each | s / step | examples / s | speed-up | score |",
                  "|---|---|---|---|---|---|---|"]

@@ -140,6 +140,12 @@ def test_render_names_the_committed_artifacts():
     assert report.CONDITIONS in text.split("## More results")[1].split("| page |")[0]   # said once, above the index
     assert (report.RESULTS.parent / "experiments" / "learned_region_power.sh").is_file()   # the plan it names
     assert "peak RSS 900 MB; naive 10 s, 800 MB (MB = 10^6 bytes)" in text
+    load = _measured()["record"]["conditions"]["load_average_start"]
+    assert f"load averages {' / '.join(f'{x:.1f}' for x in load)} at the start, not recorded at the end" in text
+    old_layout = {**_measured(), "reproduction": report.reproduction()}
+    old_layout["record"] = {**old_layout["record"], "load_average_start": [2, 1, 0.5], "load_average_end": [3, 2, 1]}
+    del old_layout["record"]["conditions"]                                 # a report made before run conditions
+    assert "load averages 2.0 / 1.0 / 0.5 at the start, 3.0 / 2.0 / 1.0 at the end" in report.render(old_layout)
     old = _measured()
     del old["record"]["byte_unit"]                                         # a report made when MB meant MiB
     assert "peak RSS 944 MB; naive 10 s, 839 MB" in report.render({**old, "reproduction": report.reproduction()})
