@@ -91,6 +91,19 @@ def features(model: torch.nn.Module, x: Tensor, labels: Tensor, seen: SeenRows |
     return out
 
 
+class SeenFeatures:
+    """Mixin for a template that evaluates on θ_pre's features: ``seen`` (:class:`~..head_inputs.SeenRows`) keeps
+    the features of rows evaluated before, checked again at the start of each evaluation."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.seen = SeenRows()
+
+    def _before_eval(self, **kwargs):
+        self.seen.begin_()
+        super()._before_eval(**kwargs)
+
+
 def template(ctx: BuildContext, name: str, head: Any):
     """The template of closed-form baseline ``name`` (see the module docstring) over ``head`` (a head of
     :mod:`cl_graft.heads`, empty or resumed), restoring its columns from ``ctx.resumed``."""
@@ -105,15 +118,10 @@ def template(ctx: BuildContext, name: str, head: Any):
         keys = [(int(p), int(c)) for p, c in ctx.resumed["columns"].tolist()]
         columns, experiences = Columns(heads=heads, keys=keys), int(ctx.resumed["experiences"])
 
-    class ClosedForm(AllColumns, Naive):
+    class ClosedForm(SeenFeatures, AllColumns, Naive):
         def __init__(self, **kwargs) -> None:
             super().__init__(**kwargs)
             self.head, self.columns, self.experiences = head, columns, experiences
-            self.seen = SeenRows()                          # the features of rows evaluated before
-
-        def _before_eval(self, **kwargs):
-            self.seen.begin_()
-            super()._before_eval(**kwargs)
 
         def column_keys(self) -> Tensor:
             return self.columns.tensor()

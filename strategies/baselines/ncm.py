@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..head_inputs import HeadInputs, SeenRows
+from ..head_inputs import HeadInputs
 from ..interface.entry import BuildContext, StrategyEntry
 from .all_columns import AllColumns, ColumnRouting, head_of
-from .closed_form import features, output_width
+from .closed_form import SeenFeatures, features, output_width
 from .common import features_pass, head_bytes, text_rows
 
 
@@ -27,15 +27,7 @@ def build(ctx: BuildContext):
 
     from ..adapter import MASK_VALUE
 
-    class NearestClassMean(AllColumns, Naive):
-        def __init__(self, **kwargs) -> None:
-            super().__init__(**kwargs)
-            self.seen = SeenRows()                          # the features of rows evaluated before
-
-        def _before_eval(self, **kwargs):
-            self.seen.begin_()
-            super()._before_eval(**kwargs)
-
+    class NearestClassMean(SeenFeatures, AllColumns, Naive):
         def column_keys(self) -> Tensor:
             heads = list(self.model.clf.heads)
             return torch.tensor([(heads.index(name), c) for name in _head_names(self.model)
