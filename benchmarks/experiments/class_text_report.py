@@ -47,8 +47,10 @@ def text_fields(results: list[dict]) -> dict:
     accuracy, mean ± sd over seeds), ``task_id`` (share of test rows routed to their own experience, mean over
     experiences of ``info["task_id"]``, then over the seeds that route; None where none does), ``keeps_rows``,
     ``cpu`` (``info["cpu_seconds"]``, mean ± sd), ``phase_cpu`` (mean CPU seconds in training and in evaluation,
-    ``info["train_cpu_seconds"]`` and ``info["eval_cpu_seconds"]``; None where a seed lacks them) and
-    ``memory_rows`` (mean rows in its memory at the end, None without one)."""
+    ``info["train_cpu_seconds"]`` and ``info["eval_cpu_seconds"]``; None where a seed lacks them),
+    ``memory_rows`` (mean rows in its memory at the end, None without one) and ``router`` (per seed, graft's router
+    and answer chosen on dev rows with every candidate's dev tallies, ``info["router"]``; None where a seed has
+    none)."""
     routed = [float(np.mean(r["info"]["task_id"])) for r in results if r["info"].get("task_id")]
     rows = [r["info"]["memory_rows"] for r in results if r["info"].get("memory_rows") is not None]
     return {"incremental": mean_sd([average_incremental_accuracy(r["matrix"]) for r in results]),
@@ -57,7 +59,8 @@ def text_fields(results: list[dict]) -> dict:
             "phase_cpu": {phase: _mean_of(results, f"{phase}_cpu_seconds") for phase in ("train", "eval")},
             "inner_wall": {part: _mean_of(results, part, total=True)
                            for part in ("train_seconds", "localize_seconds", "feature_seconds")},
-            "memory_rows": float(np.mean(rows)) if rows else None}
+            "memory_rows": float(np.mean(rows)) if rows else None,
+            "router": [r["info"].get("router") for r in results]}
 
 
 def _mean_of(results: list[dict], key: str, *, total: bool = False) -> float | None:
@@ -168,6 +171,32 @@ def memory_line(s: dict) -> list[str]:
             "as graft keeps in the same run)."]
 
 
+def router_line(s: dict) -> list[str]:
+    """Graft's router and answer, chosen on dev rows per seed, with the dev rows behind each choice: the share
+    each candidate sent to their own experience, and for the chosen one the share its head and the routed grafted
+    models answered right; none where no seed of graft records a router."""
+    graft = s["rows"].get("graft", {})
+    per_seed = [(seed, r) for seed, r in zip(graft.get("seeds", []), graft.get("router") or []) if r]
+    if not per_seed:
+        return []
+
+    def share(tally: dict, count: str) -> str:
+        return f"{100 * tally[count] / tally['rows']:.1f}%"
+
+    parts = []
+    for seed, r in per_seed:
+        tally = r["tally"]
+        sent = ", ".join(f"{name} {share(t, 'task')}" for name, t in tally.items() if t["rows"])
+        chosen = tally.get(r["router"])
+        answered = (f"; answered right by its head {share(chosen, 'head')}, by the routed grafted models "
+                    f"{share(chosen, 'routed')}" if chosen and chosen["rows"] else "")
+        parts.append(f"seed {seed}: router {r['router']}, answer {r['answer']} (dev rows sent to their experience: "
+                     f"{sent}{answered})")
+    given = per_seed[0][1].get("setting", {})
+    flags = f" (`--router {given['router']} --answer {given['answer']}`)" if given else ""
+    return [f"Graft's router and answer, chosen on dev rows{flags}: " + "; ".join(parts) + "."]
+
+
 COST_TARGET = 1.3
 """Issue 54's bound on graft's CPU seconds over naive's (split-clinc150:15, class scenario)."""
 
@@ -240,8 +269,8 @@ def estimate_line(summaries: list[dict]) -> str:
 
 def render(summaries: list[dict]) -> str:
     """The page: one section per benchmark (:func:`.seeds_report.table_lines`, then :func:`rowless_line`,
-    :func:`memory_line` and :func:`missing_lines` under its verdicts) under a header that says how to read them and
-    what has not run."""
+    :func:`router_line`, :func:`cost_line`, :func:`memory_line` and :func:`missing_lines` under its verdicts)
+    under a header that says how to read them and what has not run."""
     return page("Class-incremental text through `cl-graft run`", (
         "Made by `benchmarks/experiments/class_text.py` (every number from `cl-graft run` invocations; tables by "
         "`benchmarks/experiments/class_text_report.py`, data: `class_text.json`; artifact paths relative to this "
@@ -258,5 +287,6 @@ def render(summaries: list[dict]) -> str:
         "and CPU seconds per strategy (`info.cpu_seconds`, the process's CPU time while it ran, tuning runs not "
         "included; CPU timings beside other work are noisy). " + HOW_TO_READ + " " + estimate_line(summaries)),
         (_not_run_section(s) if s.get("not_run") else
-         table_lines(s, COLUMNS, [*rowless_line(s), *cost_line(s), *memory_line(s), *missing_lines(s)])
+         table_lines(s, COLUMNS, [*rowless_line(s), *router_line(s), *cost_line(s), *memory_line(s),
+                                               *missing_lines(s)])
          for s in summaries))

@@ -272,3 +272,20 @@ def test_report_from_a_runs_folder_holding_one_of_the_benchmarks_makes_the_parti
     res = CliRunner().invoke(main, ["--out", "none", "--report-from", "kept", "--benchmarks",
                                     "split-intents:3//class"])
     assert res.exit_code == 2 and "holds no run of benchmark split-intents:3//class" in res.output
+
+
+def test_the_page_gives_grafts_router_and_answer_chosen_on_dev_rows_per_seed(tmp_path):
+    tally = {"lda": {"task": 90, "head": 85, "routed": 86, "rows": 100},
+             "ranpac:0.1": {"task": 95, "head": 93, "routed": 91, "rows": 100}}
+    folders = []
+    for seed in range(2):
+        graft = _entry([[0.9, 0.0], [0.8, 0.8]], task_id=[0.9, 0.9])
+        if seed:                                                             # seed 0: a run without a router
+            graft["info"]["router"] = {"router": "ranpac:0.1", "answer": "head", "tally": tally,
+                                       "setting": {"router": "auto", "answer": "auto"}}
+        folders.append(_seed_folder(tmp_path, seed, {"graft": graft, "naive": _entry([[0.9, 0.0], [0.0, 0.9]])}))
+    page = render([summary({"main": folders}, root=tmp_path)])
+    assert ("Graft's router and answer, chosen on dev rows (`--router auto --answer auto`): seed 1: router "
+            "ranpac:0.1, answer head (dev rows sent to their experience: lda 90.0%, ranpac:0.1 95.0%; answered right "
+            "by its head 93.0%, by the routed grafted models 91.0%).") in page
+    assert "router and answer" not in render([_benchmark(tmp_path / "none", [0.0, 0.0, 0.0])])
