@@ -21,6 +21,7 @@ from .common import (
     MODEL,
     ReplayFamily,
     all_checks,
+    copy_bytes,
     new_classes,
     positive,
     rows_bytes,
@@ -112,7 +113,7 @@ def kept(strategy) -> dict[str, int]:
     plugin = next(p for p in strategy.plugins if hasattr(p, "val_buffer"))
     held_out = sum(rows_bytes(b.buffer) for b in plugin.val_buffer.values())
     return {"memory": rows_bytes(plugin.storage_policy.buffer), "held_out": held_out,
-            "bias_layer": tensor_bytes(plugin.bias_layer), "previous_model": tensor_bytes(plugin.model_old)}
+            "bias_layer": tensor_bytes(plugin.bias_layer), "previous_model": copy_bytes(plugin.model_old)}
 
 
 ENTRY = StrategyEntry(

@@ -216,6 +216,12 @@ def plugin_of(strategy, kind: str):
     return next(p for p in strategy.plugins if type(p).__name__ == kind)
 
 
+def copy_bytes(model: torch.nn.Module | None) -> int:
+    """Bytes a kept copy of the model (a distillation teacher) adds to θ_pre: the tensors fine-tuning moves, as the
+    trained model's own bytes count them (:func:`model_bytes`); 0 before there is a copy."""
+    return 0 if model is None else model_bytes(getattr(model, "module", model))
+
+
 def with_model(kept: Callable[[Any], dict[str, int]], rows: Callable[[Any], int] | None = None
                ) -> Callable[[Any, torch.nn.Module], tuple[int, dict]]:
     """An entry's ``kept_bytes``: the trained model's bytes plus ``kept(strategy)`` (part → bytes); with

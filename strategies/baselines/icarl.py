@@ -15,6 +15,7 @@ from .common import (
     MODEL,
     ReplayFamily,
     all_checks,
+    copy_bytes,
     new_classes,
     plugin_of,
     tensor_bytes,
@@ -62,7 +63,7 @@ def kept(strategy) -> dict[str, int]:
     plugin = plugin_of(strategy, "_ICaRLPlugin")
     loss = plugin_of(strategy, "ICaRLLossPlugin")
     return {"memory": tensor_bytes(plugin.x_memory), "class_means": tensor_bytes(plugin.class_means),
-            "previous_model": tensor_bytes(loss.old_model)}
+            "previous_model": copy_bytes(loss.old_model)}
 
 
 ENTRY = StrategyEntry(

@@ -7,7 +7,7 @@ from cl_graft.errors import UserError
 
 from ..interface.entry import StrategyEntry
 from ..interface.settings import Settings
-from .common import MODEL, plugin_of, positive, stock, tensor_bytes, with_model
+from .common import MODEL, copy_bytes, plugin_of, positive, stock, with_model
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ GRID = ({"lwf_alpha": 0.5, "lwf_temperature": 2.0}, {"lwf_alpha": 1.0, "lwf_temp
 def kept(strategy) -> dict[str, int]:
     """LwF: a copy of the model after the previous experience (its distillation teacher)."""
     plugin = plugin_of(strategy, "LwFPlugin")
-    return {"previous_model": tensor_bytes(plugin.lwf.prev_model)}
+    return {"previous_model": copy_bytes(plugin.lwf.prev_model)}
 
 
 ENTRY = StrategyEntry(name="lwf", help="Avalanche LwF (distillation from the previous model)",

@@ -31,6 +31,8 @@ def test_every_strategy_runs_and_writes_results(all_run):
         assert all(0.0 <= v <= 1.0 for row in res["matrix"] for v in row)
     for name in ("graft", "graft-paper", "packnet"):
         assert data["strategies"][name]["summary"]["forgetting"] == 0.0, name
+    lwf = data["strategies"]["lwf"]["info"]                                  # its teacher: what training moves
+    assert lwf["kept"]["previous_model"] == lwf["model_bytes"] == data["strategies"]["naive"]["info"]["model_bytes"]
     assert (out / "results.csv").read_text().count("\n") == 1 + len(ALL.split(","))
     for png in ("matrix_graft.png", "curve_alpha.png", "final.png"):
         assert (out / "figures" / png).stat().st_size > 0
