@@ -287,6 +287,6 @@ def render(summaries: list[dict]) -> str:
         "and CPU seconds per strategy (`info.cpu_seconds`, the process's CPU time while it ran, tuning runs not "
         "included; CPU timings beside other work are noisy). " + HOW_TO_READ + " " + estimate_line(summaries)),
         (_not_run_section(s) if s.get("not_run") else
-         table_lines(s, COLUMNS, [*rowless_line(s), *router_line(s), *cost_line(s), *memory_line(s),
-                                               *missing_lines(s)])
+         table_lines(s, COLUMNS,
+                     [*rowless_line(s), *router_line(s), *cost_line(s), *memory_line(s), *missing_lines(s)])
          for s in summaries))
