@@ -104,3 +104,17 @@ def test_more_steps_table_is_its_artifact():
     page = _page()
     for row in more_steps_rows():
         assert row in page, row
+
+
+def test_the_first_seeds_notes_are_its_artifact():
+    """The README's notes on banking77's committed seed 0 quote that run's results.json."""
+    runs = _art("runs/split-banking77-7-class/seed0/results.json")["strategies"]
+    avg = {n: _pct(runs[n]["summary"]["average"]) for n in ("joint", "joint-probe", "ranpac", "graft", "lwf", "naive")}
+    lwf = runs["lwf"]
+    text = " ".join(_page().split())
+    assert f"lwf's stored {lwf['bytes'] / 1e6:.1f} MB" in text
+    assert f"frozen embeddings included ({lwf['info']['kept']['previous_model'] / 1e6:.1f} MB)" in text
+    assert f"own {lwf['info']['model_bytes'] / 1e6:.1f} MB" in text
+    assert f"7 × 200 steps ({avg['joint']})" in text and f"by SGD ({avg['joint-probe']})" in text
+    assert f"(ranpac {avg['ranpac']}) and graft ({avg['graft']})" in text
+    assert f"({avg['lwf']} against {avg['naive']})" in text
