@@ -118,6 +118,14 @@ MORE_RESULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                   "(slda, ranpac, ncm) on qnli → agnews → sst2, with and without task labels, 3 "
                                   "seeds paired"),
      ("`text_heads/graft/seed*/`", "`text_heads/heads/seed*/`", "`text_heads/graft_strict/seed*/`")),
+    ("text_heads/heldout/text_heads.md", ("the same on a held-out list, mnli → qqp → mpqa (the 12-task stream's next "
+                                          "three tasks after the main job's with dev rows for every class: cr has "
+                                          "too few), 3 seeds paired; graft's runs count strictly themselves "
+                                          "(`info.task_inference.count`). Made with `python -m "
+                                          "cl_graft.benchmarks.experiments.text_heads_page --graft "
+                                          "…/heldout/graft/seed0,… --heads …/heldout/heads/seed0,… --out <tmp> "
+                                          "--page benchmarks/results/text_heads/heldout/text_heads.md`"),
+     ("`text_heads/heldout/graft/seed*/`", "`text_heads/heldout/heads/seed*/` (states not committed)")),
     ("task_inference.md", "serving without task labels: routing rules",
      ("`continual_quick/task_inference_*`", "`feature_forms/`")),
     ("multitask.md", "8-task skill map: overlap, transfer, composition",
