@@ -25,7 +25,7 @@ import torch
 from cl_graft.errors import UserError
 from cl_graft.presets import Preset
 
-from ..interface.entry import BuildContext, model_bytes, row_bytes
+from ..interface.entry import BuildContext, model_bytes, moved_names, row_bytes
 from ..interface.settings import Settings
 
 MODEL = "the trained weights"
@@ -204,6 +204,15 @@ def tensor_bytes(obj: Any) -> int:
         return sum(tensor_bytes(v) for v in obj)
     data = getattr(obj, "data", None)
     return tensor_bytes(data) if isinstance(data, torch.Tensor) else 0
+
+
+def moved_bytes(per_name: Mapping[str, Any], model: torch.nn.Module) -> int:
+    """Bytes of a per-parameter state (name → tensor or ``ParamData``, keyed as ``model`` names its parameters)
+    over the tensors fine-tuning moves (:func:`~..interface.entry.moved_names`). Avalanche keeps an entry for every
+    parameter; a frozen one's (all-MiniLM-L6-v2's embeddings: their old values and an all-zero Fisher) is a constant
+    the method need not store, as the trained model's bytes leave it out."""
+    names = moved_names(model)
+    return sum(tensor_bytes(v) for n, v in per_name.items() if n in names)
 
 
 def rows_bytes(dataset: Iterable | None) -> int:

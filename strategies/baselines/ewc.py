@@ -8,7 +8,7 @@ from cl_graft.errors import UserError
 
 from ..interface.entry import StrategyEntry
 from ..interface.settings import Settings
-from .common import MODEL, plugin_of, stock, tensor_bytes, with_model
+from .common import MODEL, moved_bytes, plugin_of, stock, with_model
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,11 @@ diverge (λ = 100 on 50 permuted digit tasks: NaN weights, every task at 10%).""
 
 @with_model
 def kept(strategy) -> dict[str, int]:
-    """EWC: per experience kept, the diagonal Fisher and the parameters after it (``separate`` mode)."""
+    """EWC: per experience kept, the diagonal Fisher and the parameters after it (``separate`` mode), of the
+    parameters fine-tuning moves."""
     plugin = plugin_of(strategy, "EWCPlugin")
-    return {"fisher": tensor_bytes(plugin.importances), "old_params": tensor_bytes(plugin.saved_params)}
+    return {part: sum(moved_bytes(per_name, strategy.model) for per_name in per_exp.values())
+            for part, per_exp in (("fisher", plugin.importances), ("old_params", plugin.saved_params))}
 
 
 ENTRY = StrategyEntry(name="ewc", help="Avalanche EWC (a penalty per experience: separate mode)",

@@ -229,9 +229,18 @@ class StrategyEntry:
 def model_bytes(model: torch.nn.Module) -> int:
     """Bytes of every tensor fine-tuning moves (what a trained copy of the model adds to θ_pre): of a
     :class:`TextClassifier` (or the adapter around one) its trainable tensors, of any other model every tensor."""
-    clf = getattr(model, "clf", model)
+    names = moved_names(model)
+    return sum(p.numel() * p.element_size() for n, p in model.named_parameters() if n in names)
+
+
+def moved_names(model: torch.nn.Module) -> set[str]:
+    """The parameters :func:`model_bytes` counts (those fine-tuning moves), by their names in ``model`` itself
+    (an adapter's or a DDP wrapper's prefixes kept): the names a plugin's per-parameter state is keyed by."""
+    inner = getattr(model, "module", model)
+    clf = getattr(inner, "clf", inner)
     names = set(trainable_names(clf)) if isinstance(clf, TextClassifier) else None
-    return sum(p.numel() * p.element_size() for n, p in clf.named_parameters() if names is None or n in names)
+    moved = {id(p) for n, p in clf.named_parameters() if names is None or n in names}
+    return {n for n, p in model.named_parameters() if id(p) in moved}
 
 
 def row_bytes(item) -> int:

@@ -33,6 +33,8 @@ def test_every_strategy_runs_and_writes_results(all_run):
         assert data["strategies"][name]["summary"]["forgetting"] == 0.0, name
     lwf = data["strategies"]["lwf"]["info"]                                  # its teacher: what training moves
     assert lwf["kept"]["previous_model"] == lwf["model_bytes"] == data["strategies"]["naive"]["info"]["model_bytes"]
+    ewc = data["strategies"]["ewc"]["info"]                   # a Fisher and old weights per experience, of the same
+    assert ewc["kept"] == {"fisher": 2 * ewc["model_bytes"], "old_params": 2 * ewc["model_bytes"]}  # tensors only
     assert (out / "results.csv").read_text().count("\n") == 1 + len(ALL.split(","))
     for png in ("matrix_graft.png", "curve_alpha.png", "final.png"):
         assert (out / "figures" / png).stat().st_size > 0
