@@ -118,3 +118,23 @@ def test_the_first_seeds_notes_are_its_artifact():
     assert f"7 × 200 steps ({avg['joint']})" in text and f"by SGD ({avg['joint-probe']})" in text
     assert f"(ranpac {avg['ranpac']}) and graft ({avg['graft']})" in text
     assert f"({avg['lwf']} against {avg['naive']})" in text
+
+
+def test_clinc150s_first_seed_notes_are_its_artifact():
+    """The README's notes on clinc150's committed seed 0 quote that run's results.json."""
+    runs = _art("runs/split-clinc150-15-class/seed0/results.json")["strategies"]
+    graft, ranpac = runs["graft"], runs["ranpac"]
+    assert graft["summary"]["final"] == ranpac["summary"]["final"]               # "on every one of the experiences"
+    assert graft["info"]["router"]["router"] == f"ranpac:{ranpac['info']['settings']['ranpac_ridge']:g}"
+    avg = {n: _pct(r["summary"]["average"]) for n, r in runs.items()}
+    cpu = {n: runs[n]["info"]["cpu_seconds"] for n in ("graft", "ranpac")}
+    der = runs["der"]["info"]["tuning"]
+    text = " ".join(_page().split())
+    assert (f"every one of the {len(graft['summary']['final'])} experiences ({avg['ranpac']}), at "
+            f"{cpu['graft'] / cpu['ranpac']:.1f}× its CPU seconds ({cpu['graft']:,.0f} against {cpu['ranpac']:,.0f})"
+            ) in text
+    assert f"joint {avg['joint']} (15 × 200 steps" in text and f"joint-probe {avg['joint-probe']}, below" in text
+    assert f"lwf {avg['lwf']} against naive's {avg['naive']} (its teacher counted at " \
+           f"{runs['lwf']['info']['kept']['previous_model'] / 1e6:.1f} MB" in text
+    assert (f"scored {' / '.join(_pct(d) for d in der['dev_average'])} on dev (alpha {der['chosen']['der_alpha']:g} "
+            f"kept), {avg['der']} after the last experience, below replay-matched {avg['replay-matched']}") in text

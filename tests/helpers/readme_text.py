@@ -261,8 +261,11 @@ def _class_stream(name: str, runs: list[dict]) -> str:
         groups = {v: [n for n in CLASS_PEERS if holm[n]["ahead"] == v] for v in (1, 0, -1)}
         verdicts = "; " + ", ".join(f"{words[v]} {', '.join(ns)}" for v, ns in groups.items() if ns)
     seeds = count(len(runs), "seed") + (" so far, no interval" if len(runs) == 1 else ", Holm-corrected")
+    same = all(r["strategies"]["graft"]["summary"]["final"] == r["strategies"]["ranpac"]["summary"]["final"]
+               for r in runs)
     return (f"`{name}` ({seeds}) graft {pct(statistics.mean(avg['graft']))}% (rows routed to their experience "
-            f"{pct(routed)}%) against " + ", ".join(f"{n} {pct(statistics.mean(avg[n]))}%" for n in CLASS_PEERS)
+            f"{pct(routed)}%" + ("; on every experience ranpac's accuracy" if same else "") + ") against "
+            + ", ".join(f"{n} {pct(statistics.mean(avg[n]))}%" for n in CLASS_PEERS)
             + f"{verdicts}; graft at {cpu['graft'] / cpu['ranpac']:.1f}× ranpac's CPU seconds")
 
 
