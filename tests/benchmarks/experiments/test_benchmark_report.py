@@ -131,16 +131,17 @@ def _measured() -> dict:
 
 
 def test_render_names_the_committed_artifacts():
-    text = report.render({**_measured(), "reproduction": report.reproduction()})
+    measured = _measured()                        # one record: its load average is read once, as a run's is
+    text = report.render({**measured, "reproduction": report.reproduction()})
     assert "ratio 1.20" in text and "| localization, per step of 1 batches | 0.450 | 0.90 |" in text
-    revision = _measured()["record"]["git_revision"][:7]                  # the timed run's, not today's default's
+    revision = measured["record"]["git_revision"][:7]                  # the timed run's, not today's default's
     assert (f"ratio 1.20. This ratio is of the run named above (git {revision}), not of today's default" in text
             and "is on [the speed page](benchmarks/results/speed/speed.md)" in text)
     assert report.UNTESTED_HERE in text.split("### Continual learning")[0]           # beside the sweep it qualifies
     assert report.CONDITIONS in text.split("## More results")[1].split("| page |")[0]   # said once, above the index
     assert (report.RESULTS.parent / "experiments" / "learned_region_power.sh").is_file()   # the plan it names
     assert "peak RSS 900 MB; naive 10 s, 800 MB (MB = 10^6 bytes)" in text
-    load = _measured()["record"]["conditions"]["load_average_start"]
+    load = measured["record"]["conditions"]["load_average_start"]
     assert f"load averages {' / '.join(f'{x:.1f}' for x in load)} at the start, not recorded at the end" in text
     old_layout = {**_measured(), "reproduction": report.reproduction()}
     old_layout["record"] = {**old_layout["record"], "load_average_start": [2, 1, 0.5], "load_average_end": [3, 2, 1]}
