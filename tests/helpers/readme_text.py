@@ -230,6 +230,14 @@ def text_heads() -> str:
             "head answering over every task's columns (ahead of ranpac and ncm, not separable from slda)")
 
 
+def verdict_groups(verdict: dict, names) -> str:
+    """``names`` grouped by their Holm verdict (:func:`holm_intervals`): "ahead of a and b, not separable from c"."""
+    words = {1: "ahead of", 0: "not separable from", -1: "behind"}
+    which = {v: [n for n in names if verdict[n]["ahead"] == v] for v in (1, 0, -1)}
+    return ", ".join(f"{words[v]} {', '.join(ns[:-1]) + ' and ' if len(ns) > 1 else ''}{ns[-1]}"
+                     for v, ns in which.items() if ns)
+
+
 def reliability() -> str:
     cases = art("reliability.json")["cases"]
     return f"reliability.md) ({sum(c['ok'] for c in cases)} of {len(cases)} cases as wanted"
@@ -257,9 +265,7 @@ def _class_stream(name: str, runs: list[dict]) -> str:
     verdicts = ""
     if len(runs) > 1:                                   # the page's family: graft minus every other strategy
         holm = holm_intervals({n: [g - o for g, o in zip(avg["graft"], v)] for n, v in avg.items() if n != "graft"})
-        words = {1: "ahead of", 0: "not separable from", -1: "behind"}
-        groups = {v: [n for n in CLASS_PEERS if holm[n]["ahead"] == v] for v in (1, 0, -1)}
-        verdicts = "; " + ", ".join(f"{words[v]} {', '.join(ns)}" for v, ns in groups.items() if ns)
+        verdicts = "; " + verdict_groups(holm, CLASS_PEERS)
     seeds = count(len(runs), "seed") + (" so far, no interval" if len(runs) == 1 else ", Holm-corrected")
     same = all(r["strategies"]["graft"]["summary"]["final"] == r["strategies"]["ranpac"]["summary"]["final"]
                for r in runs)
@@ -287,13 +293,9 @@ def text_heads_held_out() -> str:
 
     def sentence(score) -> str:
         verdict = holm_intervals({n: [score(g) - score(h[n]) for g, h in zip(graft, heads)] for n in names})
-        words = {1: "ahead of", 0: "not separable from", -1: "behind"}
-        which = {v: [n for n in names if verdict[n]["ahead"] == v] for v in (1, 0, -1)}
-        groups = [f"{words[v]} {', '.join(ns[:-1]) + ' and ' if len(ns) > 1 else ''}{ns[-1]}"
-                  for v, ns in which.items() if ns]
         return (f"graft {pct(statistics.mean(score(g) for g in graft))}% against "
                 + ", ".join(f"{n} {pct(statistics.mean(score(h[n]) for h in heads))}%" for n in names)
-                + f" ({', '.join(groups)})")
+                + f" ({verdict_groups(verdict, names)})")
 
     return (f"On a held-out list, mnli → qqp → mpqa ({count(len(seeds), 'seed')}, "
             "[page](benchmarks/results/text_heads/heldout/text_heads.md)), with task labels "
