@@ -245,6 +245,8 @@ def reliability() -> str:
 
 CLASS_STREAMS = (("split-clinc150:15", "split-clinc150-15-class"), ("split-banking77:7", "split-banking77-7-class"))
 """The class_text page's streams: the name README writes, the folder of its seeds under ``class_text/runs``."""
+CLASS_SEEDS = 3
+"""The seeds the page runs per stream (`class_text.py --seeds 0,1,2`): fewer committed reads "so far"."""
 CLASS_PEERS = ("ranpac", "slda", "ncm", "replay-matched", "der", "naive")
 """The page's strategies README names beside graft: the closed-form heads, the best row-keeping peers, naive."""
 
@@ -266,7 +268,8 @@ def _class_stream(name: str, runs: list[dict]) -> str:
     if len(runs) > 1:                                   # the page's family: graft minus every other strategy
         holm = holm_intervals({n: [g - o for g, o in zip(avg["graft"], v)] for n, v in avg.items() if n != "graft"})
         verdicts = "; " + verdict_groups(holm, CLASS_PEERS)
-    seeds = count(len(runs), "seed") + (" so far, no interval" if len(runs) == 1 else ", Holm-corrected")
+    seeds = count(len(runs), "seed") + (" so far" if len(runs) < CLASS_SEEDS else "") \
+        + (", no interval" if len(runs) == 1 else ", Holm-corrected" + (", one degree of freedom" if len(runs) == 2 else ""))
     same = all(r["strategies"]["graft"]["summary"]["final"] == r["strategies"]["ranpac"]["summary"]["final"]
                for r in runs)
     return (f"`{name}` ({seeds}) graft {pct(statistics.mean(avg['graft']))}% (rows routed to their experience "
