@@ -268,8 +268,8 @@ def _class_stream(name: str, runs: list[dict]) -> str:
     if len(runs) > 1:                                   # the page's family: graft minus every other strategy
         holm = holm_intervals({n: [g - o for g, o in zip(avg["graft"], v)] for n, v in avg.items() if n != "graft"})
         verdicts = "; " + verdict_groups(holm, CLASS_PEERS)
-    seeds = count(len(runs), "seed") + (" so far" if len(runs) < CLASS_SEEDS else "") \
-        + (", no interval" if len(runs) == 1 else ", Holm-corrected" + (", one degree of freedom" if len(runs) == 2 else ""))
+    interval = {1: ", no interval", 2: ", Holm-corrected, one degree of freedom"}.get(len(runs), ", Holm-corrected")
+    seeds = count(len(runs), "seed") + (" so far" if len(runs) < CLASS_SEEDS else "") + interval
     same = all(r["strategies"]["graft"]["summary"]["final"] == r["strategies"]["ranpac"]["summary"]["final"]
                for r in runs)
     return (f"`{name}` ({seeds}) graft {pct(statistics.mean(avg['graft']))}% (rows routed to their experience "
