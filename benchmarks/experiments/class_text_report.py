@@ -88,8 +88,8 @@ def summary(folders: dict[str, list[Path]], *, root: Path, plan: dict | None = N
         plan: the driver's plan of the benchmark (:func:`.seeds.plan_of`: its seeds and strategies), or None (what
             ran is the plan). A planned strategy that has no result gets a row of :data:`MISSING` cells.
 
-    Adds ``invocations`` (per finished peers' invocation: seed, whether it tuned, its wall and CPU seconds, tuning
-    included), ``replay_per_class`` (the ``--replay-per-class`` of the runs, None where unset) and ``missing``:
+    Adds ``invocations`` (per finished peers' invocation: seed, whether it tuned, its run record's wall and CPU
+    seconds, those of its last process when it was resumed, and its strategies' CPU seconds summed), ``replay_per_class`` (the ``--replay-per-class`` of the runs, None where unset) and ``missing``:
     ``{"seeds": planned seeds without a run, "strategies": name → seeds it has no result of, "cpu_seconds_left":
     the estimate of those (each at the strategy's mean CPU seconds over the seeds it finished), "unmeasured":
     strategies left to run that have no finished seed to time}``.
@@ -97,8 +97,11 @@ def summary(folders: dict[str, list[Path]], *, root: Path, plan: dict | None = N
     if plan is not None and not folders.get("main"):
         return _not_run(plan)
     s = benchmark_summary(folders, root=root, row_fields=text_fields)
-    runs = [load_results(f)["run"] for f in folders["main"]]
-    s["invocations"] = [{k: run.get(k) for k in ("seed", "tune", "wall_seconds", "cpu_seconds")} for run in runs]
+    results = [load_results(f) for f in folders["main"]]
+    runs = [r["run"] for r in results]
+    s["invocations"] = [{**{k: r["run"].get(k) for k in ("seed", "tune", "wall_seconds", "cpu_seconds")},
+                         "strategies_cpu_seconds": sum(e["info"].get("cpu_seconds") or 0
+                                                       for e in r["strategies"].values())} for r in results]
     per_class = {(run.get("strategy_settings") or {}).get(n, {}).get("replay_per_class") for run in runs
                  for n in ("replay", "der")} - {None, 0}
     s["replay_per_class"] = per_class.pop() if len(per_class) == 1 else None
@@ -238,9 +241,11 @@ def missing_lines(s: dict) -> list[str]:
     parts = [f"{_seeds(m['seeds'])} (every strategy)"] if m["seeds"] else []
     parts += [f"{n} on {_seeds(left)}" for n, x in m["strategies"].items()
               if (left := [seed for seed in x if seed not in m["seeds"]])]
-    done = [i["cpu_seconds"] for i in s["invocations"] if i.get("cpu_seconds") is not None]
-    spent = (f" The {len(done)} finished invocation{'s' if len(done) > 1 else ''} took {_hours(sum(done))} (their "
-             "run records, tuning included)." if done else "")
+    done = [i["strategies_cpu_seconds"] for i in s["invocations"]]
+    whose = "invocations'" if len(done) > 1 else "invocation's"
+    spent = (f" The {len(done)} finished {whose} strategies took {_hours(sum(done))} (each strategy's CPU seconds "
+             "summed; tuning runs and runs lost when an invocation stopped are not in it, nor in a resumed "
+             "invocation's run record, which times its last process)." if done else "")
     unmeasured = (f"; {', '.join(m['unmeasured'])} not timed yet (no finished seed), not in it" if m["unmeasured"]
                   else "")
     return [f"Not run yet ({MISSING} in the table): {'; '.join(parts)}.{spent} Estimate from the finished runs (not a "

@@ -245,7 +245,9 @@ def test_a_partial_page_marks_what_has_not_run_and_estimates_its_cpu_hours(tmp_p
     assert "| der | yes | – | 70.0 | 80.0 | 30.0 | – | 2.0 KB | 5 | 50 |  |  |  |  |" in page   # one seed: no sd
     assert "| graft | no | – | 80.2 ± 0.4 | 85.1 ± 0.2 | 10.0 ± 0.0 | 85.0 ± 0.0 | 2.0 KB | 5 ± 0 | 100 ± 1 |" in page
     assert ("Not run yet (– in the table): seed 2 (every strategy); der on seed 1; joint on seeds 0, 1. The 2 "
-            "finished invocations took 1.1 CPU-hours (their run records, tuning included). Estimate from the "
+            "finished invocations' strategies took 0.1 CPU-hours (each strategy's CPU seconds summed; tuning runs "
+            "and runs lost when an invocation stopped are not in it, nor in a resumed invocation's run record, which "
+            "times its last process). Estimate from the "
             "finished runs (not a measurement): 0.1 CPU-hours left") in page
     assert "joint not timed yet (no finished seed), not in it." in page
     assert "## split-y:3, model cl-graft run's default, class-incremental: not run yet" in page
