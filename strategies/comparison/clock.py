@@ -46,6 +46,11 @@ class Clock:
         self.seconds[f"{phase}_seconds"] += time.perf_counter() - t0
         self.seconds[f"{phase}_cpu_seconds"] += time.process_time() - c0
 
+    def add_(self, spent: dict[str, float]) -> None:
+        """Counts what earlier processes spent on the same run (a resumed progress file's ``spent``)."""
+        for k in self.seconds:
+            self.seconds[k] += spent.get(k, 0.0)
+
     def record(self) -> dict:
         return {k: round(v, 3) for k, v in self.seconds.items()}
 

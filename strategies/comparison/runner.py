@@ -66,7 +66,8 @@ class StrategyResult:
         info: extras: ``cpu_seconds`` (process CPU time, less sensitive to other load on the machine than
             wall time), ``train_seconds`` and ``eval_seconds`` (wall time inside the strategy's ``train`` and
             ``eval`` calls; the rest is building and saving) with ``train_cpu_seconds`` and
-            ``eval_cpu_seconds`` (their CPU time), ``peak_rss_mb`` (the process's peak resident
+            ``eval_cpu_seconds`` (their CPU time), each with the earlier processes' share when the run resumed
+            from saved state (``resumed_after``: the experiences they ran), ``peak_rss_mb`` (the process's peak resident
             memory while the strategy ran, :class:`~cl_graft.provenance.MemoryPeak`; None where it cannot be told
             apart from earlier work) and those of its entry's ``kept_bytes``.
     """
@@ -209,11 +210,13 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
                               {"cpu_seconds": round(time.process_time() - c0, 1), "task_aware": how,
                                "peak_rss_mb": memory.mb(), **clock.record()})
     model, how = fresh_model(base, stream, seed)
-    rows, saved, before = [], None, 0.0
+    rows, saved, before, spent = [], None, 0.0, {}
     state = entry.state if state_dir is not None else None
     if state is not None and (state_dir / PROGRESS_FILE).exists():
-        rows, before, saved = resume_stream(state_dir, entry, model, tasks=tasks, config=cfg.to_json(),
-                                            settings=settings.to_json())
+        rows, before, spent, saved = resume_stream(state_dir, entry, model, tasks=tasks, config=cfg.to_json(),
+                                                   settings=settings.to_json())
+        clock.add_(spent)
+    resumed_after = len(rows)
     whole = entry.fit == "whole-stream"
     strategy = _build(entry, model, cfg, settings, steps * (n if whole else 1),
                       resumed=saved.value if saved is not None else None, **build)
@@ -235,13 +238,16 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
                 fields = entry.progress_fields(info, i) if entry.progress_fields is not None else []
                 report.task_line(i, tasks, rows[-1], stored, fields, before + time.perf_counter() - t0)
             if state is not None:
+                cpu = spent.get("cpu_seconds", 0.0) + time.process_time() - c0
                 _save_progress(state_dir, state.save(strategy, state_dir), tasks, cfg, settings, rows,
-                               before + time.perf_counter() - t0)
+                               before + time.perf_counter() - t0, {**clock.record(), "cpu_seconds": cpu})
     size, info = entry.kept_bytes(strategy, model)
-    info["cpu_seconds"] = round(time.process_time() - c0, 1)            # this session (not resumed parts)
+    info["cpu_seconds"] = round(spent.get("cpu_seconds", 0.0) + time.process_time() - c0, 1)  # resumed parts too
     info["peak_rss_mb"] = memory.mb()                                     # this strategy's, this session
     info["task_aware"] = how
-    info.update(clock.record())                                          # this session, like cpu_seconds
+    info.update(clock.record())                                          # resumed parts too, like cpu_seconds
+    if resumed_after:
+        info["resumed_after"] = resumed_after                             # experiences an earlier process ran
     seconds = round(before + time.perf_counter() - t0, 1)
     if task_inference and entry.routes is not None and task_inference in entry.routes.rules:
         info["task_inference"] = task_agnostic_eval(strategy, entry.routes, bm, n, task_inference)
@@ -268,11 +274,12 @@ def task_agnostic_eval(strategy, routes: Routing, bm, n_tasks: int, how: str) ->
 
 
 def _save_progress(state_dir: Path, record: dict, tasks: list[str], cfg: ContinualConfig, settings: Settings,
-                   rows: list, seconds: float) -> None:
+                   rows: list, seconds: float, spent: dict[str, float]) -> None:
     """Commits the experiences of ``rows``: written after the strategy's state (``record``: what its save
-    returned), so a progress file never names more than the state holds."""
+    returned), so a progress file never names more than the state holds; ``seconds`` (wall) and ``spent`` (CPU
+    seconds, the training and evaluation clocks) of every process so far."""
     write_progress(state_dir, tasks=tasks, config=cfg.to_json(), settings=settings.to_json(), rows=rows,
-                   seconds=seconds, state=record)
+                   seconds=seconds, spent=spent, state=record)
 
 
 def run_continual(base: torch.nn.Module, stream: ContinualStream, strategies: Mapping[str, Settings],

@@ -4,8 +4,10 @@ ahead are kept (only the row is measured again), the next task's folder written 
 anything else beyond the progress file is refused with one line and deleted nowhere."""
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
+import time
 
 import pytest
 
@@ -87,6 +89,19 @@ def test_what_a_save_torn_before_skills_json_wrote_of_the_next_task_is_dropped(f
     assert sorted(p.name for p in (skills / "task-01").iterdir()) == ["patch.safetensors", "patch_config.json"]
     assert read_safetensors(skills / "features.safetensors").keys() == \
         read_safetensors(full_state(full) / "skills" / "features.safetensors").keys()
+
+
+def test_a_resumed_run_counts_what_the_earlier_process_spent(full, tmp_path, monkeypatch):
+    state_dir, ticks = tmp_path / "state", itertools.count()
+    with monkeypatch.context() as m:                              # the first process: 1000 CPU seconds per reading
+        m.setattr(time, "process_time", lambda: 1000.0 * next(ticks))
+        _interrupt_training(m, state_dir)
+    spent = json.loads((state_dir / "progress.json").read_text())["spent"]
+    assert min(spent[k] for k in ("cpu_seconds", "train_cpu_seconds", "eval_cpu_seconds")) >= 1000
+    resumed = _run(state_dir)                                     # the real clock: a few seconds
+    assert resumed.matrix == full.matrix and resumed.info["resumed_after"] == 1 and "resumed_after" not in full.info
+    for k in ("cpu_seconds", "train_cpu_seconds", "eval_cpu_seconds", "train_seconds", "eval_seconds"):
+        assert resumed.info[k] >= spent[k], k
 
 
 TORN = "not one a torn save of this run leaves"
