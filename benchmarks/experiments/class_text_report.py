@@ -89,7 +89,8 @@ def summary(folders: dict[str, list[Path]], *, root: Path, plan: dict | None = N
             ran is the plan). A planned strategy that has no result gets a row of :data:`MISSING` cells.
 
     Adds ``invocations`` (per finished peers' invocation: seed, whether it tuned, its run record's wall and CPU
-    seconds, those of its last process when it was resumed, and its strategies' CPU seconds summed), ``replay_per_class`` (the ``--replay-per-class`` of the runs, None where unset) and ``missing``:
+    seconds, those of its last process when it was resumed, and its strategies' CPU seconds summed),
+    ``replay_per_class`` (the ``--replay-per-class`` of the runs, None where unset) and ``missing``:
     ``{"seeds": planned seeds without a run, "strategies": name → seeds it has no result of, "cpu_seconds_left":
     the estimate of those (each at the strategy's mean CPU seconds over the seeds it finished), "unmeasured":
     strategies left to run that have no finished seed to time}``.

@@ -67,9 +67,9 @@ class StrategyResult:
             wall time), ``train_seconds`` and ``eval_seconds`` (wall time inside the strategy's ``train`` and
             ``eval`` calls; the rest is building and saving) with ``train_cpu_seconds`` and
             ``eval_cpu_seconds`` (their CPU time), each with the earlier processes' share when the run resumed
-            from saved state (``resumed_after``: the experiences they ran), ``peak_rss_mb`` (the process's peak resident
-            memory while the strategy ran, :class:`~cl_graft.provenance.MemoryPeak`; None where it cannot be told
-            apart from earlier work) and those of its entry's ``kept_bytes``.
+            from saved state (``resumed_after``: the experiences they ran), ``peak_rss_mb`` (the process's peak
+            resident memory while the strategy ran, :class:`~cl_graft.provenance.MemoryPeak`; None where it
+            cannot be told apart from earlier work) and those of its entry's ``kept_bytes``.
     """
 
     name: str
