@@ -138,3 +138,94 @@ def test_clinc150s_first_seed_notes_are_its_artifact():
            f"{runs['lwf']['info']['kept']['previous_model'] / 1e6:.1f} MB" in text
     assert (f"scored {' / '.join(_pct(d) for d in der['dev_average'])} on dev (alpha {der['chosen']['der_alpha']:g} "
             f"kept), {avg['der']} after the last experience, below replay-matched {avg['replay-matched']}") in text
+
+
+PROFILE = "profile_clinc150"
+"""Issue 54 item 5's quiet profile: ``graft_naive/``, ``graft_float32/`` and ``heads/``, one ``results.json`` each."""
+
+
+def quiet_profile_rows() -> list[str]:
+    """The README's quiet-profile table: per strategy (graft with its defaults, graft with a float32 size search,
+    naive, slda, ranpac) its accuracy, CPU seconds in all and per phase, wall seconds, peak memory and CPU over
+    naive's."""
+    runs = {f: _art(f"{PROFILE}/{f}/results.json")["strategies"] for f in ("graft_naive", "graft_float32", "heads")}
+    cols = [runs["graft_naive"]["graft"], runs["graft_float32"]["graft"], runs["graft_naive"]["naive"],
+            runs["heads"]["slda"], runs["heads"]["ranpac"]]
+    naive = cols[2]["info"]["cpu_seconds"]
+
+    def row(label: str, cell) -> str:
+        return f"| {label} | " + " | ".join(cell(c) for c in cols) + " |"
+
+    def total(key: str):
+        return lambda c: f"{sum(c['info'][key]):.0f}" if key in c["info"] else "–"
+
+    return [row("after the last experience %", lambda c: _pct(c["summary"]["average"])),
+            row("CPU s", lambda c: f"{c['info']['cpu_seconds']:.0f}"),
+            row("training CPU s", lambda c: f"{c['info']['train_cpu_seconds']:.0f}"),
+            row("of it: region search (wall s)", total("localize_seconds")),
+            row("of it: feature passes (wall s)", total("feature_seconds")),
+            row("evaluation CPU s", lambda c: f"{c['info']['eval_cpu_seconds']:.0f}"),
+            row("wall s", lambda c: f"{c['seconds']:.0f}"),
+            row("peak memory (RSS, MB)", lambda c: f"{c['info']['peak_rss_mb']:,}"),
+            row("CPU over naive's", lambda c: f"{c['info']['cpu_seconds'] / naive:.2f}×")]
+
+
+def test_quiet_profile_table_is_its_artifact():
+    page = _page()
+    for row in quiet_profile_rows():
+        assert row in page, row
+    conditions = [_art(f"{PROFILE}/{f}/results.json")["run"]["conditions"]
+                  for f in ("graft_naive", "graft_float32", "heads")]
+    assert {c["omp_num_threads"] for c in conditions} == {"1"}                      # "one thread"
+    assert max(max(c["load_average_end"]) for c in conditions) < 1.2                # "nothing else running"
+    records = [_art(f"{PROFILE}/{f}/results.json")["run"] for f in ("graft_naive", "graft_float32", "heads")]
+    text = " ".join(page.split())
+    assert {r["git_revision"][:7] for r in records} == {"bbf4bd9"} and "At bbf4bd9" in text
+    assert all(r["conditions"]["bfloat16_native"] for r in records)
+    native = [_art(f"runs/split-clinc150-15-class/seed{s}/results.json")["run"]["conditions"]["bfloat16_native"]
+              for s in range(3)]
+    assert native == [False, False, True] and "seeds 0 and 1 of clinc150 ran on one that does not" in text
+    for r in records:
+        assert " ".join(r["command_line"].split()) in " ".join(page.replace("\\\n", " ").split())
+    for f in ("graft_naive", "graft_float32", "heads"):                  # "CPU seconds to within a second"
+        for s in _art(f"{PROFILE}/{f}/results.json")["strategies"].values():
+            i = s["info"]
+            assert abs(s["seconds"] - i["cpu_seconds"]) < 1
+            assert abs(i["train_seconds"] - i["train_cpu_seconds"]) < 1
+            assert abs(i["eval_seconds"] - i["eval_cpu_seconds"]) < 1
+
+
+def test_quiet_profile_notes_are_its_artifact():
+    """The notes under the quiet-profile table quote its artifacts and the page's seed 0."""
+    page = _art("runs/split-clinc150-15-class/seed0/results.json")["strategies"]
+    run = {f: _art(f"{PROFILE}/{f}/results.json")["strategies"] for f in ("graft_naive", "graft_float32", "heads")}
+    bf16, f32, naive = run["graft_naive"]["graft"], run["graft_float32"]["graft"], run["graft_naive"]["naive"]
+    assert bf16["info"]["settings"] == {**f32["info"]["settings"], "region_size": {
+        **f32["info"]["settings"]["region_size"], "precision": "auto"}}              # "differ in precision alone"
+    assert {z["precision"] for z in bf16["info"]["sizing"]} == {"bfloat16"}
+    assert {z["precision"] for z in f32["info"]["sizing"]} == {"float32"}
+    for g in (bf16, f32):
+        assert g["matrix"] == page["graft"]["matrix"]                               # "row for row with either"
+    assert all(run["heads"][n]["matrix"] == page[n]["matrix"] for n in ("slda", "ranpac"))
+    assert f32["info"]["region_elements"] == page["graft"]["info"]["region_elements"]
+    other = sum(a != b for a, b in zip(bf16["info"]["region_elements"], page["graft"]["info"]["region_elements"]))
+    text = " ".join(_page().split())
+    assert f"other sizes for {['no', 'one', 'two', 'three', 'four'][other]} of the 15 tasks" in text
+    cpu = naive["info"]["cpu_seconds"]
+    assert (f"{bf16['info']['cpu_seconds'] / cpu:.2f}× naive's with its defaults here and "
+            f"{f32['info']['cpu_seconds'] / cpu:.2f}× with the float32 search") in text
+    extra = [sum(g["info"]["localize_seconds"]) + sum(g["info"]["feature_seconds"]) for g in (bf16, f32)]
+    steps = [g["info"]["train_cpu_seconds"] - e for g, e in zip((bf16, f32), extra)]
+    train = naive["info"]["train_cpu_seconds"]
+    assert f"take {extra[0]:.0f} s ({extra[1]:.0f} s with the float32 search)" in text
+    assert f"({steps[0]:.0f} and {steps[1]:.0f} s against {train:.0f} s)" in text
+    assert max(abs(s - train) for s in steps) / train < 0.03                       # "to within 3%"
+    assert f"{100 * extra[0] / train:.0f} and {100 * extra[1] / train:.0f}% of naive's training" in text
+    assert f"({_pct(naive['summary']['average'])} against {_pct(page['naive']['summary']['average'])} after" in text
+    cells = [[round(150 * abs(a - b)) for a, b in zip(x, y)] for x, y in zip(naive["matrix"], page["naive"]["matrix"])]
+    first = next(i for i, row in enumerate(cells) if any(row))
+    assert first == 7 and "from the eighth experience on" in text
+    changed = [sum(c > 0 for c in row) for row in cells if any(row)]
+    assert f"differs in {['no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven'][len(changed)]} rows" in text
+    assert set(changed) <= {1, 2}                                                       # "one or two cells each"
+    assert f"by at most {max(map(max, cells))} of a cell's 150 test rows" in text
