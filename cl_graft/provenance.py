@@ -162,7 +162,8 @@ class MemoryPeak:
 
 def finish_record(record: dict) -> dict:
     """``record`` with the run's cost so far: wall seconds since ``started``, process CPU seconds, peak RSS in MB
-    (of this process: rank 0's under torchrun), and ``conditions["load_average_end"]``, the load as it ends."""
+    (of this process: rank 0's under torchrun; a resumed run's earlier processes are not in them), and
+    ``conditions["load_average_end"]``, the load as it ends."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     started = datetime.fromisoformat(record["started"])
     ended = {**record.get("conditions", {}), "load_average_end": load_average()}

@@ -250,14 +250,21 @@ def _run(*, stream, scenario, class_order, strategies, steps, k, eval_cap, tune,
                                 console=console,
                                 on_result=on_result)
         console.phase("writing results and figures")
-        record["strategy_settings"] = {n: r.info.get("settings", own[n].to_json()) for n, r in results.items()}
         bands = chance_bands(the_stream.benchmark.test_stream)
-        record = {**record, "strategy_settings": _settings_run(own, results)}         # what ran, tuning applied
+        record = {**record, "strategy_settings": _settings_run(own, results),          # what ran, tuning applied
+                  "strategies_cpu_seconds": _strategies_cpu(results)}
         write_results(run_dir.path, results, record=finish_record(record), scenario=scenario, bands=bands)
         console.close()
         console.echo(f"\n{scenario_line(scenario)}\n" + summary_table(results, bands=bands)
                      + f"\n\nresults -> {run_dir.path}")
         run_dir.finish(record)
+
+
+def _strategies_cpu(results: dict) -> float:
+    """The strategies' CPU seconds summed (each ``info["cpu_seconds"]``, an earlier process's share included where
+    a strategy resumed or was read back finished): the invocation's cost beside the record's ``cpu_seconds``,
+    which is this process's alone."""
+    return round(sum(r.info.get("cpu_seconds") or 0.0 for r in results.values()), 1)
 
 
 def _settings_run(own: dict, results: dict) -> dict:

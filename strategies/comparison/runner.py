@@ -217,6 +217,11 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
                                                    settings=settings.to_json())
         clock.add_(spent)
     resumed_after = len(rows)
+
+    def cpu_so_far() -> float:
+        """This run's CPU seconds: this process's since it started the run, and earlier processes' (``spent``)."""
+        return spent.get("cpu_seconds", 0.0) + time.process_time() - c0
+
     whole = entry.fit == "whole-stream"
     strategy = _build(entry, model, cfg, settings, steps * (n if whole else 1),
                       resumed=saved.value if saved is not None else None, **build)
@@ -238,11 +243,10 @@ def run_strategy(name: str, base: torch.nn.Module, stream: ContinualStream, cfg:
                 fields = entry.progress_fields(info, i) if entry.progress_fields is not None else []
                 report.task_line(i, tasks, rows[-1], stored, fields, before + time.perf_counter() - t0)
             if state is not None:
-                cpu = spent.get("cpu_seconds", 0.0) + time.process_time() - c0
                 _save_progress(state_dir, state.save(strategy, state_dir), tasks, cfg, settings, rows,
-                               before + time.perf_counter() - t0, {**clock.record(), "cpu_seconds": cpu})
+                               before + time.perf_counter() - t0, {**clock.record(), "cpu_seconds": cpu_so_far()})
     size, info = entry.kept_bytes(strategy, model)
-    info["cpu_seconds"] = round(spent.get("cpu_seconds", 0.0) + time.process_time() - c0, 1)  # resumed parts too
+    info["cpu_seconds"] = round(cpu_so_far(), 1)                                     # resumed parts too
     info["peak_rss_mb"] = memory.mb()                                     # this strategy's, this session
     info["task_aware"] = how
     info.update(clock.record())                                          # resumed parts too, like cpu_seconds

@@ -43,6 +43,8 @@ def test_every_strategy_runs_and_writes_results(all_run):
     conditions = data["run"]["conditions"]                                   # the conditions beside the times
     assert set(conditions) == {"torch_threads", "omp_num_threads", "load_average_start", "load_average_end",
                                "bfloat16_native"} and data["run"]["byte_unit"] == "MB = 10^6 bytes"
+    own = round(sum(r["info"]["cpu_seconds"] for r in data["strategies"].values()), 1)
+    assert data["run"]["strategies_cpu_seconds"] == own <= data["run"]["cpu_seconds"]    # one process ran them all
 
 
 def test_the_console_is_one_line_per_task_and_the_table(all_run):
@@ -164,8 +166,11 @@ def test_interrupted_graft_resumes_to_the_same_results(env, all_run, tmp_path, m
     result = cli(env, "--stream", "alpha,beta", "--strategies", "graft", "--trained-test", "true", "--resume",
                  "--out", str(out))
     assert result.exit_code == 0, result.output
-    resumed = json.loads((out / "results.json").read_text())["strategies"]["graft"]
+    data = json.loads((out / "results.json").read_text())
+    resumed = data["strategies"]["graft"]
     assert resumed["matrix"] == full["matrix"] and resumed["bytes"] == full["bytes"]
+    assert resumed["info"]["resumed_after"] == 1                   # its CPU seconds count the first process's share,
+    assert data["run"]["strategies_cpu_seconds"] == resumed["info"]["cpu_seconds"]   # and so does the record's sum
     kept = [r["trained_test"] for r in resumed["info"]["sizing"]]             # saved with the first task's skills
     assert kept == [r["trained_test"] for r in full["info"]["sizing"]] and None not in kept
 
