@@ -142,13 +142,20 @@ def test_clinc150s_first_seed_notes_are_its_artifact():
 
 PROFILE = "profile_clinc150"
 """Issue 54 item 5's quiet profile: ``graft_naive/``, ``graft_float32/`` and ``heads/``, one ``results.json`` each."""
+PROFILE_RUNS = ("graft_naive", "graft_float32", "heads")
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven")
+
+
+def _profile() -> dict:
+    """The quiet profile's three ``results.json``, by folder."""
+    return {f: _art(f"{PROFILE}/{f}/results.json") for f in PROFILE_RUNS}
 
 
 def quiet_profile_rows() -> list[str]:
     """The README's quiet-profile table: per strategy (graft with its defaults, graft with a float32 size search,
     naive, slda, ranpac) its accuracy, CPU seconds in all and per phase, wall seconds, peak memory and CPU over
     naive's."""
-    runs = {f: _art(f"{PROFILE}/{f}/results.json")["strategies"] for f in ("graft_naive", "graft_float32", "heads")}
+    runs = {f: r["strategies"] for f, r in _profile().items()}
     cols = [runs["graft_naive"]["graft"], runs["graft_float32"]["graft"], runs["graft_naive"]["naive"],
             runs["heads"]["slda"], runs["heads"]["ranpac"]]
     naive = cols[2]["info"]["cpu_seconds"]
@@ -174,14 +181,14 @@ def test_quiet_profile_table_is_its_artifact():
     page = _page()
     for row in quiet_profile_rows():
         assert row in page, row
-    conditions = [_art(f"{PROFILE}/{f}/results.json")["run"]["conditions"]
-                  for f in ("graft_naive", "graft_float32", "heads")]
+    profile = _profile()
+    records = [r["run"] for r in profile.values()]
+    conditions = [r["conditions"] for r in records]
+    text = " ".join(page.split())
     assert {c["omp_num_threads"] for c in conditions} == {"1"}                      # "one thread"
     assert all(0.15 <= c["load_average_start"][0] <= 0.95 and round(c["load_average_end"][0], 1) == 1.0
                for c in conditions)                                                 # "nothing else running"
-    assert "load average 0.2–0.9 at the start of each run and 1.0 at its end" in " ".join(_page().split())
-    records = [_art(f"{PROFILE}/{f}/results.json")["run"] for f in ("graft_naive", "graft_float32", "heads")]
-    text = " ".join(page.split())
+    assert "load average 0.2–0.9 at the start of each run and 1.0 at its end" in text
     assert {r["git_revision"][:7] for r in records} == {"bbf4bd9"} and "At bbf4bd9" in text
     assert all(r["conditions"]["bfloat16_native"] for r in records)
     native = [_art(f"runs/split-clinc150-15-class/seed{s}/results.json")["run"]["conditions"]["bfloat16_native"]
@@ -189,8 +196,8 @@ def test_quiet_profile_table_is_its_artifact():
     assert native == [False, False, True] and "seeds 0 and 1 of clinc150 ran on one that does not" in text
     for r in records:
         assert " ".join(r["command_line"].split()) in " ".join(page.replace("\\\n", " ").split())
-    for f in ("graft_naive", "graft_float32", "heads"):                  # "CPU seconds to within a second"
-        for s in _art(f"{PROFILE}/{f}/results.json")["strategies"].values():
+    for r in profile.values():                                           # "CPU seconds to within a second"
+        for s in r["strategies"].values():
             i = s["info"]
             assert abs(s["seconds"] - i["cpu_seconds"]) < 1
             assert abs(i["train_seconds"] - i["train_cpu_seconds"]) < 1
@@ -200,7 +207,7 @@ def test_quiet_profile_table_is_its_artifact():
 def test_quiet_profile_notes_are_its_artifact():
     """The notes under the quiet-profile table quote its artifacts and the page's seed 0."""
     page = _art("runs/split-clinc150-15-class/seed0/results.json")["strategies"]
-    run = {f: _art(f"{PROFILE}/{f}/results.json")["strategies"] for f in ("graft_naive", "graft_float32", "heads")}
+    run = {f: r["strategies"] for f, r in _profile().items()}
     bf16, f32, naive = run["graft_naive"]["graft"], run["graft_float32"]["graft"], run["graft_naive"]["naive"]
     assert bf16["info"]["settings"] == {**f32["info"]["settings"], "region_size": {
         **f32["info"]["settings"]["region_size"], "precision": "auto"}}              # "differ in precision alone"
@@ -212,7 +219,7 @@ def test_quiet_profile_notes_are_its_artifact():
     assert f32["info"]["region_elements"] == page["graft"]["info"]["region_elements"]
     other = sum(a != b for a, b in zip(bf16["info"]["region_elements"], page["graft"]["info"]["region_elements"]))
     text = " ".join(_page().split())
-    assert f"other sizes for {['no', 'one', 'two', 'three', 'four'][other]} of the 15 tasks" in text
+    assert f"other sizes for {NUMBER_WORDS[other]} of the 15 tasks" in text
     cpu = naive["info"]["cpu_seconds"]
     assert (f"{bf16['info']['cpu_seconds'] / cpu:.2f}× naive's with its defaults here and "
             f"{f32['info']['cpu_seconds'] / cpu:.2f}× with the float32 search") in text
@@ -228,6 +235,6 @@ def test_quiet_profile_notes_are_its_artifact():
     first = next(i for i, row in enumerate(cells) if any(row))
     assert first == 7 and "from the eighth experience on" in text
     changed = [sum(c > 0 for c in row) for row in cells if any(row)]
-    assert f"differs in {['no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven'][len(changed)]} rows" in text
+    assert f"differs in {NUMBER_WORDS[len(changed)]} rows" in text
     assert set(changed) <= {1, 2}                                                       # "one or two cells each"
     assert f"by at most {max(map(max, cells))} of a cell's 150 test rows" in text
